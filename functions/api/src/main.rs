@@ -1,0 +1,17 @@
+//! API Lambda: build config and pool once per container, then serve the shared router.
+
+use std::sync::Arc;
+
+use triage::{config::Config, db, http, telemetry};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    telemetry::init();
+    let config = Config::from_env()?;
+    let pool = db::pool(&config.database)?;
+    lambda_http::run(http::router(http::AppState {
+        pool,
+        config: Arc::new(config),
+    }))
+    .await
+}

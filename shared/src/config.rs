@@ -1,0 +1,290 @@
+//! One typed configuration, built in one place from SPEC's environment names.
+//! Every policy number has its home here, with the article's default.
+
+use std::{fmt, time::Duration};
+
+use crate::error::ConfigError;
+
+/// A value that must never reach a log line.
+#[derive(Clone, Default)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// Model version of the offline keyword classifier.
+pub const RULES_MODEL_VERSION: &str = "rules@offline";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    Rules,
+    OpenAi,
+    Anthropic,
+}
+
+/// The versions an evaluation is computed (and its key derived) under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versions {
+    pub prompt: String,
+    /// `model@effort`, e.g. `gpt-6-luna@medium`.
+    pub model: String,
+    pub policy: String,
+}
+
+/// Input limits of the HTTP API.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_subject_chars: usize,
+    pub max_message_chars: usize,
+    /// How long an `Idempotency-Key` request header is remembered.
+    pub idempotency_key_ttl: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 64 * 1024,
+            max_subject_chars: 500,
+            max_message_chars: 20_000,
+            idempotency_key_ttl: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DatabaseConfig {
+    pub url: Secret,
+    pub pool_size: usize,
+    pub connect_timeout: Duration,
+    pub statement_timeout: Duration,
+}
+
+/// Retry, lease and pacing policy of the worker (SPEC rule 7 and "Beyond the article").
+#[derive(Debug, Clone)]
+pub struct WorkerPolicy {
+    pub batch_size: i64,
+    pub concurrency: usize,
+    pub lease: Duration,
+    pub max_attempts: i32,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    pub jitter_max: Duration,
+    pub call_timeout: Duration,
+    pub breaker_cooldown: Duration,
+    pub invocation_budget: Duration,
+}
+
+impl Default for WorkerPolicy {
+    fn default() -> Self {
+        Self {
+            batch_size: 10,
+            concurrency: 4,
+            lease: Duration::from_secs(300),
+            max_attempts: 5,
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+            jitter_max: Duration::from_secs(30),
+            call_timeout: Duration::from_secs(30),
+            breaker_cooldown: Duration::from_secs(30),
+            invocation_budget: Duration::from_secs(60),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    pub url: String,
+    pub api_key: Secret,
+    pub model: String,
+    pub effort: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub database: DatabaseConfig,
+    pub provider: ProviderConfig,
+    pub versions: Versions,
+    pub limits: Limits,
+    pub worker: WorkerPolicy,
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Builds the configuration from any name lookup, so tests need not touch the process env.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let env = Env(&get);
+        let provider_kind = match env.string("TRIAGE_PROVIDER", "rules").as_str() {
+            "rules" => ProviderKind::Rules,
+            "openai" => ProviderKind::OpenAi,
+            "anthropic" => ProviderKind::Anthropic,
+            other => {
+                return Err(ConfigError::invalid(
+                    "TRIAGE_PROVIDER",
+                    format!("unknown provider {other:?}"),
+                ))
+            }
+        };
+        let default_url = match provider_kind {
+            ProviderKind::Anthropic => "https://api.anthropic.com/v1",
+            _ => "https://api.openai.com/v1",
+        };
+        let model = env.string("TRIAGE_MODEL", "gpt-6-luna");
+        let effort = env.string("TRIAGE_EFFORT", "medium");
+        let defaults = WorkerPolicy::default();
+        let worker = WorkerPolicy {
+            batch_size: env.number("TRIAGE_BATCH_SIZE", defaults.batch_size)?,
+            concurrency: env.number("TRIAGE_CONCURRENCY", defaults.concurrency)?,
+            lease: env.seconds("TRIAGE_LEASE_SECONDS", defaults.lease)?,
+            max_attempts: env.number("TRIAGE_MAX_ATTEMPTS", defaults.max_attempts)?,
+            backoff_base: env.seconds("TRIAGE_BACKOFF_BASE_SECONDS", defaults.backoff_base)?,
+            backoff_max: env.seconds("TRIAGE_BACKOFF_MAX_SECONDS", defaults.backoff_max)?,
+            jitter_max: env.seconds("TRIAGE_JITTER_MAX_SECONDS", defaults.jitter_max)?,
+            call_timeout: env.seconds("TRIAGE_CALL_TIMEOUT_SECONDS", defaults.call_timeout)?,
+            breaker_cooldown: env
+                .seconds("TRIAGE_BREAKER_COOLDOWN_SECONDS", defaults.breaker_cooldown)?,
+            invocation_budget: env
+                .seconds("TRIAGE_INVOCATION_SECONDS", defaults.invocation_budget)?,
+        };
+        if worker.batch_size < 1 || worker.concurrency < 1 || worker.max_attempts < 1 {
+            return Err(ConfigError::invalid(
+                "TRIAGE_BATCH_SIZE/TRIAGE_CONCURRENCY/TRIAGE_MAX_ATTEMPTS",
+                "must be at least 1".into(),
+            ));
+        }
+        Ok(Self {
+            database: DatabaseConfig {
+                url: Secret::new(env.string("DATABASE_URL", "")),
+                pool_size: env.number("TRIAGE_DB_POOL_SIZE", 8)?,
+                connect_timeout: env
+                    .seconds("TRIAGE_DB_CONNECT_TIMEOUT_SECONDS", Duration::from_secs(3))?,
+                statement_timeout: env.seconds(
+                    "TRIAGE_DB_STATEMENT_TIMEOUT_SECONDS",
+                    Duration::from_secs(10),
+                )?,
+            },
+            provider: ProviderConfig {
+                kind: provider_kind,
+                url: env
+                    .string("TRIAGE_PROVIDER_URL", default_url)
+                    .trim_end_matches('/')
+                    .to_string(),
+                api_key: Secret::new(env.string("TRIAGE_PROVIDER_API_KEY", "")),
+                model: model.clone(),
+                effort: effort.clone(),
+            },
+            versions: Versions {
+                prompt: env.string("TRIAGE_PROMPT_VERSION", "triage-v3"),
+                model: if provider_kind == ProviderKind::Rules {
+                    // The offline classifier is not the named model; its results must not be
+                    // cached under the real model's keys.
+                    RULES_MODEL_VERSION.to_string()
+                } else {
+                    format!("{model}@{effort}")
+                },
+                policy: env.string("TRIAGE_POLICY_VERSION", "policy-v1"),
+            },
+            limits: Limits::default(),
+            worker,
+        })
+    }
+
+    /// Configuration for tests and `triage dev`: embedded defaults against `database_url`.
+    pub fn local(database_url: &str) -> Self {
+        let url = database_url.to_string();
+        Self::from_lookup(move |name| (name == "DATABASE_URL").then(|| url.clone()))
+            .expect("embedded defaults are valid")
+    }
+}
+
+struct Env<'a, F: Fn(&str) -> Option<String>>(&'a F);
+
+impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
+    fn string(&self, name: &str, default: &str) -> String {
+        (self.0)(name)
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.to_string())
+    }
+
+    fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ConfigError> {
+        match (self.0)(name).filter(|v| !v.is_empty()) {
+            None => Ok(default),
+            Some(raw) => raw
+                .trim()
+                .parse()
+                .map_err(|_| ConfigError::invalid(name, format!("{raw:?} is not a number"))),
+        }
+    }
+
+    fn seconds(&self, name: &str, default: Duration) -> Result<Duration, ConfigError> {
+        let secs: f64 = self.number(name, default.as_secs_f64())?;
+        Duration::try_from_secs_f64(secs).map_err(|_| {
+            ConfigError::invalid(name, format!("{secs} is not a valid number of seconds"))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_articles_numbers() {
+        let c = Config::local("postgres://x");
+        assert_eq!(c.worker.lease, Duration::from_secs(300));
+        assert_eq!(c.worker.max_attempts, 5);
+        assert_eq!(c.worker.backoff_max, Duration::from_secs(300));
+        assert_eq!(c.worker.jitter_max, Duration::from_secs(30));
+        assert_eq!(c.versions.prompt, "triage-v3");
+        assert_eq!(c.versions.policy, "policy-v1");
+        assert_eq!(c.versions.model, RULES_MODEL_VERSION);
+    }
+
+    #[test]
+    fn fractional_seconds_and_named_provider() {
+        let c = Config::from_lookup(|n| match n {
+            "TRIAGE_PROVIDER" => Some("openai".into()),
+            "TRIAGE_EFFORT" => Some("high".into()),
+            "TRIAGE_LEASE_SECONDS" => Some("0.5".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.versions.model, "gpt-6-luna@high");
+        assert_eq!(c.worker.lease, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn bad_numbers_name_their_variable() {
+        let err = Config::from_lookup(|n| (n == "TRIAGE_MAX_ATTEMPTS").then(|| "five".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("TRIAGE_MAX_ATTEMPTS"), "{err}");
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let c = Config::from_lookup(|n| {
+            (n == "TRIAGE_PROVIDER_API_KEY").then(|| "sk-very-secret".into())
+        })
+        .unwrap();
+        assert!(!format!("{c:?}").contains("sk-very-secret"));
+    }
+}

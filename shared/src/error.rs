@@ -1,0 +1,71 @@
+//! Typed errors, one per layer. What a failure *means* for the outbox (its class) is decided
+//! in `evaluate::classify`; these types only carry it.
+
+use thiserror::Error;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Error)]
+#[error("configuration: {name}: {reason}")]
+pub struct ConfigError {
+    pub name: String,
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub fn invalid(name: &str, reason: String) -> Self {
+        Self {
+            name: name.to_string(),
+            reason,
+        }
+    }
+}
+
+/// Anything the database layer can fail with.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The database could not be reached in time: callers answer 503 / retry later.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    #[error("database: {0}")]
+    Database(#[from] tokio_postgres::Error),
+    #[error("migration: {0}")]
+    Migration(#[from] refinery::Error),
+}
+
+impl From<deadpool_postgres::PoolError> for Error {
+    fn from(err: deadpool_postgres::PoolError) -> Self {
+        match err {
+            deadpool_postgres::PoolError::Backend(e)
+                if !e.is_closed() && e.as_db_error().is_some() =>
+            {
+                Error::Database(e)
+            }
+            other => Error::Unavailable(other.to_string()),
+        }
+    }
+}
+
+impl Error {
+    /// Whether the failure is the database being away (connection refused, timed out, closed),
+    /// as opposed to a statement being wrong.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Error::Unavailable(_) => true,
+            Error::Database(e) => e.is_closed() || e.as_db_error().is_none_or(is_unavailable_code),
+            _ => false,
+        }
+    }
+}
+
+fn is_unavailable_code(db: &tokio_postgres::error::DbError) -> bool {
+    use tokio_postgres::error::SqlState;
+    let code = db.code();
+    // Class 08 (connection), 57P0x (shutdown), 53 (resources), statement timeout.
+    code.code().starts_with("08")
+        || code.code().starts_with("57P")
+        || code.code().starts_with("53")
+        || *code == SqlState::QUERY_CANCELED
+}

@@ -1,0 +1,52 @@
+//! The HTTP API: one router, served by the api Lambda (through lambda_http) and by
+//! `triage serve` / `triage dev`.
+
+mod problem;
+mod tickets;
+
+use std::sync::Arc;
+
+use axum::{
+    extract::DefaultBodyLimit,
+    http::StatusCode,
+    routing::{get, post},
+    Router,
+};
+use deadpool_postgres::Pool;
+
+pub use problem::Problem;
+
+use crate::config::Config;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: Pool,
+    pub config: Arc<Config>,
+}
+
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.config.limits.max_body_bytes;
+    Router::new()
+        .route("/tickets", post(tickets::create))
+        .route("/tickets/{id}", get(tickets::show))
+        .fallback(|| async { Problem::not_found("no such resource") })
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed on this resource",
+            )
+        })
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+/// Serves the router on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

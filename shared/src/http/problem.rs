@@ -1,0 +1,69 @@
+//! RFC 9457 problem details: every error the API returns has this shape.
+
+use axum::{
+    http::{header, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+use crate::error::Error;
+
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub status: StatusCode,
+    pub detail: String,
+}
+
+impl Problem {
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            detail: detail.into(),
+        }
+    }
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, detail)
+    }
+    pub fn unprocessable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+    }
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, detail)
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let body = json!({
+            "type": "about:blank",
+            "title": self.status.canonical_reason().unwrap_or("Error"),
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+        });
+        let mut response = (self.status, body.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        response
+    }
+}
+
+impl From<Error> for Problem {
+    fn from(err: Error) -> Self {
+        if err.is_unavailable() {
+            tracing::warn!(error = %err, "database unavailable");
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the ticket store is temporarily unavailable; retry later",
+            )
+        } else {
+            tracing::error!(error = %err, "request failed");
+            Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        }
+    }
+}

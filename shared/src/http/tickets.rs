@@ -1,0 +1,239 @@
+//! `POST /tickets` and `GET /tickets/{id}`: parse, validate, call `ingest` / `ticket`, map.
+
+use axum::{
+    body::Bytes,
+    extract::{rejection::BytesRejection, Path, State},
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    Json,
+};
+use serde::Deserialize;
+
+use super::{AppState, Problem};
+use crate::{
+    config::Limits,
+    ingest::{self, KeyedOutcome, NewTicket},
+    ticket::{self, TicketId},
+};
+
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Longest accepted `Idempotency-Key` header value.
+const MAX_REQUEST_KEY_LEN: usize = 255;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TicketBody {
+    subject: String,
+    message: String,
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    require_json(&headers)?;
+    let body = body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "request body exceeds {} bytes",
+                state.config.limits.max_body_bytes
+            ),
+        ),
+        status => Problem::new(status, rejection.body_text()),
+    })?;
+    let ticket = parse_ticket(&body, &state.config.limits)?;
+    let request_key = request_key(&headers)?;
+    let config = &state.config;
+
+    let (status, body) = match request_key {
+        None => {
+            let created = ingest::create_ticket(&state.pool, &config.versions, &ticket).await?;
+            (StatusCode::CREATED, created.body())
+        }
+        Some(key) => {
+            match ingest::create_ticket_keyed(
+                &state.pool,
+                &config.versions,
+                &ticket,
+                key,
+                config.limits.idempotency_key_ttl,
+            )
+            .await?
+            {
+                KeyedOutcome::Created(created) => (StatusCode::CREATED, created.body()),
+                KeyedOutcome::Replay { status, body } => (
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::CREATED),
+                    body,
+                ),
+                KeyedOutcome::Mismatch => {
+                    return Err(Problem::unprocessable(
+                        "Idempotency-Key was already used with a different request body",
+                    ))
+                }
+            }
+        }
+    };
+    let location = body["id"]
+        .as_str()
+        .map(|id| format!("/tickets/{id}"))
+        .unwrap_or_default();
+    let mut response = (status, Json(body)).into_response();
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}
+
+pub async fn show(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id: TicketId = id
+        .parse()
+        .map_err(|_| Problem::bad_request("ticket id must be a UUID"))?;
+    match ticket::find(&state.pool, &state.config.versions, id).await? {
+        Some(view) => Ok(Json(view).into_response()),
+        None => Err(Problem::not_found(format!("no ticket with id {id}"))),
+    }
+}
+
+fn require_json(headers: &HeaderMap) -> Result<(), Problem> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json")) {
+        Ok(())
+    } else {
+        Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        ))
+    }
+}
+
+fn request_key(headers: &HeaderMap) -> Result<Option<&str>, Problem> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .map_err(|_| Problem::bad_request("Idempotency-Key must be visible ASCII"))?
+        .trim();
+    // The draft sends the key as a structured-field string: "abc". Bare tokens are accepted too.
+    let key = key
+        .strip_prefix('"')
+        .and_then(|k| k.strip_suffix('"'))
+        .unwrap_or(key);
+    if key.is_empty() || key.len() > MAX_REQUEST_KEY_LEN {
+        return Err(Problem::bad_request(format!(
+            "Idempotency-Key must be 1 to {MAX_REQUEST_KEY_LEN} characters"
+        )));
+    }
+    Ok(Some(key))
+}
+
+/// The validation rules of a ticket; each failure names the field and the rule.
+fn parse_ticket(body: &[u8], limits: &Limits) -> Result<NewTicket, Problem> {
+    let parsed: TicketBody = serde_json::from_slice(body).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            // Well-formed JSON of the wrong shape: missing field, wrong type, unknown field.
+            Category::Data => Problem::unprocessable(format!("invalid ticket: {e}")),
+            _ => Problem::bad_request(format!("request body is not valid JSON: {e}")),
+        }
+    })?;
+    let subject = check_field("subject", parsed.subject, limits.max_subject_chars)?;
+    let message = check_field("message", parsed.message, limits.max_message_chars)?;
+    Ok(NewTicket { subject, message })
+}
+
+fn check_field(name: &str, value: String, max_chars: usize) -> Result<String, Problem> {
+    if value.trim().is_empty() {
+        return Err(Problem::unprocessable(format!("{name} must not be empty")));
+    }
+    if value.contains('\0') {
+        return Err(Problem::unprocessable(format!(
+            "{name} must not contain NUL characters"
+        )));
+    }
+    let chars = value.chars().count();
+    if chars > max_chars {
+        return Err(Problem::unprocessable(format!(
+            "{name} is {chars} characters long; the limit is {max_chars}"
+        )));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: &str) -> Result<NewTicket, Problem> {
+        parse_ticket(body.as_bytes(), &Limits::default())
+    }
+
+    #[test]
+    fn malformed_json_is_400_and_wrong_shape_is_422() {
+        assert_eq!(parse("{").unwrap_err().status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            parse(r#"{"subject":"a"}"#).unwrap_err().status,
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        assert_eq!(
+            parse(r#"{"subject":1,"message":"b"}"#).unwrap_err().status,
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        assert_eq!(
+            parse(r#"[1]"#).unwrap_err().status,
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        assert_eq!(
+            parse(r#"{"subject":"a","message":"b","x":1}"#)
+                .unwrap_err()
+                .status,
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+    }
+
+    #[test]
+    fn empty_nul_and_oversized_fields_are_422() {
+        for body in [
+            r#"{"subject":"  ","message":"b"}"#.to_string(),
+            r#"{"subject":"a","message":"b\u0000c"}"#.to_string(),
+            format!(r#"{{"subject":"{}","message":"b"}}"#, "x".repeat(501)),
+        ] {
+            let problem = parse(&body).unwrap_err();
+            assert_eq!(
+                problem.status,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "{body}: {}",
+                problem.detail
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_400() {
+        let body = b"{\"subject\":\"\xff\",\"message\":\"b\"}";
+        assert_eq!(
+            parse_ticket(body, &Limits::default()).unwrap_err().status,
+            StatusCode::BAD_REQUEST
+        );
+    }
+
+    #[test]
+    fn limits_count_characters_not_bytes() {
+        let subject = "é".repeat(500);
+        assert!(parse(&format!(r#"{{"subject":"{subject}","message":"b"}}"#)).is_ok());
+    }
+}

@@ -1,0 +1,18 @@
+//! triage: LLM ticket triage outside the request path, on a transactional outbox with a
+//! content-derived idempotency key.
+//!
+//! A ticket's path through the modules: [`key`] → [`ingest`] → [`outbox`] (claim, finish,
+//! reschedule, dead letter) → [`evaluate`] → [`sweep`]; [`ticket`] is the read side and
+//! [`http`] the API over both.
+
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod http;
+pub mod ingest;
+pub mod key;
+pub mod shutdown;
+pub mod telemetry;
+pub mod ticket;
+
+pub use error::{Error, Result};
