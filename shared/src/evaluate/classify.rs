@@ -1,0 +1,80 @@
+//! What a failure means for the outbox: the one table (mirrored in `docs/errors.md`).
+//!
+//! | kind | class | outbox |
+//! |---|---|---|
+//! | Timeout, ServerError, ConnectionReset | transient (provider-wide when consecutive across items) | back to the queue with backoff |
+//! | RateLimited (429) | transient | back to the queue, not before `Retry-After` |
+//! | InvalidRequest (400), ContextLength, ContentPolicy, ContractViolation | permanent | dead letter at once |
+//! | Unauthorized (401/403), ModelNotFound, ConnectFailed (refused/DNS), QuotaExhausted (spend-limit 429) | provider-wide | pause claiming, item back without spending an attempt |
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    Timeout,
+    ServerError,
+    ConnectionReset,
+    RateLimited,
+    InvalidRequest,
+    ContextLength,
+    ContentPolicy,
+    ContractViolation,
+    Unauthorized,
+    ModelNotFound,
+    ConnectFailed,
+    QuotaExhausted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// This item, this time: retry with backoff.
+    Transient,
+    /// This item, always: dead letter now.
+    Permanent,
+    /// Every item would fail: pause claiming, spend no attempt.
+    ProviderWide,
+}
+
+impl FailureKind {
+    pub fn class(self) -> ErrorClass {
+        use FailureKind::*;
+        match self {
+            Timeout | ServerError | ConnectionReset | RateLimited => ErrorClass::Transient,
+            InvalidRequest | ContextLength | ContentPolicy | ContractViolation => {
+                ErrorClass::Permanent
+            }
+            Unauthorized | ModelNotFound | ConnectFailed | QuotaExhausted => {
+                ErrorClass::ProviderWide
+            }
+        }
+    }
+
+    /// Transient kinds that, repeated across consecutive items, mean the provider is down.
+    pub fn counts_toward_outage(self) -> bool {
+        matches!(
+            self,
+            FailureKind::Timeout | FailureKind::ServerError | FailureKind::ConnectionReset
+        )
+    }
+
+    /// The stable reason stored in `error_class` and used as the metric dimension.
+    pub fn reason(self) -> &'static str {
+        use FailureKind::*;
+        match self {
+            Timeout => "timeout",
+            ServerError => "server_error",
+            ConnectionReset => "connection_reset",
+            RateLimited => "rate_limited",
+            InvalidRequest => "invalid_request",
+            ContextLength => "context_length",
+            ContentPolicy => "content_policy",
+            ContractViolation => "contract_violation",
+            Unauthorized => "unauthorized",
+            ModelNotFound => "model_not_found",
+            ConnectFailed => "connect_failed",
+            QuotaExhausted => "quota_exhausted",
+        }
+    }
+}

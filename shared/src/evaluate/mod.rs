@@ -1,0 +1,174 @@
+//! Evaluating one ticket: the versioned prompt and policy, the providers behind one trait,
+//! the output contract, and the one table that says what each failure means for the outbox.
+
+pub mod anthropic;
+pub mod classify;
+pub mod contract;
+pub mod openai;
+pub mod prompt;
+pub mod rules;
+
+use std::{future::Future, time::Duration};
+
+pub use classify::{ErrorClass, FailureKind};
+pub use contract::{ContractViolation, Evaluation};
+pub use prompt::{Policy, Prompt};
+
+use crate::config::{ProviderConfig, ProviderKind};
+
+/// `model@effort`, split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelVersion {
+    pub model: String,
+    pub effort: String,
+}
+
+impl ModelVersion {
+    pub fn parse(version: &str) -> Self {
+        match version.rsplit_once('@') {
+            Some((model, effort)) => Self {
+                model: model.into(),
+                effort: effort.into(),
+            },
+            None => Self {
+                model: version.into(),
+                effort: String::new(),
+            },
+        }
+    }
+}
+
+/// Everything a provider needs for one call.
+#[derive(Debug, Clone, Copy)]
+pub struct EvaluationRequest<'a> {
+    pub subject: &'a str,
+    pub message: &'a str,
+    pub prompt: &'a Prompt,
+    pub model: &'a ModelVersion,
+    pub policy: &'a Policy,
+    /// The whole call, connect included.
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+}
+
+/// What the model said, before the contract is checked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelOutput {
+    Json(serde_json::Value),
+    /// The model declined (OpenAI `refusal`, Anthropic `stop_reason: refusal`).
+    Refusal,
+    /// The provider's content filter cut the answer.
+    ContentFiltered,
+    /// The answer hit the token limit before it was complete.
+    Truncated,
+    /// Text that is not a JSON object. Only its length is kept: it may quote the ticket.
+    NotJson {
+        len: usize,
+    },
+}
+
+/// A call the provider answered and billed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderReply {
+    pub output: ModelOutput,
+    pub usage: Usage,
+    pub http_status: u16,
+}
+
+/// A call that failed. `kind` decides the class (see [`classify`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderError {
+    pub kind: FailureKind,
+    pub http_status: Option<u16>,
+    /// `Retry-After`, when the provider sent one.
+    pub retry_after: Option<Duration>,
+    /// Short, ticket-free description for `last_error` and logs.
+    pub detail: String,
+}
+
+impl ProviderError {
+    pub fn new(kind: FailureKind, detail: impl Into<String>) -> Self {
+        Self {
+            kind,
+            http_status: None,
+            retry_after: None,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.http_status {
+            Some(status) => write!(f, "{:?} (HTTP {status}): {}", self.kind, self.detail),
+            None => write!(f, "{:?}: {}", self.kind, self.detail),
+        }
+    }
+}
+
+/// One model call. Implementations make exactly one HTTP request per call (no hidden
+/// retries: every billed call must be one recorded attempt) and never log ticket text.
+pub trait Provider: Send + Sync {
+    /// Short name used for the circuit breaker and the attempt ledger.
+    fn name(&self) -> &'static str;
+    fn evaluate(
+        &self,
+        request: EvaluationRequest<'_>,
+    ) -> impl Future<Output = Result<ProviderReply, ProviderError>> + Send;
+}
+
+/// The configured provider, chosen at start-up.
+pub enum AnyProvider {
+    Rules(rules::RulesProvider),
+    OpenAi(openai::OpenAiProvider),
+    Anthropic(anthropic::AnthropicProvider),
+}
+
+impl AnyProvider {
+    /// Builds the provider and its HTTP client once per process (Lambda container).
+    pub fn from_config(
+        config: &ProviderConfig,
+        call_timeout: Duration,
+    ) -> Result<Self, ProviderError> {
+        Ok(match config.kind {
+            ProviderKind::Rules => Self::Rules(rules::RulesProvider),
+            ProviderKind::OpenAi => {
+                Self::OpenAi(openai::OpenAiProvider::new(config, call_timeout)?)
+            }
+            ProviderKind::Anthropic => {
+                Self::Anthropic(anthropic::AnthropicProvider::new(config, call_timeout)?)
+            }
+        })
+    }
+}
+
+impl Provider for AnyProvider {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Rules(p) => p.name(),
+            Self::OpenAi(p) => p.name(),
+            Self::Anthropic(p) => p.name(),
+        }
+    }
+
+    async fn evaluate(
+        &self,
+        request: EvaluationRequest<'_>,
+    ) -> Result<ProviderReply, ProviderError> {
+        match self {
+            Self::Rules(p) => p.evaluate(request).await,
+            Self::OpenAi(p) => p.evaluate(request).await,
+            Self::Anthropic(p) => p.evaluate(request).await,
+        }
+    }
+}
+
+/// The ticket as the model sees it (user message). Fake providers key their ledger on it.
+pub fn ticket_text(subject: &str, message: &str) -> String {
+    format!("Subject: {}\n\n{}", subject.trim(), message.trim())
+}
