@@ -1,0 +1,135 @@
+//! Test harness: every test gets a fresh database (migrated) on one real PostgreSQL server.
+//! The server is `DATABASE_URL` when set, otherwise a throwaway one started once per run by
+//! `scripts/local-postgres` under `target/`.
+
+use std::{
+    path::PathBuf,
+    process::Command,
+    sync::{Arc, OnceLock},
+};
+
+use axum::{body::Body, http::Request};
+use deadpool_postgres::Pool;
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+use triage::{
+    config::{Config, Secret},
+    db,
+    http::{router, AppState},
+};
+
+fn server_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        if let Ok(url) = std::env::var("DATABASE_URL") {
+            return url;
+        }
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let dir = root.join("target/test-postgres");
+        let out = Command::new("bash")
+            .arg(root.join("scripts/local-postgres"))
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .expect("run scripts/local-postgres");
+        assert!(out.status.success(), "local postgres: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    })
+}
+
+pub struct TestApp {
+    pub pool: Pool,
+    pub config: Arc<Config>,
+}
+
+/// A fresh database with migrations applied, and the configuration pointing at it.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
+    let url = fresh_database().await;
+    let mut config = Config::local(&url);
+    config.database.pool_size = 16;
+    adjust(&mut config);
+    db::migrate(&config.database).await.expect("migrations apply");
+    let pool = db::pool(&config.database).unwrap();
+    TestApp { pool, config: Arc::new(config) }
+}
+
+/// Creates an empty database and returns its URL.
+pub async fn fresh_database() -> String {
+    let admin = server_url();
+    let name = format!("test_{}", uuid::Uuid::new_v4().simple());
+    let (client, conn) = tokio_postgres::connect(admin, tokio_postgres::NoTls).await.expect("connect to test server");
+    tokio::spawn(conn);
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let mut config: tokio_postgres::Config = admin.parse().unwrap();
+    config.dbname(&name);
+    to_url(&config, &name)
+}
+
+fn to_url(config: &tokio_postgres::Config, dbname: &str) -> String {
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        #[cfg(unix)]
+        tokio_postgres::config::Host::Unix(p) => p.to_string_lossy().into_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("postgres");
+    match config.get_password() {
+        Some(pw) => format!("postgres://{user}:{}@{host}:{port}/{dbname}", String::from_utf8_lossy(pw)),
+        None => format!("postgres://{user}@{host}:{port}/{dbname}"),
+    }
+}
+
+pub struct Response {
+    pub status: u16,
+    pub headers: axum::http::HeaderMap,
+    pub body: serde_json::Value,
+}
+
+impl TestApp {
+    pub fn state(&self) -> AppState {
+        AppState { pool: self.pool.clone(), config: self.config.clone() }
+    }
+
+    /// Sends a request through the router (the same one the Lambda and `triage serve` run).
+    pub async fn request(&self, request: Request<Body>) -> Response {
+        let response = router(self.state()).oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let body = if bytes.is_empty() { serde_json::Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+        Response { status, headers, body }
+    }
+
+    pub async fn post_ticket(&self, subject: &str, message: &str) -> Response {
+        self.post_json(serde_json::json!({ "subject": subject, "message": message }).to_string(), None).await
+    }
+
+    pub async fn post_json(&self, body: String, idempotency_key: Option<&str>) -> Response {
+        let mut builder = Request::post("/tickets").header("content-type", "application/json");
+        if let Some(key) = idempotency_key {
+            builder = builder.header("idempotency-key", key);
+        }
+        self.request(builder.body(Body::from(body)).unwrap()).await
+    }
+
+    pub async fn get_ticket(&self, id: &str) -> Response {
+        self.request(Request::get(format!("/tickets/{id}")).body(Body::empty()).unwrap()).await
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        let client = self.pool.get().await.unwrap();
+        client.query_one(sql, &[]).await.unwrap().get(0)
+    }
+}
+
+/// A configuration whose database cannot be reached (nothing listens on port 1).
+pub fn unreachable_config() -> Config {
+    let mut config = Config::local("postgres://triage@127.0.0.1:1/nowhere");
+    config.database.url = Secret::new("postgres://triage@127.0.0.1:1/nowhere");
+    config.database.connect_timeout = std::time::Duration::from_millis(500);
+    config
+}

@@ -1,0 +1,7 @@
+//! Integration tests against a real PostgreSQL: one binary, one module per capability.
+
+mod helpers;
+mod ingest;
+mod lambda_events;
+mod migrate;
+mod request_idempotency;
