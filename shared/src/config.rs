@@ -3,7 +3,7 @@
 
 use std::{fmt, time::Duration};
 
-use crate::error::ConfigError;
+use crate::{error::ConfigError, ledger::PriceTable};
 
 /// A value that must never reach a log line.
 #[derive(Clone, Default)]
@@ -114,6 +114,7 @@ pub struct ProviderConfig {
     pub api_key: Secret,
     pub model: String,
     pub effort: String,
+    pub prices: PriceTable,
 }
 
 #[derive(Debug, Clone)]
@@ -191,6 +192,10 @@ impl Config {
                 api_key: Secret::new(env.string("TRIAGE_PROVIDER_API_KEY", "")),
                 model: model.clone(),
                 effort: effort.clone(),
+                prices: match get("TRIAGE_PRICES") {
+                    Some(spec) if !spec.is_empty() => PriceTable::parse(&spec)?,
+                    _ => PriceTable::default(),
+                },
             },
             versions: Versions {
                 prompt: env.string("TRIAGE_PROMPT_VERSION", "triage-v3"),

@@ -69,3 +69,20 @@ fn is_unavailable_code(db: &tokio_postgres::error::DbError) -> bool {
         || code.code().starts_with("53")
         || *code == SqlState::QUERY_CANCELED
 }
+
+/// What the Lambda runtime reports for a failed invocation: the class as `errorType`, so an
+/// alarm can tell "database away" from a bug.
+impl From<Error> for lambda_runtime::Diagnostic {
+    fn from(err: Error) -> Self {
+        let error_type = match &err {
+            Error::Config(_) => "Config",
+            e if e.is_unavailable() => "Unavailable",
+            Error::Migration(_) => "Migration",
+            _ => "Database",
+        };
+        lambda_runtime::Diagnostic {
+            error_type: error_type.into(),
+            error_message: err.to_string(),
+        }
+    }
+}

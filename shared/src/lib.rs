@@ -5,6 +5,8 @@
 //! reschedule, dead letter) → [`evaluate`] → [`sweep`]; [`ticket`] is the read side and
 //! [`http`] the API over both.
 
+pub mod backoff;
+pub mod breaker;
 pub mod config;
 pub mod db;
 pub mod error;
@@ -12,8 +14,12 @@ pub mod evaluate;
 pub mod http;
 pub mod ingest;
 pub mod key;
+pub mod ledger;
+pub mod outbox;
 pub mod shutdown;
+pub mod sweep;
 pub mod telemetry;
 pub mod ticket;
+pub mod worker;
 
 pub use error::{Error, Result};

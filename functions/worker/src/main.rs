@@ -1,1 +1,34 @@
-fn main() {}
+//! Worker Lambda (EventBridge schedule): clients built once per container, then one worker
+//! invocation per event, bounded by the Lambda deadline.
+
+use std::sync::Arc;
+
+use lambda_runtime::{service_fn, LambdaEvent};
+use tokio_util::sync::CancellationToken;
+use triage::{
+    config::Config,
+    db,
+    evaluate::AnyProvider,
+    telemetry,
+    worker::{deadline_from_epoch_ms, Report, Worker},
+};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    telemetry::init();
+    let config = Arc::new(Config::from_env()?);
+    let provider = AnyProvider::from_config(&config.provider, config.worker.call_timeout)?;
+    let worker = Worker::new(db::pool(&config.database)?, provider, config)?;
+    let worker = &worker;
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            let deadline = deadline_from_epoch_ms(event.context.deadline);
+            Ok::<Report, triage::Error>(
+                worker
+                    .run_invocation(deadline, &CancellationToken::new())
+                    .await?,
+            )
+        },
+    ))
+    .await
+}

@@ -4,6 +4,7 @@
 pub mod anthropic;
 pub mod classify;
 pub mod contract;
+mod http_common;
 pub mod openai;
 pub mod prompt;
 pub mod rules;
@@ -101,6 +102,8 @@ impl ProviderError {
         }
     }
 }
+
+impl std::error::Error for ProviderError {}
 
 impl std::fmt::Display for ProviderError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

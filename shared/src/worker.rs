@@ -1,0 +1,439 @@
+//! One worker invocation (article steps 3–5): claim while there is time, check for an existing
+//! result before spending, evaluate with bounded concurrency, and end every job's turn with a
+//! fenced write. Run by the worker Lambda (deadline from the Lambda context) and by
+//! `triage worker` (deadline from `TRIAGE_INVOCATION_SECONDS`).
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use deadpool_postgres::Pool;
+use futures::{stream::FuturesUnordered, StreamExt};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    backoff, breaker,
+    config::{Config, RULES_MODEL_VERSION},
+    db,
+    error::{ConfigError, Result},
+    evaluate::{
+        contract, ErrorClass, EvaluationRequest, ModelVersion, Policy, Prompt, Provider,
+        ProviderError,
+    },
+    ledger::{self, CallRecord},
+    outbox::{
+        claim::{self, Serves},
+        dead_letter::dead_letter,
+        finish,
+        reschedule::{release, reschedule},
+        ClaimedJob, Fencing,
+    },
+};
+
+/// Time kept back after a call for its writes: no call starts unless it and its write can
+/// finish before the deadline.
+const WRITE_MARGIN: Duration = Duration::from_secs(1);
+
+/// What one invocation did; also the worker Lambda's response.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub claimed: u32,
+    pub evaluated: u32,
+    pub dedup_hits: u32,
+    pub rescheduled: u32,
+    pub released: u32,
+    pub dead_lettered: u32,
+    pub fenced: u32,
+    /// Claiming stopped because the provider's circuit breaker is open.
+    pub paused: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Evaluated,
+    DedupHit,
+    Rescheduled,
+    Released,
+    DeadLettered,
+    Fenced,
+}
+
+impl Report {
+    fn count(&mut self, outcome: Outcome) {
+        let field = match outcome {
+            Outcome::Evaluated => &mut self.evaluated,
+            Outcome::DedupHit => &mut self.dedup_hits,
+            Outcome::Rescheduled => &mut self.rescheduled,
+            Outcome::Released => &mut self.released,
+            Outcome::DeadLettered => &mut self.dead_lettered,
+            Outcome::Fenced => &mut self.fenced,
+        };
+        *field += 1;
+    }
+}
+
+pub struct Worker<P> {
+    pool: Pool,
+    provider: P,
+    config: Arc<Config>,
+    id: String,
+    policy: Policy,
+    prompts: HashMap<&'static str, Prompt>,
+}
+
+impl<P: Provider> Worker<P> {
+    /// Refuses a configuration whose lease could expire under a call that is still running.
+    pub fn new(pool: Pool, provider: P, config: Arc<Config>) -> Result<Self> {
+        let policy = Policy::load(&config.versions.policy).ok_or_else(|| {
+            ConfigError::invalid(
+                "TRIAGE_POLICY_VERSION",
+                format!("{:?} is not in this build", config.versions.policy),
+            )
+        })?;
+        let worker = &config.worker;
+        if worker.lease <= worker.call_timeout + WRITE_MARGIN {
+            return Err(ConfigError::invalid(
+                "TRIAGE_LEASE_SECONDS",
+                format!(
+                    "the lease ({:?}) must outlast one call plus its write ({:?} + {:?})",
+                    worker.lease, worker.call_timeout, WRITE_MARGIN
+                ),
+            )
+            .into());
+        }
+        let prompts = Prompt::known_versions()
+            .filter_map(|v| Some((v, Prompt::load(v, &policy)?)))
+            .collect();
+        let id = format!(
+            "{}-{}",
+            provider.name(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        Ok(Self {
+            pool,
+            provider,
+            config,
+            id,
+            policy,
+            prompts,
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// One invocation, until `deadline` or until there is nothing to claim. `stop` ends
+    /// claiming early (SIGTERM); work already claimed is finished or released.
+    pub async fn run_invocation(
+        &self,
+        deadline: Instant,
+        stop: &CancellationToken,
+    ) -> Result<Report> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining >= self.config.worker.lease {
+            return Err(ConfigError::invalid(
+                "TRIAGE_LEASE_SECONDS",
+                format!(
+                    "the lease ({:?}) must outlast the invocation ({remaining:?}): raise the lease or shorten the timeout",
+                    self.config.worker.lease
+                ),
+            )
+            .into());
+        }
+        let concurrency = self.config.worker.concurrency;
+        let paused = AtomicBool::new(false);
+        let mut report = Report::default();
+        let mut queue: VecDeque<ClaimedJob> = VecDeque::new();
+        let mut in_flight = FuturesUnordered::new();
+        let mut claiming = true;
+        loop {
+            while in_flight.len() < concurrency {
+                if queue.is_empty() && claiming {
+                    let (jobs, keep_claiming) =
+                        self.claim_next(deadline, stop, &mut report).await?;
+                    report.claimed += jobs.len() as u32;
+                    queue.extend(jobs);
+                    claiming = keep_claiming;
+                }
+                let Some(job) = queue.pop_front() else { break };
+                in_flight.push(self.process(job, deadline, &paused));
+            }
+            match in_flight.next().await {
+                Some(outcome) => report.count(outcome?),
+                None => break,
+            }
+        }
+        report.paused |= paused.load(Ordering::Relaxed);
+        if report.claimed > 0 || report.paused {
+            tracing::info!(worker = %self.id, ?report, "worker invocation finished");
+        }
+        Ok(report)
+    }
+
+    /// The next batch, and whether claiming may go on after it.
+    async fn claim_next(
+        &self,
+        deadline: Instant,
+        stop: &CancellationToken,
+        report: &mut Report,
+    ) -> Result<(Vec<ClaimedJob>, bool)> {
+        let policy = &self.config.worker;
+        if stop.is_cancelled() || Instant::now() + policy.call_timeout + WRITE_MARGIN > deadline {
+            return Ok((Vec::new(), false));
+        }
+        let client = db::client(&self.pool).await?;
+        let batch = match breaker::gate(
+            &**client,
+            self.provider.name(),
+            policy.call_timeout + WRITE_MARGIN,
+        )
+        .await?
+        {
+            breaker::Gate::Closed => policy.batch_size,
+            // One item tests the provider; the rest waits for the next invocation.
+            breaker::Gate::Probe => 1,
+            breaker::Gate::Open { until } => {
+                tracing::info!(provider = self.provider.name(), %until, "provider paused: not claiming");
+                report.paused = true;
+                return Ok((Vec::new(), false));
+            }
+        };
+        let serves = if self.config.versions.model == RULES_MODEL_VERSION {
+            Serves::RulesOnly
+        } else {
+            Serves::Models
+        };
+        let jobs = claim::claim(&**client, &self.id, batch, policy.lease, serves).await?;
+        let more = batch > 1 && jobs.len() as i64 == batch;
+        Ok((jobs, more))
+    }
+
+    async fn process(
+        &self,
+        job: ClaimedJob,
+        deadline: Instant,
+        paused: &AtomicBool,
+    ) -> Result<Outcome> {
+        let policy = &self.config.worker;
+        let mut client = db::client(&self.pool).await?;
+        if paused.load(Ordering::Relaxed)
+            || Instant::now() + policy.call_timeout + WRITE_MARGIN > deadline
+        {
+            // Not started: the attempt the claim counted is given back.
+            return fenced(
+                release(&**client, &job, Duration::ZERO, None).await?,
+                Outcome::Released,
+            );
+        }
+        // Article step 4: the line that saves money.
+        if finish::result_exists(&**client, &job).await? {
+            tracing::info!(key = %job.key, outbox_id = job.id.0, metric = "outbox.dedup_hit", "result exists: no call");
+            return fenced(
+                finish::complete_from_existing_result(&**client, &job).await?,
+                Outcome::DedupHit,
+            );
+        }
+        let Some(prompt) = self.prompts.get(job.prompt_version.as_str()) else {
+            let error = format!(
+                "prompt version {:?} is not in this build",
+                job.prompt_version
+            );
+            return fenced(
+                dead_letter(&**client, &job, &error, "unknown_prompt_version").await?,
+                Outcome::DeadLettered,
+            );
+        };
+        let model = ModelVersion::parse(&job.model_version);
+        let request = EvaluationRequest {
+            subject: &job.subject,
+            message: &job.message,
+            prompt,
+            model: &model,
+            policy: &self.policy,
+            timeout: policy.call_timeout,
+        };
+
+        let call = ledger::start_call(&**client, &job, &self.id, self.provider.name()).await?;
+        let started = Instant::now();
+        let result = match tokio::time::timeout(
+            policy.call_timeout + WRITE_MARGIN,
+            self.provider.evaluate(request),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(ProviderError::new(
+                crate::evaluate::FailureKind::Timeout,
+                "call exceeded its timeout",
+            )),
+        };
+        let latency = started.elapsed();
+
+        match result {
+            Ok(reply) => {
+                let checked = contract::validate(&reply.output, &self.policy);
+                let record = CallRecord {
+                    outcome: if checked.is_ok() {
+                        "ok"
+                    } else {
+                        "contract_violation"
+                    },
+                    error_class: checked.is_err().then_some("permanent"),
+                    http_status: Some(reply.http_status),
+                    billed: Some(true),
+                    usage: reply.usage,
+                    cost_usd: self.config.provider.prices.cost(&model.model, reply.usage),
+                    latency,
+                };
+                ledger::finish_call(&**client, call, &record).await?;
+                breaker::record_success(&**client, self.provider.name()).await?;
+                match checked {
+                    Ok(evaluation) => {
+                        let fencing =
+                            finish::complete(&mut client, &job, &evaluation, &self.config.versions)
+                                .await?;
+                        tracing::info!(key = %job.key, outbox_id = job.id.0, latency_ms = latency.as_millis() as u64, metric = "outbox.evaluated", "evaluated");
+                        fenced(fencing, Outcome::Evaluated)
+                    }
+                    Err(violation) => {
+                        let fencing = dead_letter(
+                            &**client,
+                            &job,
+                            &violation.to_string(),
+                            "contract_violation",
+                        )
+                        .await?;
+                        fenced(fencing, Outcome::DeadLettered)
+                    }
+                }
+            }
+            Err(error) => {
+                let class = error.kind.class();
+                let record = CallRecord {
+                    outcome: error.kind.reason(),
+                    error_class: Some(class_name(class)),
+                    http_status: error.http_status,
+                    // A timed-out request may still have been served and billed.
+                    billed: (error.kind != crate::evaluate::FailureKind::Timeout).then_some(false),
+                    usage: Default::default(),
+                    cost_usd: 0.0,
+                    latency,
+                };
+                ledger::finish_call(&**client, call, &record).await?;
+                self.after_failure(&mut client, &job, &error, paused).await
+            }
+        }
+    }
+
+    /// The error table in action: permanent → dead letter; provider-wide (or an outage seen
+    /// across items) → pause and give the attempt back; transient → backoff or, at the
+    /// maximum, dead letter.
+    async fn after_failure(
+        &self,
+        client: &mut deadpool_postgres::Client,
+        job: &ClaimedJob,
+        error: &ProviderError,
+        paused: &AtomicBool,
+    ) -> Result<Outcome> {
+        let policy = &self.config.worker;
+        let reason = error.kind.reason();
+        tracing::warn!(key = %job.key, outbox_id = job.id.0, reason, error = %error, "provider call failed");
+        if error.kind.class() == ErrorClass::Permanent {
+            let conn: &tokio_postgres::Client = client;
+            // The provider answered: whatever outage there was is over.
+            breaker::record_success(conn, self.provider.name()).await?;
+            return fenced(
+                dead_letter(conn, job, &error.to_string(), reason).await?,
+                Outcome::DeadLettered,
+            );
+        }
+        let open = breaker::record_failure(
+            client,
+            self.provider.name(),
+            error.kind,
+            &error.to_string(),
+            policy,
+        )
+        .await?;
+        let conn: &tokio_postgres::Client = client;
+        if open {
+            paused.store(true, Ordering::Relaxed);
+            return fenced(
+                release(conn, job, Duration::ZERO, Some(&error.to_string())).await?,
+                Outcome::Released,
+            );
+        }
+        if job.attempts >= policy.max_attempts {
+            let message = format!("max attempts ({}): {error}", policy.max_attempts);
+            return fenced(
+                dead_letter(conn, job, &message, "attempts_exhausted").await?,
+                Outcome::DeadLettered,
+            );
+        }
+        let delay = backoff::retry_delay(policy, &job.key, job.attempts, error.retry_after);
+        fenced(
+            reschedule(conn, job, delay, &error.to_string(), reason).await?,
+            Outcome::Rescheduled,
+        )
+    }
+}
+
+fn fenced(fencing: Fencing, outcome: Outcome) -> Result<Outcome> {
+    Ok(match fencing {
+        Fencing::Held => outcome,
+        Fencing::Lost => {
+            tracing::warn!(
+                ?outcome,
+                "lease lost: another worker holds the job; nothing written"
+            );
+            Outcome::Fenced
+        }
+    })
+}
+
+fn class_name(class: ErrorClass) -> &'static str {
+    match class {
+        ErrorClass::Transient => "transient",
+        ErrorClass::Permanent => "permanent",
+        ErrorClass::ProviderWide => "provider_wide",
+    }
+}
+
+/// `triage worker` without `--once`: invocations back to back until `stop`, idling briefly
+/// when there is nothing to do. In-flight work finishes before it returns.
+pub async fn run_until_stopped<P: Provider>(
+    worker: &Worker<P>,
+    idle: Duration,
+    stop: CancellationToken,
+) -> Result<()> {
+    while !stop.is_cancelled() {
+        let deadline = Instant::now() + worker.config.worker.invocation_budget;
+        let report = worker.run_invocation(deadline, &stop).await;
+        match report {
+            Ok(report) if report.claimed > 0 && !report.paused => continue,
+            Ok(_) => {}
+            Err(error) if error.is_unavailable() => {
+                tracing::warn!(%error, "database unavailable; retrying")
+            }
+            Err(error) => return Err(error),
+        }
+        tokio::select! { _ = stop.cancelled() => {}, _ = tokio::time::sleep(idle) => {} }
+    }
+    Ok(())
+}
+
+/// The Lambda context's deadline (milliseconds since the epoch) as an `Instant`.
+pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms))
+}
