@@ -32,7 +32,11 @@ fn server_url() -> &'static str {
             .arg(&dir)
             .output()
             .expect("run scripts/local-postgres");
-        assert!(out.status.success(), "local postgres: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "local postgres: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     })
 }
@@ -52,18 +56,28 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
     let mut config = Config::local(&url);
     config.database.pool_size = 16;
     adjust(&mut config);
-    db::migrate(&config.database).await.expect("migrations apply");
+    db::migrate(&config.database)
+        .await
+        .expect("migrations apply");
     let pool = db::pool(&config.database).unwrap();
-    TestApp { pool, config: Arc::new(config) }
+    TestApp {
+        pool,
+        config: Arc::new(config),
+    }
 }
 
 /// Creates an empty database and returns its URL.
 pub async fn fresh_database() -> String {
     let admin = server_url();
     let name = format!("test_{}", uuid::Uuid::new_v4().simple());
-    let (client, conn) = tokio_postgres::connect(admin, tokio_postgres::NoTls).await.expect("connect to test server");
+    let (client, conn) = tokio_postgres::connect(admin, tokio_postgres::NoTls)
+        .await
+        .expect("connect to test server");
     tokio::spawn(conn);
-    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
     let mut config: tokio_postgres::Config = admin.parse().unwrap();
     config.dbname(&name);
     to_url(&config, &name)
@@ -78,7 +92,10 @@ fn to_url(config: &tokio_postgres::Config, dbname: &str) -> String {
     let port = config.get_ports().first().copied().unwrap_or(5432);
     let user = config.get_user().unwrap_or("postgres");
     match config.get_password() {
-        Some(pw) => format!("postgres://{user}:{}@{host}:{port}/{dbname}", String::from_utf8_lossy(pw)),
+        Some(pw) => format!(
+            "postgres://{user}:{}@{host}:{port}/{dbname}",
+            String::from_utf8_lossy(pw)
+        ),
         None => format!("postgres://{user}@{host}:{port}/{dbname}"),
     }
 }
@@ -91,7 +108,10 @@ pub struct Response {
 
 impl TestApp {
     pub fn state(&self) -> AppState {
-        AppState { pool: self.pool.clone(), config: self.config.clone() }
+        AppState {
+            pool: self.pool.clone(),
+            config: self.config.clone(),
+        }
     }
 
     /// Sends a request through the router (the same one the Lambda and `triage serve` run).
@@ -100,12 +120,24 @@ impl TestApp {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let body = if bytes.is_empty() { serde_json::Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-        Response { status, headers, body }
+        let body = if bytes.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        Response {
+            status,
+            headers,
+            body,
+        }
     }
 
     pub async fn post_ticket(&self, subject: &str, message: &str) -> Response {
-        self.post_json(serde_json::json!({ "subject": subject, "message": message }).to_string(), None).await
+        self.post_json(
+            serde_json::json!({ "subject": subject, "message": message }).to_string(),
+            None,
+        )
+        .await
     }
 
     pub async fn post_json(&self, body: String, idempotency_key: Option<&str>) -> Response {
@@ -117,7 +149,12 @@ impl TestApp {
     }
 
     pub async fn get_ticket(&self, id: &str) -> Response {
-        self.request(Request::get(format!("/tickets/{id}")).body(Body::empty()).unwrap()).await
+        self.request(
+            Request::get(format!("/tickets/{id}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
     }
 
     pub async fn count(&self, sql: &str) -> i64 {
@@ -132,4 +169,83 @@ pub fn unreachable_config() -> Config {
     config.database.url = Secret::new("postgres://triage@127.0.0.1:1/nowhere");
     config.database.connect_timeout = std::time::Duration::from_millis(500);
     config
+}
+
+/// Worker policy made fast through configuration (backoff, jitter, cooldown in milliseconds),
+/// never by skipping the behaviour.
+pub fn fast_policy(config: &mut Config) {
+    use std::time::Duration;
+    let worker = &mut config.worker;
+    worker.backoff_base = Duration::from_millis(10);
+    worker.backoff_max = Duration::from_millis(200);
+    worker.jitter_max = Duration::from_millis(10);
+    worker.breaker_cooldown = Duration::from_millis(100);
+    worker.call_timeout = Duration::from_secs(2);
+    worker.lease = Duration::from_secs(10);
+    worker.invocation_budget = Duration::from_secs(5);
+    worker.batch_size = 10;
+    worker.concurrency = 4;
+}
+
+/// An app whose worker talks to `fake` as an OpenAI-compatible provider over loopback.
+pub async fn spawn_app_with_fake(fake: &fake_provider::FakeProvider, adjust: impl FnOnce(&mut Config)) -> TestApp {
+    let url = fake.url();
+    spawn_app_with(move |config| {
+        fast_policy(config);
+        config.provider.kind = triage::config::ProviderKind::OpenAi;
+        config.provider.url = url;
+        config.provider.api_key = Secret::new("sk-test-secret");
+        config.versions.model = format!("{}@{}", config.provider.model, config.provider.effort);
+        adjust(config);
+    })
+    .await
+}
+
+impl TestApp {
+    pub fn worker(&self) -> triage::worker::Worker<triage::evaluate::AnyProvider> {
+        let provider = triage::evaluate::AnyProvider::from_config(&self.config.provider, self.config.worker.call_timeout)
+            .expect("provider builds");
+        triage::worker::Worker::new(self.pool.clone(), provider, self.config.clone()).expect("worker config is valid")
+    }
+
+    /// One worker invocation with the configured budget.
+    pub async fn run_worker_once(&self, worker: &triage::worker::Worker<triage::evaluate::AnyProvider>) -> triage::worker::Report {
+        let deadline = std::time::Instant::now() + self.config.worker.invocation_budget;
+        worker.run_invocation(deadline, &tokio_util::sync::CancellationToken::new()).await.expect("invocation succeeds")
+    }
+
+    /// Runs invocations until no job is pending or processing (waiting out backoff and
+    /// breaker pauses by polling the queue), or panics after `limit`.
+    pub async fn drain(&self, worker: &triage::worker::Worker<triage::evaluate::AnyProvider>, limit: std::time::Duration) {
+        let until = std::time::Instant::now() + limit;
+        while self.count("SELECT count(*) FROM evaluation_outbox WHERE status IN ('pending', 'processing')").await > 0 {
+            assert!(std::time::Instant::now() < until, "queue did not drain within {limit:?}");
+            let report = self.run_worker_once(worker).await;
+            if report.claimed == 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
+
+    /// Inserts tickets through the ingest path, 50 at a time.
+    pub async fn ingest_many(&self, tickets: &[(String, String)]) {
+        for chunk in tickets.chunks(50) {
+            let inserts = chunk.iter().map(|(subject, message)| {
+                let ticket = triage::ingest::NewTicket { subject: subject.clone(), message: message.clone() };
+                async move { triage::ingest::create_ticket(&self.pool, &self.config.versions, &ticket).await.unwrap() }
+            });
+            futures::future::join_all(inserts).await;
+        }
+    }
+
+    pub async fn status_counts(&self) -> std::collections::BTreeMap<String, i64> {
+        let client = self.pool.get().await.unwrap();
+        client
+            .query("SELECT status, count(*) FROM evaluation_outbox GROUP BY status", &[])
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect()
+    }
 }

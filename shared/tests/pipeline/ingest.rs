@@ -8,7 +8,10 @@ async fn post_creates_ticket_and_outbox_row_and_get_shows_pending() {
     let created = app.post_ticket("Printer on fire", "Floor 3.").await;
     assert_eq!(created.status, 201);
     let id = created.body["id"].as_str().unwrap().to_string();
-    assert_eq!(created.headers["location"], format!("/tickets/{id}").as_str());
+    assert_eq!(
+        created.headers["location"],
+        format!("/tickets/{id}").as_str()
+    );
 
     let shown = app.get_ticket(&id).await;
     assert_eq!(shown.status, 200);
@@ -67,7 +70,10 @@ async fn fifty_concurrent_identical_posts_give_fifty_tickets_and_one_outbox_row(
     assert_eq!(ids.len(), 50);
     assert_eq!(app.count("SELECT count(*) FROM ticket").await, 50);
     assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 1);
-    assert_eq!(app.count("SELECT count(*) FROM ticket_evaluation").await, 50);
+    assert_eq!(
+        app.count("SELECT count(*) FROM ticket_evaluation").await,
+        50
+    );
 }
 
 #[tokio::test]
@@ -76,10 +82,26 @@ async fn bad_input_gets_a_clear_problem_and_writes_nothing() {
     let cases: Vec<(&str, String, u16)> = vec![
         ("application/json", "{not json".into(), 400),
         ("application/json", r#"{"subject":"a"}"#.into(), 422),
-        ("application/json", r#"{"subject":"","message":"b"}"#.into(), 422),
-        ("application/json", r#"{"subject":"a","message":"b\u0000"}"#.into(), 422),
-        ("application/json", format!(r#"{{"subject":"a","message":"{}"}}"#, "x".repeat(20_001)), 422),
-        ("application/json", format!(r#"{{"subject":"a","message":"{}"}}"#, "x".repeat(70_000)), 413),
+        (
+            "application/json",
+            r#"{"subject":"","message":"b"}"#.into(),
+            422,
+        ),
+        (
+            "application/json",
+            r#"{"subject":"a","message":"b\u0000"}"#.into(),
+            422,
+        ),
+        (
+            "application/json",
+            format!(r#"{{"subject":"a","message":"{}"}}"#, "x".repeat(20_001)),
+            422,
+        ),
+        (
+            "application/json",
+            format!(r#"{{"subject":"a","message":"{}"}}"#, "x".repeat(70_000)),
+            413,
+        ),
         ("text/plain", r#"{"subject":"a","message":"b"}"#.into(), 415),
     ];
     for (content_type, body, expected) in cases {
@@ -94,7 +116,9 @@ async fn bad_input_gets_a_clear_problem_and_writes_nothing() {
     }
     let invalid_utf8 = axum::http::Request::post("/tickets")
         .header("content-type", "application/json")
-        .body(axum::body::Body::from(&b"{\"subject\":\"\xc3\x28\",\"message\":\"b\"}"[..]))
+        .body(axum::body::Body::from(
+            &b"{\"subject\":\"\xc3\x28\",\"message\":\"b\"}"[..],
+        ))
         .unwrap();
     assert_eq!(app.request(invalid_utf8).await.status, 400);
     assert_eq!(app.count("SELECT count(*) FROM ticket").await, 0);
@@ -104,12 +128,24 @@ async fn bad_input_gets_a_clear_problem_and_writes_nothing() {
 #[tokio::test]
 async fn unknown_id_is_404_and_malformed_id_is_400() {
     let app = spawn_app().await;
-    assert_eq!(app.get_ticket(&uuid::Uuid::new_v4().to_string()).await.status, 404);
+    assert_eq!(
+        app.get_ticket(&uuid::Uuid::new_v4().to_string())
+            .await
+            .status,
+        404
+    );
     let malformed = app.get_ticket("not-a-uuid").await;
     assert_eq!(malformed.status, 400);
-    assert_eq!(malformed.headers["content-type"], "application/problem+json");
+    assert_eq!(
+        malformed.headers["content-type"],
+        "application/problem+json"
+    );
     let wrong_method = app
-        .request(axum::http::Request::delete("/tickets").body(axum::body::Body::empty()).unwrap())
+        .request(
+            axum::http::Request::delete("/tickets")
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
         .await;
     assert_eq!(wrong_method.status, 405);
 }
@@ -118,11 +154,17 @@ async fn unknown_id_is_404_and_malformed_id_is_400() {
 async fn database_outage_is_a_fast_503_problem() {
     let config = unreachable_config();
     let pool = triage::db::pool(&config.database).unwrap();
-    let app = crate::helpers::TestApp { pool, config: std::sync::Arc::new(config) };
+    let app = crate::helpers::TestApp {
+        pool,
+        config: std::sync::Arc::new(config),
+    };
     let started = std::time::Instant::now();
     let response = app.post_ticket("a", "b").await;
     assert_eq!(response.status, 503);
     assert_eq!(response.headers["content-type"], "application/problem+json");
     assert!(response.headers.contains_key("retry-after"));
-    assert!(started.elapsed() < std::time::Duration::from_secs(5), "bounded by the connect timeout");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "bounded by the connect timeout"
+    );
 }

@@ -35,13 +35,25 @@ async fn send(app: &crate::helpers::TestApp, event: String) -> (u16, serde_json:
     let response = router(app.state()).oneshot(request).await.unwrap();
     let status = response.status().as_u16();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 #[tokio::test]
 async fn api_gateway_v2_post_then_get_round_trips() {
     let app = spawn_app().await;
-    let (status, created) = send(&app, event("POST", "/tickets", Some(r#"{"subject":"a","message":"b"}"#), false)).await;
+    let (status, created) = send(
+        &app,
+        event(
+            "POST",
+            "/tickets",
+            Some(r#"{"subject":"a","message":"b"}"#),
+            false,
+        ),
+    )
+    .await;
     assert_eq!(status, 201);
     let id = created["id"].as_str().unwrap();
     let (status, shown) = send(&app, event("GET", &format!("/tickets/{id}"), None, false)).await;
@@ -53,7 +65,16 @@ async fn api_gateway_v2_post_then_get_round_trips() {
 async fn api_gateway_v2_base64_body_is_decoded() {
     let app = spawn_app().await;
     // {"subject":"a","message":"b"}
-    let (status, _) = send(&app, event("POST", "/tickets", Some("eyJzdWJqZWN0IjoiYSIsIm1lc3NhZ2UiOiJiIn0="), true)).await;
+    let (status, _) = send(
+        &app,
+        event(
+            "POST",
+            "/tickets",
+            Some("eyJzdWJqZWN0IjoiYSIsIm1lc3NhZ2UiOiJiIn0="),
+            true,
+        ),
+    )
+    .await;
     assert_eq!(status, 201);
 }
 

@@ -5,3 +5,5 @@ mod ingest;
 mod lambda_events;
 mod migrate;
 mod request_idempotency;
+mod sweep;
+mod worker;

@@ -13,9 +13,21 @@ async fn concurrent_migrations_apply_each_migration_once() {
     let url = fresh_database().await;
     let config = triage::config::Config::local(&url);
     let runs = futures::future::join_all((0..4).map(|_| db::migrate(&config.database))).await;
-    let applied: usize = runs.into_iter().map(|r| r.expect("every concurrent run succeeds")).sum();
-    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    let applied: usize = runs
+        .into_iter()
+        .map(|r| r.expect("every concurrent run succeeds"))
+        .sum();
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
     tokio::spawn(conn);
-    let versions: i64 = client.query_one("SELECT count(*) FROM refinery_schema_history", &[]).await.unwrap().get(0);
-    assert_eq!(applied as i64, versions, "exactly one run applied each migration");
+    let versions: i64 = client
+        .query_one("SELECT count(*) FROM refinery_schema_history", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        applied as i64, versions,
+        "exactly one run applied each migration"
+    );
 }

@@ -31,7 +31,11 @@ async fn fifty_concurrent_posts_with_one_key_create_one_ticket() {
     let app = spawn_app().await;
     let posts = (0..50).map(|_| app.post_json(body("a"), Some("\"req-concurrent\"")));
     let responses = futures::future::join_all(posts).await;
-    assert!(responses.iter().all(|r| r.status == 201), "{:?}", responses.iter().map(|r| r.status).collect::<Vec<_>>());
+    assert!(
+        responses.iter().all(|r| r.status == 201),
+        "{:?}",
+        responses.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
     assert!(responses.iter().all(|r| r.body == responses[0].body));
     assert_eq!(app.count("SELECT count(*) FROM ticket").await, 1);
 }
@@ -41,7 +45,13 @@ async fn an_expired_key_creates_a_new_ticket() {
     let app = spawn_app().await;
     let first = app.post_json(body("a"), Some("req-1")).await;
     let client = app.pool.get().await.unwrap();
-    client.execute("UPDATE request_idempotency SET expires_at = now() - interval '1 second'", &[]).await.unwrap();
+    client
+        .execute(
+            "UPDATE request_idempotency SET expires_at = now() - interval '1 second'",
+            &[],
+        )
+        .await
+        .unwrap();
     let second = app.post_json(body("b"), Some("req-1")).await;
     assert_eq!(second.status, 201);
     assert_ne!(first.body["id"], second.body["id"]);
@@ -51,6 +61,11 @@ async fn an_expired_key_creates_a_new_ticket() {
 async fn an_empty_or_oversized_key_is_400() {
     let app = spawn_app().await;
     assert_eq!(app.post_json(body("a"), Some("")).await.status, 400);
-    assert_eq!(app.post_json(body("a"), Some(&"k".repeat(256))).await.status, 400);
+    assert_eq!(
+        app.post_json(body("a"), Some(&"k".repeat(256)))
+            .await
+            .status,
+        400
+    );
     assert_eq!(app.count("SELECT count(*) FROM ticket").await, 0);
 }
