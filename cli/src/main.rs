@@ -1,6 +1,7 @@
 //! `triage`: the whole pipeline from one binary, configured by SPEC's environment names.
 
 mod local_postgres;
+mod tables;
 
 use std::{
     net::SocketAddr,
@@ -15,7 +16,7 @@ use triage::{
     config::{Config, Secret},
     db,
     evaluate::AnyProvider,
-    http, shutdown, sweep, telemetry,
+    http, report, shutdown, sweep, telemetry,
     worker::{self, Worker},
 };
 
@@ -48,6 +49,19 @@ enum Command {
     Sweeper {
         #[arg(long)]
         once: bool,
+    },
+    /// Queue health: depth, oldest claimable age, dedup, billed calls and spend.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Dead letters grouped by reason.
+    DeadLetters {
+        /// How far back, e.g. 90s, 30m, 2h, 1d.
+        #[arg(long, default_value = "1d", value_parser = humantime::parse_duration)]
+        since: Duration,
+        #[arg(long)]
+        json: bool,
     },
     /// Everything locally: a throwaway PostgreSQL when DATABASE_URL is unset, migrations,
     /// the API, and worker and sweeper on a short schedule.
@@ -95,10 +109,28 @@ async fn main() -> anyhow::Result<()> {
             let config = Config::from_env()?;
             let pool = db::pool(&config.database)?;
             if once {
-                let report = sweep::return_expired_leases(&pool, &config.worker).await?;
+                let report = sweep::sweep(&pool, &config).await?;
                 println!("{}", serde_json::to_string(&report)?);
             } else {
                 sweep_until_stopped(&pool, &config, stop).await;
+            }
+        }
+        Command::Stats { json } => {
+            let config = Config::from_env()?;
+            let health = report::health(&db::pool(&config.database)?).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&health)?);
+            } else {
+                print!("{}", tables::health(&health));
+            }
+        }
+        Command::DeadLetters { since, json } => {
+            let config = Config::from_env()?;
+            let groups = report::dead_letters(&db::pool(&config.database)?, since).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&groups)?);
+            } else {
+                print!("{}", tables::dead_letters(&groups));
             }
         }
         Command::Dev { listen } => {
@@ -157,7 +189,7 @@ async fn sweep_until_stopped(
     stop: CancellationToken,
 ) {
     while !stop.is_cancelled() {
-        if let Err(error) = sweep::return_expired_leases(pool, &config.worker).await {
+        if let Err(error) = sweep::sweep(pool, config).await {
             tracing::warn!(%error, "sweep failed; retrying");
         }
         tokio::select! { _ = stop.cancelled() => {}, _ = tokio::time::sleep(SWEEP_EVERY) => {} }

@@ -107,6 +107,21 @@ impl Default for WorkerPolicy {
     }
 }
 
+/// How long finished jobs stay in the outbox (results stay forever), and how the sweeper
+/// deletes them: in batches, so one sweep never holds a long transaction.
+#[derive(Debug, Clone)]
+pub struct RetentionPolicy {
+    pub keep_done: Duration,
+    pub batch_size: i64,
+    pub max_batches_per_sweep: u32,
+}
+
+impl Default for RetentionPolicy {
+    fn default() -> Self {
+        Self { keep_done: Duration::from_secs(7 * 24 * 3600), batch_size: 1000, max_batches_per_sweep: 20 }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ProviderConfig {
     pub kind: ProviderKind,
@@ -124,6 +139,7 @@ pub struct Config {
     pub versions: Versions,
     pub limits: Limits,
     pub worker: WorkerPolicy,
+    pub retention: RetentionPolicy,
 }
 
 impl Config {
@@ -210,6 +226,10 @@ impl Config {
             },
             limits: Limits::default(),
             worker,
+            retention: RetentionPolicy {
+                keep_done: env.seconds("TRIAGE_RETENTION_SECONDS", RetentionPolicy::default().keep_done)?,
+                ..RetentionPolicy::default()
+            },
         })
     }
 

@@ -16,6 +16,7 @@ pub mod ingest;
 pub mod key;
 pub mod ledger;
 pub mod outbox;
+pub mod report;
 pub mod shutdown;
 pub mod sweep;
 pub mod telemetry;

@@ -1,12 +1,15 @@
-//! Structured JSON logs on stderr (CloudWatch reads both streams). Ticket text and
-//! secrets are never put in a span or event; handlers log ids and keys only.
+//! Telemetry: structured JSON logs on stderr, and metrics in CloudWatch Embedded Metric
+//! Format on stdout (flushed after every Lambda invocation). Ticket text and secrets never
+//! go into a span, an event or a metric: handlers log ids and keys only.
 
 use tracing_subscriber::{fmt, EnvFilter};
 
+/// The metric namespace in CloudWatch (alarms and the dashboard in `template.yaml` use it).
+pub const NAMESPACE: &str = "Triage";
+
 /// Installs the global subscriber once; later calls are no-ops (tests call it freely).
 pub fn init() {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,refinery_core=warn,tokio_postgres=warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,refinery_core=warn,tokio_postgres=warn"));
     let _ = fmt()
         .json()
         .with_env_filter(filter)
@@ -16,4 +19,55 @@ pub fn init() {
         // stdout carries command output and CloudWatch metrics (EMF); logs go to stderr.
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// The EMF recorder for a Lambda function: `metric::*` calls land in it and are flushed to
+/// stdout with the request id after each invocation. Without it (CLI, tests) they are no-ops.
+pub fn lambda_metrics(function: &'static str) -> Result<&'static metrics_cloudwatch_embedded::Collector, crate::Error> {
+    metrics_cloudwatch_embedded::Builder::new()
+        .cloudwatch_namespace(NAMESPACE)
+        .with_dimension("function", function)
+        .with_lambda_request_id("requestId")
+        .init()
+        .map_err(|e| crate::error::ConfigError::invalid("metrics", e.to_string()).into())
+}
+
+/// Every metric the pipeline emits, by name, in one place.
+pub mod metric {
+    use std::time::Duration;
+
+    use metrics::{counter, gauge, histogram};
+
+    use crate::evaluate::Usage;
+
+    pub fn dedup_hit() {
+        counter!("outbox.dedup_hit").increment(1);
+    }
+    pub fn evaluated() {
+        counter!("outbox.evaluated").increment(1);
+    }
+    pub fn rescheduled(reason: &'static str) {
+        counter!("outbox.rescheduled", "reason" => reason).increment(1);
+    }
+    pub fn dead_letter(reason: &str) {
+        counter!("outbox.dead_letter", "reason" => reason.to_string()).increment(1);
+    }
+    pub fn lease_expired(count: i64) {
+        counter!("outbox.lease_expired").increment(count.max(0) as u64);
+    }
+    pub fn provider_call(latency: Duration, usage: Usage, cost_usd: f64) {
+        histogram!("provider.latency_ms").record(latency.as_secs_f64() * 1000.0);
+        counter!("provider.tokens", "direction" => "input").increment(usage.input_tokens.max(0) as u64);
+        counter!("provider.tokens", "direction" => "output").increment(usage.output_tokens.max(0) as u64);
+        histogram!("provider.cost_usd").record(cost_usd);
+    }
+    pub fn queue_depth(status: &'static str, depth: i64) {
+        gauge!("outbox.depth", "status" => status).set(depth as f64);
+    }
+    pub fn oldest_claimable_age(seconds: f64) {
+        gauge!("outbox.oldest_claimable_age_seconds").set(seconds);
+    }
+    pub fn breaker_open(open: bool) {
+        gauge!("provider.breaker_open").set(if open { 1.0 } else { 0.0 });
+    }
 }

@@ -23,6 +23,7 @@ use crate::{
     db,
     error::{ConfigError, Result},
     evaluate::{
+        FailureKind,
         contract, ErrorClass, EvaluationRequest, ModelVersion, Policy, Prompt, Provider,
         ProviderError,
     },
@@ -34,6 +35,7 @@ use crate::{
         reschedule::{release, reschedule},
         ClaimedJob, Fencing,
     },
+    telemetry::metric,
 };
 
 /// Time kept back after a call for its writes: no call starts unless it and its write can
@@ -54,13 +56,13 @@ pub struct Report {
     pub paused: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
     Evaluated,
     DedupHit,
-    Rescheduled,
+    Rescheduled { reason: &'static str },
     Released,
-    DeadLettered,
+    DeadLettered { reason: &'static str },
     Fenced,
 }
 
@@ -69,9 +71,9 @@ impl Report {
         let field = match outcome {
             Outcome::Evaluated => &mut self.evaluated,
             Outcome::DedupHit => &mut self.dedup_hits,
-            Outcome::Rescheduled => &mut self.rescheduled,
+            Outcome::Rescheduled { .. } => &mut self.rescheduled,
             Outcome::Released => &mut self.released,
-            Outcome::DeadLettered => &mut self.dead_lettered,
+            Outcome::DeadLettered { .. } => &mut self.dead_lettered,
             Outcome::Fenced => &mut self.fenced,
         };
         *field += 1;
@@ -234,7 +236,7 @@ impl<P: Provider> Worker<P> {
         }
         // Article step 4: the line that saves money.
         if finish::result_exists(&**client, &job).await? {
-            tracing::info!(key = %job.key, outbox_id = job.id.0, metric = "outbox.dedup_hit", "result exists: no call");
+            tracing::info!(key = %job.key, outbox_id = job.id.0, "result exists: no call");
             return fenced(
                 finish::complete_from_existing_result(&**client, &job).await?,
                 Outcome::DedupHit,
@@ -245,10 +247,7 @@ impl<P: Provider> Worker<P> {
                 "prompt version {:?} is not in this build",
                 job.prompt_version
             );
-            return fenced(
-                dead_letter(&**client, &job, &error, "unknown_prompt_version").await?,
-                Outcome::DeadLettered,
-            );
+            return dead(&**client, &job, &error, "unknown_prompt_version").await;
         };
         let model = ModelVersion::parse(&job.model_version);
         let request = EvaluationRequest {
@@ -270,7 +269,7 @@ impl<P: Provider> Worker<P> {
         {
             Ok(result) => result,
             Err(_) => Err(ProviderError::new(
-                crate::evaluate::FailureKind::Timeout,
+                FailureKind::Timeout,
                 "call exceeded its timeout",
             )),
         };
@@ -293,24 +292,19 @@ impl<P: Provider> Worker<P> {
                     latency,
                 };
                 ledger::finish_call(&**client, call, &record).await?;
+                metric::provider_call(latency, reply.usage, record.cost_usd);
                 breaker::record_success(&**client, self.provider.name()).await?;
                 match checked {
                     Ok(evaluation) => {
                         let fencing =
                             finish::complete(&mut client, &job, &evaluation, &self.config.versions)
                                 .await?;
-                        tracing::info!(key = %job.key, outbox_id = job.id.0, latency_ms = latency.as_millis() as u64, metric = "outbox.evaluated", "evaluated");
+                        tracing::info!(key = %job.key, outbox_id = job.id.0, latency_ms = latency.as_millis() as u64, "evaluated");
                         fenced(fencing, Outcome::Evaluated)
                     }
                     Err(violation) => {
-                        let fencing = dead_letter(
-                            &**client,
-                            &job,
-                            &violation.to_string(),
-                            "contract_violation",
-                        )
-                        .await?;
-                        fenced(fencing, Outcome::DeadLettered)
+                        let reason = FailureKind::ContractViolation.reason();
+                        dead(&**client, &job, &violation.to_string(), reason).await
                     }
                 }
             }
@@ -321,12 +315,13 @@ impl<P: Provider> Worker<P> {
                     error_class: Some(class_name(class)),
                     http_status: error.http_status,
                     // A timed-out request may still have been served and billed.
-                    billed: (error.kind != crate::evaluate::FailureKind::Timeout).then_some(false),
+                    billed: (error.kind != FailureKind::Timeout).then_some(false),
                     usage: Default::default(),
                     cost_usd: 0.0,
                     latency,
                 };
                 ledger::finish_call(&**client, call, &record).await?;
+                metric::provider_call(latency, Default::default(), 0.0);
                 self.after_failure(&mut client, &job, &error, paused).await
             }
         }
@@ -349,10 +344,7 @@ impl<P: Provider> Worker<P> {
             let conn: &tokio_postgres::Client = client;
             // The provider answered: whatever outage there was is over.
             breaker::record_success(conn, self.provider.name()).await?;
-            return fenced(
-                dead_letter(conn, job, &error.to_string(), reason).await?,
-                Outcome::DeadLettered,
-            );
+            return dead(conn, job, &error.to_string(), reason).await;
         }
         let open = breaker::record_failure(
             client,
@@ -372,22 +364,38 @@ impl<P: Provider> Worker<P> {
         }
         if job.attempts >= policy.max_attempts {
             let message = format!("max attempts ({}): {error}", policy.max_attempts);
-            return fenced(
-                dead_letter(conn, job, &message, "attempts_exhausted").await?,
-                Outcome::DeadLettered,
-            );
+            return dead(conn, job, &message, "attempts_exhausted").await;
         }
         let delay = backoff::retry_delay(policy, &job.key, job.attempts, error.retry_after);
         fenced(
             reschedule(conn, job, delay, &error.to_string(), reason).await?,
-            Outcome::Rescheduled,
+            Outcome::Rescheduled { reason },
         )
     }
 }
 
+async fn dead(
+    client: &tokio_postgres::Client,
+    job: &ClaimedJob,
+    error: &str,
+    reason: &'static str,
+) -> Result<Outcome> {
+    fenced(dead_letter(client, job, error, reason).await?, Outcome::DeadLettered { reason })
+}
+
+/// The outcome of a fenced write, counted in the metrics only when it took effect.
 fn fenced(fencing: Fencing, outcome: Outcome) -> Result<Outcome> {
     Ok(match fencing {
-        Fencing::Held => outcome,
+        Fencing::Held => {
+            match &outcome {
+                Outcome::Evaluated => metric::evaluated(),
+                Outcome::DedupHit => metric::dedup_hit(),
+                Outcome::Rescheduled { reason } => metric::rescheduled(reason),
+                Outcome::DeadLettered { reason } => metric::dead_letter(reason),
+                Outcome::Released | Outcome::Fenced => {}
+            }
+            outcome
+        }
         Fencing::Lost => {
             tracing::warn!(
                 ?outcome,

@@ -7,11 +7,9 @@ use triage::{config::Config, db, http, telemetry};
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     telemetry::init();
+    let metrics = telemetry::lambda_metrics("api")?;
     let config = Config::from_env()?;
     let pool = db::pool(&config.database)?;
-    lambda_http::run(http::router(http::AppState {
-        pool,
-        config: Arc::new(config),
-    }))
-    .await
+    let router = http::router(http::AppState { pool, config: Arc::new(config) });
+    metrics_cloudwatch_embedded::lambda::service::run_http(metrics, router).await
 }

@@ -1,4 +1,5 @@
-//! Sweeper Lambda (EventBridge schedule): returns expired leases, reports queue health.
+//! Sweeper Lambda (EventBridge schedule): expired leases back to the queue, retention,
+//! queue health and the dead-letter report as EMF metrics and a log line.
 
 use lambda_runtime::{service_fn, LambdaEvent};
 use triage::{config::Config, db, sweep, telemetry};
@@ -6,13 +7,10 @@ use triage::{config::Config, db, sweep, telemetry};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
+    let metrics = telemetry::lambda_metrics("sweeper")?;
     let config = Config::from_env()?;
     let pool = db::pool(&config.database)?;
     let (pool, config) = (&pool, &config);
-    lambda_runtime::run(service_fn(
-        move |_: LambdaEvent<serde_json::Value>| async move {
-            sweep::return_expired_leases(pool, &config.worker).await
-        },
-    ))
-    .await
+    let handler = service_fn(move |_: LambdaEvent<serde_json::Value>| async move { sweep::sweep(pool, config).await });
+    metrics_cloudwatch_embedded::lambda::service::run(metrics, handler).await
 }

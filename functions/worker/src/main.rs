@@ -10,25 +10,20 @@ use triage::{
     db,
     evaluate::AnyProvider,
     telemetry,
-    worker::{deadline_from_epoch_ms, Report, Worker},
+    worker::{deadline_from_epoch_ms, Worker},
 };
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
+    let metrics = telemetry::lambda_metrics("worker")?;
     let config = Arc::new(Config::from_env()?);
     let provider = AnyProvider::from_config(&config.provider, config.worker.call_timeout)?;
     let worker = Worker::new(db::pool(&config.database)?, provider, config)?;
     let worker = &worker;
-    lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<serde_json::Value>| async move {
-            let deadline = deadline_from_epoch_ms(event.context.deadline);
-            Ok::<Report, triage::Error>(
-                worker
-                    .run_invocation(deadline, &CancellationToken::new())
-                    .await?,
-            )
-        },
-    ))
-    .await
+    let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
+        let deadline = deadline_from_epoch_ms(event.context.deadline);
+        worker.run_invocation(deadline, &CancellationToken::new()).await
+    });
+    metrics_cloudwatch_embedded::lambda::service::run(metrics, handler).await
 }

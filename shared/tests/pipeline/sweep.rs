@@ -68,6 +68,6 @@ async fn live_leases_are_left_alone() {
     let client = app.pool.get().await.unwrap();
     claim::claim(&**client, "w1", 1, Duration::from_secs(60), claim::Serves::RulesOnly).await.unwrap();
     let report = sweep::return_expired_leases(&app.pool, &app.config.worker).await.unwrap();
-    assert_eq!(report, sweep::SweepReport::default());
+    assert_eq!(report, sweep::LeaseReport::default());
     assert_eq!(app.status_counts().await.get("processing"), Some(&1));
 }

@@ -26,7 +26,7 @@ async fn a_ticket_goes_from_pending_to_done_with_one_billed_call() {
     let shown = app.get_ticket(&id).await.body;
     assert_eq!(shown["evaluation"]["status"], "done");
     assert_eq!(shown["evaluation"]["model_version"], "gpt-6-luna@medium");
-    assert_eq!(fake.billed_calls(), 1);
+    assert_eq!(fake.billed_calls().len(), 1);
     assert_eq!(
         app.count("SELECT count(*) FROM provider_call WHERE outcome = 'ok' AND billed AND input_tokens > 0").await,
         1
@@ -237,7 +237,8 @@ async fn a_provider_wide_failure_pauses_claiming_and_spends_no_attempt() {
     let report = app.run_worker_once(&worker).await;
     assert!(report.paused);
     assert_eq!(report.dead_lettered + report.rescheduled, 0);
-    assert_eq!(fake.calls().len(), 1, "the first 401 stops the batch");
+    let calls = fake.calls().len();
+    assert!(calls <= app.config.worker.concurrency, "only calls already in flight were made ({calls})");
     assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND attempts = 0").await, 5);
     let again = app.run_worker_once(&worker).await;
     assert_eq!((again.claimed, again.paused), (0, true), "nobody claims while the breaker is open");
@@ -281,7 +282,7 @@ async fn an_outage_longer_than_the_retry_schedule_dead_letters_nothing() {
     let billed = fake.billed_by_content();
     println!(
         "outage test: tickets=1000 unique_keys=800 calls_during_outage={calls_during_outage} billed_calls={} dead_letters={}",
-        fake.billed_calls(),
+        fake.billed_calls().len(),
         counts.get("dead").copied().unwrap_or(0)
     );
     assert_eq!(counts.get("dead"), None);
