@@ -1,1 +1,46 @@
-fn main() {}
+//! `fake-provider [--listen ADDR]`: the fake OpenAI/Anthropic API with its default
+//! behaviour, for running the pipeline by hand. Prints the base URL, serves until Ctrl-C.
+
+use std::{net::SocketAddr, process::ExitCode};
+
+use fake_provider::FakeProvider;
+
+const USAGE: &str = "usage: fake-provider [--listen ADDR]   (default 127.0.0.1:0)";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let mut listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--listen" => match args.next().and_then(|a| a.parse().ok()) {
+                Some(addr) => listen = addr,
+                None => {
+                    eprintln!("--listen needs an address like 127.0.0.1:8080\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => {
+                eprintln!("unknown argument {other:?}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let fake = match FakeProvider::bind(listen).await {
+        Ok(fake) => fake,
+        Err(e) => {
+            eprintln!("cannot listen on {listen}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{}", fake.url());
+    if let Err(e) = tokio::signal::ctrl_c().await {
+        eprintln!("cannot wait for Ctrl-C: {e}");
+    }
+    fake.shutdown().await;
+    ExitCode::SUCCESS
+}

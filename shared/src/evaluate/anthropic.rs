@@ -1,15 +1,39 @@
-//! Placeholder until the adapter lands: every call fails as provider-wide.
+//! Anthropic Messages API, with the answer forced through one tool call whose input schema
+//! is the output contract.
+//!
+//! Effort: Anthropic's reasoning knob (extended thinking) cannot be combined with a forced
+//! `tool_choice`, so the effort half of the model version is not sent. It still names the
+//! version, so results under different efforts keep different idempotency keys.
 
 use std::time::Duration;
 
-use super::{EvaluationRequest, FailureKind, Provider, ProviderError, ProviderReply};
-use crate::config::ProviderConfig;
+use reqwest::{Client, Url};
+use serde_json::{json, Value};
 
-pub struct AnthropicProvider;
+use super::{
+    http_common::{self, ErrorInfo, ErrorSignals},
+    ticket_text, EvaluationRequest, ModelOutput, Provider, ProviderError, ProviderReply, Usage,
+};
+use crate::config::{ProviderConfig, Secret};
+
+const API_VERSION: &str = "2023-06-01";
+const TOOL_NAME: &str = "record_triage";
+/// The answer is three short fields; this only bounds a runaway reply.
+const MAX_TOKENS: u32 = 1024;
+
+pub struct AnthropicProvider {
+    client: Client,
+    endpoint: Url,
+    api_key: Secret,
+}
 
 impl AnthropicProvider {
-    pub fn new(_config: &ProviderConfig, _call_timeout: Duration) -> Result<Self, ProviderError> {
-        Ok(Self)
+    pub fn new(config: &ProviderConfig, call_timeout: Duration) -> Result<Self, ProviderError> {
+        Ok(Self {
+            client: http_common::build_client(call_timeout)?,
+            endpoint: http_common::endpoint(&config.url, "messages")?,
+            api_key: config.api_key.clone(),
+        })
     }
 }
 
@@ -20,11 +44,87 @@ impl Provider for AnthropicProvider {
 
     async fn evaluate(
         &self,
-        _request: EvaluationRequest<'_>,
+        request: EvaluationRequest<'_>,
     ) -> Result<ProviderReply, ProviderError> {
-        Err(ProviderError::new(
-            FailureKind::ConnectFailed,
-            "adapter not built yet",
-        ))
+        let http = self
+            .client
+            .post(self.endpoint.clone())
+            .header("x-api-key", self.api_key.expose())
+            .header("anthropic-version", API_VERSION)
+            .json(&request_body(&request));
+        let exchange = http_common::send(http, request.timeout).await?;
+        if !exchange.status.is_success() {
+            let signals = error_signals(&ErrorInfo::parse(&exchange.body));
+            return Err(http_common::status_error(
+                exchange.status,
+                &exchange.headers,
+                &signals,
+            ));
+        }
+        let (output, usage) = parse_message(&exchange.body);
+        Ok(ProviderReply {
+            output,
+            usage,
+            http_status: exchange.status.as_u16(),
+        })
+    }
+}
+
+fn request_body(request: &EvaluationRequest<'_>) -> Value {
+    json!({
+        "model": request.model.model,
+        "max_tokens": MAX_TOKENS,
+        "system": request.prompt.text,
+        "messages": [
+            {"role": "user", "content": ticket_text(request.subject, request.message)},
+        ],
+        "tools": [{
+            "name": TOOL_NAME,
+            "description": "Record the triage of the support ticket.",
+            "input_schema": http_common::output_schema(&request.policy.departments),
+        }],
+        "tool_choice": {"type": "tool", "name": TOOL_NAME},
+    })
+}
+
+/// A 200 that is not a message is still a billed answer: it becomes `NotJson`.
+fn parse_message(body: &[u8]) -> (ModelOutput, Usage) {
+    let message = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
+    let Some(blocks) = message["content"].as_array() else {
+        return (ModelOutput::NotJson { len: body.len() }, Usage::default());
+    };
+    let usage = Usage {
+        input_tokens: message["usage"]["input_tokens"].as_i64().unwrap_or(0),
+        output_tokens: message["usage"]["output_tokens"].as_i64().unwrap_or(0),
+    };
+    let output = match message["stop_reason"].as_str() {
+        Some("refusal") => ModelOutput::Refusal,
+        // A tool input cut at the token limit may be incomplete, even if it parses.
+        Some("max_tokens") => ModelOutput::Truncated,
+        _ => match blocks
+            .iter()
+            .find(|b| b["type"] == "tool_use" && b["name"] == TOOL_NAME)
+        {
+            Some(tool_use) => ModelOutput::Json(tool_use["input"].clone()),
+            None => ModelOutput::NotJson {
+                len: blocks
+                    .iter()
+                    .filter_map(|b| b["text"].as_str())
+                    .map(str::len)
+                    .sum(),
+            },
+        },
+    };
+    (output, usage)
+}
+
+fn error_signals(info: &ErrorInfo) -> ErrorSignals {
+    ErrorSignals {
+        label: info.label(),
+        // "Credit balance too low" arrives as a 400, yet every call would fail alike.
+        quota_exhausted: info.kind.as_deref() == Some("billing_error")
+            || info.message_mentions("credit balance"),
+        context_length: info.message_mentions("prompt is too long"),
+        content_policy: info.message_mentions("content filtering policy"),
     }
 }

@@ -1,15 +1,29 @@
-//! Placeholder until the adapter lands: every call fails as provider-wide.
+//! OpenAI Chat Completions with strict structured output (`response_format: json_schema`).
 
 use std::time::Duration;
 
-use super::{EvaluationRequest, FailureKind, Provider, ProviderError, ProviderReply};
-use crate::config::ProviderConfig;
+use reqwest::{Client, Url};
+use serde_json::{json, Value};
 
-pub struct OpenAiProvider;
+use super::{
+    http_common::{self, ErrorInfo, ErrorSignals},
+    ticket_text, EvaluationRequest, ModelOutput, Provider, ProviderError, ProviderReply, Usage,
+};
+use crate::config::{ProviderConfig, Secret};
+
+pub struct OpenAiProvider {
+    client: Client,
+    endpoint: Url,
+    api_key: Secret,
+}
 
 impl OpenAiProvider {
-    pub fn new(_config: &ProviderConfig, _call_timeout: Duration) -> Result<Self, ProviderError> {
-        Ok(Self)
+    pub fn new(config: &ProviderConfig, call_timeout: Duration) -> Result<Self, ProviderError> {
+        Ok(Self {
+            client: http_common::build_client(call_timeout)?,
+            endpoint: http_common::endpoint(&config.url, "chat/completions")?,
+            api_key: config.api_key.clone(),
+        })
     }
 }
 
@@ -20,11 +34,88 @@ impl Provider for OpenAiProvider {
 
     async fn evaluate(
         &self,
-        _request: EvaluationRequest<'_>,
+        request: EvaluationRequest<'_>,
     ) -> Result<ProviderReply, ProviderError> {
-        Err(ProviderError::new(
-            FailureKind::ConnectFailed,
-            "adapter not built yet",
-        ))
+        let http = self
+            .client
+            .post(self.endpoint.clone())
+            .bearer_auth(self.api_key.expose())
+            .json(&request_body(&request));
+        let exchange = http_common::send(http, request.timeout).await?;
+        if !exchange.status.is_success() {
+            let signals = error_signals(&ErrorInfo::parse(&exchange.body));
+            return Err(http_common::status_error(
+                exchange.status,
+                &exchange.headers,
+                &signals,
+            ));
+        }
+        let (output, usage) = parse_completion(&exchange.body);
+        Ok(ProviderReply {
+            output,
+            usage,
+            http_status: exchange.status.as_u16(),
+        })
+    }
+}
+
+fn request_body(request: &EvaluationRequest<'_>) -> Value {
+    let mut body = json!({
+        "model": request.model.model,
+        "messages": [
+            {"role": "developer", "content": request.prompt.text},
+            {"role": "user", "content": ticket_text(request.subject, request.message)},
+        ],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "triage",
+                "strict": true,
+                "schema": http_common::output_schema(&request.policy.departments),
+            },
+        },
+    });
+    // Non-reasoning models reject the field, so a version without effort sends none.
+    if !request.model.effort.is_empty() {
+        body["reasoning_effort"] = json!(request.model.effort);
+    }
+    body
+}
+
+/// A 200 that is not a chat completion is still a billed answer: it becomes `NotJson`.
+fn parse_completion(body: &[u8]) -> (ModelOutput, Usage) {
+    let Ok(completion) = serde_json::from_slice::<Value>(body) else {
+        return (ModelOutput::NotJson { len: body.len() }, Usage::default());
+    };
+    let usage = Usage {
+        input_tokens: completion["usage"]["prompt_tokens"].as_i64().unwrap_or(0),
+        output_tokens: completion["usage"]["completion_tokens"]
+            .as_i64()
+            .unwrap_or(0),
+    };
+    let choice = &completion["choices"][0];
+    let message = &choice["message"];
+    let output = match choice["finish_reason"].as_str() {
+        Some("content_filter") => ModelOutput::ContentFiltered,
+        _ if !message["refusal"].is_null() => ModelOutput::Refusal,
+        Some("length") => ModelOutput::Truncated,
+        _ => match message["content"].as_str() {
+            Some(text) => serde_json::from_str(text)
+                .map(ModelOutput::Json)
+                .unwrap_or(ModelOutput::NotJson { len: text.len() }),
+            None => ModelOutput::NotJson { len: body.len() },
+        },
+    };
+    (output, usage)
+}
+
+fn error_signals(info: &ErrorInfo) -> ErrorSignals {
+    let code = info.code.as_deref();
+    ErrorSignals {
+        label: info.label(),
+        quota_exhausted: code == Some("insufficient_quota")
+            || info.kind.as_deref() == Some("insufficient_quota"),
+        context_length: code == Some("context_length_exceeded"),
+        content_policy: matches!(code, Some("content_policy_violation" | "content_filter")),
     }
 }

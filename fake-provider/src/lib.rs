@@ -1,0 +1,416 @@
+//! A scriptable stand-in for the OpenAI and Anthropic APIs, served over real HTTP on
+//! loopback, with a ledger of every call it answered (and would have billed).
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use fake_provider::{Behavior, FakeProvider};
+//! let fake = FakeProvider::start().await;
+//! fake.push(Behavior::RateLimited { retry_after: None });
+//! // point TRIAGE_PROVIDER_URL at fake.url() ...
+//! # }
+//! ```
+//!
+//! Which behaviour answers a call: the outage (while set), else the next pushed behaviour,
+//! else the first `when_contains` rule whose needle is in the ticket text, else the default.
+
+mod render;
+mod server;
+
+use std::{
+    collections::{HashMap, VecDeque},
+    fmt,
+    net::SocketAddr,
+    sync::{Arc, Mutex, MutexGuard},
+    time::{Duration, Instant},
+};
+
+use hyper::HeaderMap;
+use serde_json::{json, Value};
+use tokio::{
+    net::TcpListener,
+    sync::{oneshot, Notify},
+    task::JoinHandle,
+};
+
+/// The departments of `policy-v1`, which [`classify`] chooses from.
+pub const DEPARTMENTS: [&str; 5] = ["billing", "technical", "account", "sales", "general"];
+
+/// Output tokens reported for every answered (200) call.
+pub const OUTPUT_TOKENS: i64 = 20;
+
+/// How the fake answers one call.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Behavior {
+    /// A valid answer derived from the ticket text, see [`classify`].
+    #[default]
+    Classify,
+    /// This exact object as the model's output.
+    Answer(Value),
+    /// Waits, then behaves like the inner behaviour.
+    Delay(Duration, Box<Behavior>),
+    /// 429 with a `Retry-After` header when given.
+    RateLimited { retry_after: Option<Duration> },
+    /// The account is out of money: OpenAI's 429 `insufficient_quota`, Anthropic's 402
+    /// `billing_error`.
+    QuotaExhausted,
+    /// This status (500 when it is not a valid one) with the provider's server-error body.
+    Status(u16),
+    /// OpenAI's 503 / Anthropic's 529 "overloaded", with a `Retry-After` header when given.
+    Overloaded { retry_after: Option<Duration> },
+    /// 401.
+    Unauthorized,
+    /// 404, unknown model.
+    ModelNotFound,
+    /// 400, the prompt exceeds the context window.
+    ContextLength,
+    /// 400, the request was rejected by the provider's safety system.
+    ContentPolicy,
+    /// 400, anything else wrong with the request.
+    InvalidRequest,
+    /// Drops the TCP connection with a RST, without sending a response.
+    ResetConnection,
+    /// Never answers; the connection stays open until the client gives up.
+    Hang,
+    /// 200 with a body that is not valid JSON.
+    MalformedJson,
+    /// 200, the model's answer is prose instead of JSON.
+    NotJsonContent,
+    /// 200, the model declined (OpenAI `refusal`, Anthropic `stop_reason: refusal`).
+    Refusal,
+    /// 200, OpenAI `finish_reason: content_filter`. Anthropic has no separate filter
+    /// signal, so it answers like [`Behavior::Refusal`].
+    ContentFilter,
+    /// 200, the answer was cut at the token limit (`length` / `max_tokens`).
+    Truncated,
+    /// 200 with a well-formed answer outside the contract (department `"legal"`).
+    OutOfContract,
+}
+
+impl Behavior {
+    /// `self`, answered after `delay`.
+    pub fn after(self, delay: Duration) -> Behavior {
+        Behavior::Delay(delay, Box::new(self))
+    }
+
+    /// The total delay and the behaviour it leads to.
+    fn split_delay(self) -> (Duration, Behavior) {
+        match self {
+            Behavior::Delay(delay, inner) => {
+                let (more, inner) = inner.split_delay();
+                (delay + more, inner)
+            }
+            other => (Duration::ZERO, other),
+        }
+    }
+}
+
+/// The API a call came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Api {
+    OpenAi,
+    Anthropic,
+}
+
+/// One request the fake received, as its billing ledger sees it.
+#[derive(Clone)]
+pub struct CallRecord {
+    /// The user message, i.e. `triage::evaluate::ticket_text(subject, message)`.
+    pub ticket_text: String,
+    pub api: Api,
+    pub model: String,
+    /// The status sent; 0 when the connection was reset or left hanging.
+    pub status: u16,
+    /// A 200 was sent. A delayed 200 counts even if the client stopped waiting, as a real
+    /// provider bills the work it was asked for.
+    pub billed: bool,
+    /// When the request arrived.
+    pub at: Instant,
+    /// The request body as JSON (`Null` if it was not JSON). It holds the ticket.
+    pub body: Value,
+    headers: HeaderMap,
+}
+
+impl CallRecord {
+    /// A request header, e.g. `authorization` or `x-api-key`. Holds secrets in real use:
+    /// compare it, never print it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name)?.to_str().ok()
+    }
+}
+
+/// Leaves out headers and body: they carry the API key and the whole request.
+impl fmt::Debug for CallRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallRecord")
+            .field("ticket_text", &self.ticket_text)
+            .field("api", &self.api)
+            .field("model", &self.model)
+            .field("status", &self.status)
+            .field("billed", &self.billed)
+            .field("at", &self.at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Tokens the fake reports for a call about `ticket_text`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenUsage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+}
+
+/// A rough four-characters-per-token count of the ticket, plus [`OUTPUT_TOKENS`].
+pub fn usage_for(ticket_text: &str) -> TokenUsage {
+    TokenUsage {
+        input_tokens: 1 + ticket_text.len() as i64 / 4,
+        output_tokens: OUTPUT_TOKENS,
+    }
+}
+
+/// The answer of [`Behavior::Classify`]: a department from [`DEPARTMENTS`] and scores in
+/// [0, 1], all derived from a hash of the ticket text, so equal tickets get equal answers.
+pub fn classify(ticket_text: &str) -> Value {
+    // FNV-1a: stable across runs and Rust versions, unlike std's hasher.
+    let hash = ticket_text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let urgency_score = (hash >> 8) % 101;
+    json!({
+        "is_urgent": if urgency_score >= 50 { 0.9 } else { 0.1 },
+        "department": DEPARTMENTS[(hash % DEPARTMENTS.len() as u64) as usize],
+        "urgency_score": urgency_score as f64 / 100.0,
+    })
+}
+
+/// `wait_for_calls` gave up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitTimedOut {
+    pub wanted: usize,
+    pub seen: usize,
+}
+
+impl fmt::Display for WaitTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "saw {} of {} calls before the timeout",
+            self.seen, self.wanted
+        )
+    }
+}
+
+impl std::error::Error for WaitTimedOut {}
+
+#[derive(Default)]
+struct Script {
+    outage: Option<Behavior>,
+    queue: VecDeque<Behavior>,
+    rules: Vec<(String, Behavior)>,
+    default: Behavior,
+}
+
+impl Script {
+    fn next(&mut self, ticket_text: &str) -> Behavior {
+        if let Some(outage) = &self.outage {
+            return outage.clone();
+        }
+        if let Some(next) = self.queue.pop_front() {
+            return next;
+        }
+        self.rules
+            .iter()
+            .find(|(needle, _)| ticket_text.contains(needle.as_str()))
+            .map_or_else(|| self.default.clone(), |(_, b)| b.clone())
+    }
+}
+
+/// State shared by the handle and the server's connections.
+#[derive(Default)]
+struct Shared {
+    script: Mutex<Script>,
+    ledger: Mutex<Vec<CallRecord>>,
+    recorded: Notify,
+}
+
+impl Shared {
+    fn script(&self) -> MutexGuard<'_, Script> {
+        self.script.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Vec<CallRecord>> {
+        self.ledger.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn record(&self, call: CallRecord) {
+        self.ledger().push(call);
+        self.recorded.notify_waiters();
+    }
+}
+
+/// The running fake. Dropping it (or [`FakeProvider::shutdown`]) stops the server and
+/// drops every open connection.
+pub struct FakeProvider {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: oneshot::Sender<()>,
+    server: JoinHandle<()>,
+}
+
+impl FakeProvider {
+    /// Serves on a free loopback port.
+    pub async fn start() -> Self {
+        Self::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .expect("bind a loopback port")
+    }
+
+    /// Serves on `addr` (port 0 picks a free one).
+    pub async fn bind(addr: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::default());
+        let (stop, stopped) = oneshot::channel();
+        let server = tokio::spawn(server::serve(listener, shared.clone(), stopped));
+        Ok(Self {
+            addr,
+            shared,
+            stop,
+            server,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL, as `TRIAGE_PROVIDER_URL` expects it: `http://127.0.0.1:PORT/v1`.
+    pub fn url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Answers the next call with `behavior` (FIFO; only an outage goes first).
+    pub fn push(&self, behavior: Behavior) {
+        self.shared.script().queue.push_back(behavior);
+    }
+
+    /// Answers every call whose ticket text contains `needle` with `behavior`. The first
+    /// matching rule wins.
+    pub fn when_contains(&self, needle: &str, behavior: Behavior) {
+        self.shared
+            .script()
+            .rules
+            .push((needle.to_owned(), behavior));
+    }
+
+    /// What calls get when nothing else applies ([`Behavior::Classify`] at start).
+    pub fn set_default(&self, behavior: Behavior) {
+        self.shared.script().default = behavior;
+    }
+
+    /// While `Some`, every call gets this behaviour, and the queue is left untouched.
+    pub fn set_outage(&self, behavior: Option<Behavior>) {
+        self.shared.script().outage = behavior;
+    }
+
+    /// Every call so far, in arrival order.
+    pub fn calls(&self) -> Vec<CallRecord> {
+        self.shared.ledger().clone()
+    }
+
+    pub fn billed_calls(&self) -> Vec<CallRecord> {
+        self.shared
+            .ledger()
+            .iter()
+            .filter(|c| c.billed)
+            .cloned()
+            .collect()
+    }
+
+    /// Billed calls per ticket text: more than 1 means the same content was paid twice.
+    pub fn billed_by_content(&self) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for call in self.shared.ledger().iter().filter(|c| c.billed) {
+            *counts.entry(call.ticket_text.clone()).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Waits until at least `n` calls have arrived, and returns them all.
+    pub async fn wait_for_calls(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<Vec<CallRecord>, WaitTimedOut> {
+        let arrived = async {
+            loop {
+                // Registered before the check, so a call recorded in between still wakes us.
+                let notified = self.shared.recorded.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let calls = self.calls();
+                if calls.len() >= n {
+                    return calls;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(timeout, arrived)
+            .await
+            .map_err(|_| WaitTimedOut {
+                wanted: n,
+                seen: self.shared.ledger().len(),
+            })
+    }
+
+    /// Stops the server; when this returns, the port is closed and no connection is open.
+    pub async fn shutdown(self) {
+        drop(self.stop);
+        // A panic in the server task would already have failed the calls it served.
+        let _ = self.server.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_is_deterministic_and_inside_the_contract() {
+        for text in ["", "Subject: a\n\nb", "Subject: refund\n\nplease", "ü"] {
+            let answer = classify(text);
+            assert_eq!(answer, classify(text));
+            let department = answer["department"].as_str().unwrap();
+            assert!(DEPARTMENTS.contains(&department));
+            for score in ["is_urgent", "urgency_score"] {
+                let v = answer[score].as_f64().unwrap();
+                assert!((0.0..=1.0).contains(&v), "{score} = {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn nested_delays_add_up_to_the_inner_behavior() {
+        let behavior = Behavior::Refusal
+            .after(Duration::from_millis(5))
+            .after(Duration::from_millis(7));
+        assert_eq!(
+            behavior.split_delay(),
+            (Duration::from_millis(12), Behavior::Refusal)
+        );
+    }
+
+    #[test]
+    fn the_script_prefers_outage_then_queue_then_rules_then_default() {
+        let mut script = Script::default();
+        script
+            .rules
+            .push(("refund".into(), Behavior::QuotaExhausted));
+        script.queue.push_back(Behavior::Hang);
+        script.outage = Some(Behavior::Status(503));
+        assert_eq!(script.next("refund"), Behavior::Status(503));
+        script.outage = None;
+        assert_eq!(script.next("refund"), Behavior::Hang);
+        assert_eq!(script.next("refund"), Behavior::QuotaExhausted);
+        assert_eq!(script.next("other"), Behavior::Classify);
+    }
+}

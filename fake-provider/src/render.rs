@@ -1,0 +1,305 @@
+//! Behaviours in each provider's own words: the status, headers and body shapes the real
+//! APIs send.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::StatusCode;
+use serde_json::{json, Value};
+
+use crate::{classify, usage_for, Api, Behavior};
+
+/// What the fake read from a request.
+pub(crate) struct Call {
+    pub ticket_text: String,
+    pub model: String,
+    /// Anthropic: the tool the request forces, which the answer must use.
+    pub tool: String,
+}
+
+impl Call {
+    pub fn read(api: Api, body: &Value) -> Self {
+        let user = body["messages"]
+            .as_array()
+            .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"));
+        let ticket_text = match user.map(|m| &m["content"]) {
+            Some(Value::String(text)) => text.clone(),
+            // Anthropic also accepts content blocks.
+            Some(Value::Array(blocks)) => {
+                blocks.iter().filter_map(|b| b["text"].as_str()).collect()
+            }
+            _ => String::new(),
+        };
+        let tool = match api {
+            Api::Anthropic => body["tool_choice"]["name"].as_str(),
+            Api::OpenAi => None,
+        };
+        Self {
+            ticket_text,
+            model: body["model"].as_str().unwrap_or_default().to_owned(),
+            tool: tool.unwrap_or("record_triage").to_owned(),
+        }
+    }
+}
+
+pub(crate) enum Reply {
+    Send {
+        status: StatusCode,
+        retry_after: Option<String>,
+        body: Bytes,
+    },
+    Reset,
+    Hang,
+}
+
+/// What the model said, before it is put in either API's envelope.
+enum Answer {
+    Json(Value),
+    Prose,
+    Refusal,
+    Filtered,
+    Truncated,
+}
+
+/// The error behaviours, before they are put in either API's words.
+enum Failure {
+    RateLimited,
+    Quota,
+    Server(StatusCode),
+    Overloaded,
+    Unauthorized,
+    ModelNotFound,
+    ContextLength,
+    ContentPolicy,
+    InvalidRequest,
+}
+
+const PROSE: &str = "This looks like a billing question and it seems fairly urgent.";
+
+/// The caller waits out any delay (see `Behavior::split_delay`); here a `Delay` answers
+/// like the behaviour it wraps.
+pub(crate) fn reply(behavior: &Behavior, api: Api, call: &Call) -> Reply {
+    let (failure, retry_after) = match behavior {
+        Behavior::ResetConnection => return Reply::Reset,
+        Behavior::Hang => return Reply::Hang,
+        Behavior::MalformedJson => {
+            return Reply::Send {
+                status: StatusCode::OK,
+                retry_after: None,
+                body: Bytes::from_static(br#"{"id": "fake", "choices": [{"message": "#),
+            }
+        }
+        Behavior::Delay(_, inner) => return reply(inner, api, call),
+        Behavior::Classify => return answer(api, call, Answer::Json(classify(&call.ticket_text))),
+        Behavior::Answer(value) => return answer(api, call, Answer::Json(value.clone())),
+        Behavior::OutOfContract => {
+            let value = json!({"is_urgent": 0.5, "department": "legal", "urgency_score": 0.5});
+            return answer(api, call, Answer::Json(value));
+        }
+        Behavior::NotJsonContent => return answer(api, call, Answer::Prose),
+        Behavior::Refusal => return answer(api, call, Answer::Refusal),
+        Behavior::ContentFilter => return answer(api, call, Answer::Filtered),
+        Behavior::Truncated => return answer(api, call, Answer::Truncated),
+        Behavior::RateLimited { retry_after } => (Failure::RateLimited, *retry_after),
+        Behavior::Overloaded { retry_after } => (Failure::Overloaded, *retry_after),
+        Behavior::QuotaExhausted => (Failure::Quota, None),
+        Behavior::Status(code) => {
+            let status = StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (Failure::Server(status), None)
+        }
+        Behavior::Unauthorized => (Failure::Unauthorized, None),
+        Behavior::ModelNotFound => (Failure::ModelNotFound, None),
+        Behavior::ContextLength => (Failure::ContextLength, None),
+        Behavior::ContentPolicy => (Failure::ContentPolicy, None),
+        Behavior::InvalidRequest => (Failure::InvalidRequest, None),
+    };
+    let (status, body) = match api {
+        Api::OpenAi => openai_error(&failure, call),
+        Api::Anthropic => anthropic_error(&failure, call),
+    };
+    Reply::Send {
+        status,
+        retry_after: retry_after.map(delta_seconds),
+        body: Bytes::from(body.to_string()),
+    }
+}
+
+/// Whole seconds as an integer, as servers usually send them; fractions for short test
+/// delays.
+fn delta_seconds(delay: Duration) -> String {
+    if delay.subsec_nanos() == 0 {
+        delay.as_secs().to_string()
+    } else {
+        format!("{:.3}", delay.as_secs_f64())
+    }
+}
+
+fn answer(api: Api, call: &Call, answer: Answer) -> Reply {
+    let usage = usage_for(&call.ticket_text);
+    let body = match api {
+        Api::OpenAi => {
+            let (content, refusal, finish_reason) = match answer {
+                Answer::Json(value) => (json!(value.to_string()), Value::Null, "stop"),
+                Answer::Prose => (json!(PROSE), Value::Null, "stop"),
+                Answer::Refusal => (Value::Null, json!("I can't help with that."), "stop"),
+                Answer::Filtered => (Value::Null, Value::Null, "content_filter"),
+                Answer::Truncated => (json!(r#"{"is_urgent": 0.4, "depa"#), Value::Null, "length"),
+            };
+            json!({
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": 0,
+                "model": call.model,
+                "choices": [{
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": refusal},
+                    "finish_reason": finish_reason,
+                }],
+                "usage": {
+                    "prompt_tokens": usage.input_tokens,
+                    "completion_tokens": usage.output_tokens,
+                    "total_tokens": usage.input_tokens + usage.output_tokens,
+                },
+            })
+        }
+        Api::Anthropic => {
+            let tool_use = |input: Value| {
+                json!([{
+                    "type": "tool_use",
+                    "id": "toolu_fake",
+                    "name": call.tool,
+                    "input": input,
+                }])
+            };
+            let (content, stop_reason) = match answer {
+                Answer::Json(value) => (tool_use(value), "tool_use"),
+                Answer::Prose => (json!([{"type": "text", "text": PROSE}]), "end_turn"),
+                Answer::Refusal | Answer::Filtered => (json!([]), "refusal"),
+                Answer::Truncated => (tool_use(json!({"is_urgent": 0.4})), "max_tokens"),
+            };
+            json!({
+                "id": "msg_fake",
+                "type": "message",
+                "role": "assistant",
+                "model": call.model,
+                "content": content,
+                "stop_reason": stop_reason,
+                "stop_sequence": null,
+                "usage": {
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                },
+            })
+        }
+    };
+    Reply::Send {
+        status: StatusCode::OK,
+        retry_after: None,
+        body: Bytes::from(body.to_string()),
+    }
+}
+
+fn openai_error(failure: &Failure, call: &Call) -> (StatusCode, Value) {
+    let invalid = "invalid_request_error";
+    let (status, kind, code, message) = match failure {
+        Failure::RateLimited => (
+            429,
+            "requests",
+            Some("rate_limit_exceeded"),
+            "Rate limit reached for requests.".to_owned(),
+        ),
+        Failure::Quota => (
+            429,
+            "insufficient_quota",
+            Some("insufficient_quota"),
+            "You exceeded your current quota, please check your plan and billing details."
+                .to_owned(),
+        ),
+        Failure::Server(status) => (
+            status.as_u16(),
+            "server_error",
+            None,
+            "The server had an error while processing your request.".to_owned(),
+        ),
+        Failure::Overloaded => (
+            503,
+            "server_error",
+            None,
+            "The engine is currently overloaded, please try again later.".to_owned(),
+        ),
+        Failure::Unauthorized => (
+            401,
+            invalid,
+            Some("invalid_api_key"),
+            "Incorrect API key provided.".to_owned(),
+        ),
+        Failure::ModelNotFound => (
+            404,
+            invalid,
+            Some("model_not_found"),
+            format!(
+                "The model `{}` does not exist or you do not have access to it.",
+                call.model
+            ),
+        ),
+        Failure::ContextLength => (
+            400,
+            invalid,
+            Some("context_length_exceeded"),
+            "This model's maximum context length is 128000 tokens.".to_owned(),
+        ),
+        Failure::ContentPolicy => (
+            400,
+            invalid,
+            Some("content_policy_violation"),
+            "Your request was rejected as a result of our safety system.".to_owned(),
+        ),
+        Failure::InvalidRequest => (400, invalid, None, "Invalid request.".to_owned()),
+    };
+    let body = json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
+    (status_code(status), body)
+}
+
+fn anthropic_error(failure: &Failure, call: &Call) -> (StatusCode, Value) {
+    let invalid = "invalid_request_error";
+    let (status, kind, message) = match failure {
+        Failure::RateLimited => (
+            429,
+            "rate_limit_error",
+            "Number of requests has exceeded your rate limit.".to_owned(),
+        ),
+        Failure::Quota => (
+            402,
+            "billing_error",
+            "Your credit balance is too low to access the Anthropic API.".to_owned(),
+        ),
+        Failure::Server(status) if status.as_u16() == 529 => {
+            (529, "overloaded_error", "Overloaded".to_owned())
+        }
+        Failure::Server(status) => (
+            status.as_u16(),
+            "api_error",
+            "Internal server error".to_owned(),
+        ),
+        Failure::Overloaded => (529, "overloaded_error", "Overloaded".to_owned()),
+        Failure::Unauthorized => (401, "authentication_error", "invalid x-api-key".to_owned()),
+        Failure::ModelNotFound => (404, "not_found_error", format!("model: {}", call.model)),
+        Failure::ContextLength => (
+            400,
+            invalid,
+            "prompt is too long: 212345 tokens > 200000 maximum".to_owned(),
+        ),
+        Failure::ContentPolicy => (
+            400,
+            invalid,
+            "Output blocked by content filtering policy".to_owned(),
+        ),
+        Failure::InvalidRequest => (400, invalid, "messages: field required".to_owned()),
+    };
+    let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+    (status_code(status), body)
+}
+
+fn status_code(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).expect("the fake only sends valid statuses")
+}

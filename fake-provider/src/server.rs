@@ -1,0 +1,138 @@
+//! The HTTP side: hyper's HTTP/1 connection driven by hand, so a scripted reset can take
+//! the socket back from hyper and drop it with a RST.
+
+use std::{convert::Infallible, sync::Arc, time::Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{
+    body::Incoming, header, server::conn::http1, service::service_fn, Method, Request, Response,
+    StatusCode,
+};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::{oneshot, Notify},
+    task::JoinSet,
+};
+
+use crate::{
+    render::{self, Call, Reply},
+    Api, Behavior, CallRecord, Shared,
+};
+
+/// Accepts until `stopped` fires (or its sender is dropped), then aborts every connection.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stopped => break,
+            accepted = listener.accept() => {
+                // A failed accept (e.g. the peer already left) concerns that peer only.
+                if let Ok((stream, _)) = accepted {
+                    connections.spawn(serve_connection(stream, shared.clone()));
+                }
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.shutdown().await;
+}
+
+async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    let reset = Arc::new(Notify::new());
+    let service = {
+        let reset = reset.clone();
+        service_fn(move |request| handle(request, shared.clone(), reset.clone()))
+    };
+    let mut connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        _ = &mut connection => {}
+        _ = reset.notified() => {
+            let stream = connection.into_parts().io.into_inner();
+            // Zero linger makes the close a RST: the client sees a reset, not a clean end.
+            let _ = stream.set_zero_linger();
+        }
+    }
+}
+
+async fn handle(
+    request: Request<Incoming>,
+    shared: Arc<Shared>,
+    reset: Arc<Notify>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let at = Instant::now();
+    let api = match (request.method(), request.uri().path()) {
+        (&Method::POST, "/v1/chat/completions") => Api::OpenAi,
+        (&Method::POST, "/v1/messages") => Api::Anthropic,
+        _ => {
+            let body = r#"{"error": {"type": "not_found_error", "message": "unknown route"}}"#;
+            return Ok(respond(
+                StatusCode::NOT_FOUND,
+                None,
+                Bytes::from_static(body.as_bytes()),
+            ));
+        }
+    };
+    let (parts, body) = request.into_parts();
+    // A body the client failed to send in full is treated like one that is not JSON.
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let call = Call::read(api, &body);
+    // A request that is not JSON never reaches the model, so it leaves the script alone.
+    let behavior = if body.is_object() {
+        shared.script().next(&call.ticket_text)
+    } else {
+        Behavior::InvalidRequest
+    };
+    let (delay, behavior) = behavior.split_delay();
+    let reply = render::reply(&behavior, api, &call);
+    let status = match &reply {
+        Reply::Send { status, .. } => status.as_u16(),
+        Reply::Reset | Reply::Hang => 0,
+    };
+    shared.record(CallRecord {
+        ticket_text: call.ticket_text,
+        api,
+        model: call.model,
+        status,
+        billed: status == 200,
+        at,
+        body,
+        headers: parts.headers,
+    });
+    tokio::time::sleep(delay).await;
+    match reply {
+        Reply::Send {
+            status,
+            retry_after,
+            body,
+        } => Ok(respond(status, retry_after, body)),
+        Reply::Reset => {
+            reset.notify_one();
+            std::future::pending().await
+        }
+        Reply::Hang => std::future::pending().await,
+    }
+}
+
+fn respond(status: StatusCode, retry_after: Option<String>, body: Bytes) -> Response<Full<Bytes>> {
+    let mut response = Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json");
+    if let Some(retry_after) = retry_after {
+        response = response.header(header::RETRY_AFTER, retry_after);
+    }
+    response
+        .body(Full::new(body))
+        .expect("status and headers are valid")
+}
