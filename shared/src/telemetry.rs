@@ -2,23 +2,32 @@
 //! Format on stdout (flushed after every Lambda invocation). Ticket text and secrets never
 //! go into a span, an event or a metric: handlers log ids and keys only.
 
-use tracing_subscriber::{fmt, EnvFilter};
+use tracing_subscriber::{fmt, util::SubscriberInitExt, EnvFilter};
 
 /// The metric namespace in CloudWatch (alarms and the dashboard in `template.yaml` use it).
 pub const NAMESPACE: &str = "Triage";
 
 /// Installs the global subscriber once; later calls are no-ops (tests call it freely).
 pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,refinery_core=warn,tokio_postgres=warn"));
-    let _ = fmt()
+    // stdout carries command output and CloudWatch metrics (EMF); logs go to stderr.
+    let _ = subscriber(std::io::stderr).try_init();
+}
+
+/// The one log format: JSON lines with the current span's fields (the Lambda request id).
+pub fn subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,refinery_core=warn,tokio_postgres=warn"));
+    fmt()
         .json()
         .with_env_filter(filter)
         .with_current_span(true)
         .with_target(false)
         .flatten_event(true)
-        // stdout carries command output and CloudWatch metrics (EMF); logs go to stderr.
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(writer)
+        .finish()
 }
 
 /// The EMF recorder for a Lambda function: `metric::*` calls land in it and are flushed to

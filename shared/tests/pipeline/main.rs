@@ -4,6 +4,7 @@ mod helpers;
 mod ingest;
 mod lambda_events;
 mod migrate;
+mod observability;
 mod request_idempotency;
 mod sweep;
 mod worker;
