@@ -118,7 +118,11 @@ pub struct RetentionPolicy {
 
 impl Default for RetentionPolicy {
     fn default() -> Self {
-        Self { keep_done: Duration::from_secs(7 * 24 * 3600), batch_size: 1000, max_batches_per_sweep: 20 }
+        Self {
+            keep_done: Duration::from_secs(7 * 24 * 3600),
+            batch_size: 1000,
+            max_batches_per_sweep: 20,
+        }
     }
 }
 
@@ -227,7 +231,10 @@ impl Config {
             limits: Limits::default(),
             worker,
             retention: RetentionPolicy {
-                keep_done: env.seconds("TRIAGE_RETENTION_SECONDS", RetentionPolicy::default().keep_done)?,
+                keep_done: env.seconds(
+                    "TRIAGE_RETENTION_SECONDS",
+                    RetentionPolicy::default().keep_done,
+                )?,
                 ..RetentionPolicy::default()
             },
         })

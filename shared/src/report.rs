@@ -75,7 +75,8 @@ SELECT count(*) FILTER (WHERE billed),
 FROM provider_call
 "#;
 
-const DUPLICATE_TICKETS: &str = "SELECT count(*) - count(DISTINCT idempotency_key) FROM ticket_evaluation";
+const DUPLICATE_TICKETS: &str =
+    "SELECT count(*) - count(DISTINCT idempotency_key) FROM ticket_evaluation";
 
 const BREAKERS: &str = "SELECT provider, state, consecutive_failures, open_until FROM provider_breaker ORDER BY provider";
 
@@ -146,6 +147,10 @@ pub async fn dead_letters(pool: &Pool, since: Duration) -> Result<Vec<DeadLetter
         .query(DEAD_LETTERS, &[&since.as_secs_f64()])
         .await?
         .into_iter()
-        .map(|row| DeadLetterGroup { reason: row.get(0), count: row.get(1), newest: row.get(2) })
+        .map(|row| DeadLetterGroup {
+            reason: row.get(0),
+            count: row.get(1),
+            newest: row.get(2),
+        })
         .collect())
 }

@@ -55,8 +55,13 @@ SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status
 
 pub async fn return_expired_leases(pool: &Pool, policy: &WorkerPolicy) -> Result<LeaseReport> {
     let client = db::client(pool).await?;
-    let row = client.query_one(RETURN_EXPIRED_LEASES, &[&policy.max_attempts]).await?;
-    let report = LeaseReport { leases_returned: row.get(0), leases_dead_lettered: row.get(1) };
+    let row = client
+        .query_one(RETURN_EXPIRED_LEASES, &[&policy.max_attempts])
+        .await?;
+    let report = LeaseReport {
+        leases_returned: row.get(0),
+        leases_dead_lettered: row.get(1),
+    };
     if report != LeaseReport::default() {
         tracing::warn!(?report, "expired leases swept");
         metric::lease_expired(report.leases_returned + report.leases_dead_lettered);
@@ -99,12 +104,20 @@ pub async fn apply_retention(pool: &Pool, policy: &RetentionPolicy) -> Result<u6
 pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
     let leases = return_expired_leases(pool, &config.worker).await?;
     let retention_deleted = apply_retention(pool, &config.retention).await?;
-    let request_keys_expired = ingest::expire_request_keys(pool, config.retention.batch_size).await?;
+    let request_keys_expired =
+        ingest::expire_request_keys(pool, config.retention.batch_size).await?;
     let health = report::health(pool).await?;
-    let dead_letters = report::dead_letters(pool, std::time::Duration::from_secs(24 * 3600)).await?;
+    let dead_letters =
+        report::dead_letters(pool, std::time::Duration::from_secs(24 * 3600)).await?;
     health.emit();
     if !dead_letters.is_empty() {
         tracing::warn!(dead_letters = %serde_json::to_string(&dead_letters).unwrap_or_default(), "dead letters in the last day");
     }
-    Ok(SweepReport { leases, retention_deleted, request_keys_expired, health, dead_letters })
+    Ok(SweepReport {
+        leases,
+        retention_deleted,
+        request_keys_expired,
+        health,
+        dead_letters,
+    })
 }

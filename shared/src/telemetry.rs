@@ -32,7 +32,9 @@ where
 
 /// The EMF recorder for a Lambda function: `metric::*` calls land in it and are flushed to
 /// stdout with the request id after each invocation. Without it (CLI, tests) they are no-ops.
-pub fn lambda_metrics(function: &'static str) -> Result<&'static metrics_cloudwatch_embedded::Collector, crate::Error> {
+pub fn lambda_metrics(
+    function: &'static str,
+) -> Result<&'static metrics_cloudwatch_embedded::Collector, crate::Error> {
     metrics_cloudwatch_embedded::Builder::new()
         .cloudwatch_namespace(NAMESPACE)
         .with_dimension("function", function)
@@ -66,8 +68,10 @@ pub mod metric {
     }
     pub fn provider_call(latency: Duration, usage: Usage, cost_usd: f64) {
         histogram!("provider.latency_ms").record(latency.as_secs_f64() * 1000.0);
-        counter!("provider.tokens", "direction" => "input").increment(usage.input_tokens.max(0) as u64);
-        counter!("provider.tokens", "direction" => "output").increment(usage.output_tokens.max(0) as u64);
+        counter!("provider.tokens", "direction" => "input")
+            .increment(usage.input_tokens.max(0) as u64);
+        counter!("provider.tokens", "direction" => "output")
+            .increment(usage.output_tokens.max(0) as u64);
         histogram!("provider.cost_usd").record(cost_usd);
     }
     pub fn queue_depth(status: &'static str, depth: i64) {

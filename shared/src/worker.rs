@@ -23,9 +23,8 @@ use crate::{
     db,
     error::{ConfigError, Result},
     evaluate::{
-        FailureKind,
-        contract, ErrorClass, EvaluationRequest, ModelVersion, Policy, Prompt, Provider,
-        ProviderError,
+        contract, ErrorClass, EvaluationRequest, FailureKind, ModelVersion, Policy, Prompt,
+        Provider, ProviderError,
     },
     ledger::{self, CallRecord},
     outbox::{
@@ -247,7 +246,7 @@ impl<P: Provider> Worker<P> {
                 "prompt version {:?} is not in this build",
                 job.prompt_version
             );
-            return dead(&**client, &job, &error, "unknown_prompt_version").await;
+            return dead(&client, &job, &error, "unknown_prompt_version").await;
         };
         let model = ModelVersion::parse(&job.model_version);
         let request = EvaluationRequest {
@@ -304,7 +303,7 @@ impl<P: Provider> Worker<P> {
                     }
                     Err(violation) => {
                         let reason = FailureKind::ContractViolation.reason();
-                        dead(&**client, &job, &violation.to_string(), reason).await
+                        dead(&client, &job, &violation.to_string(), reason).await
                     }
                 }
             }
@@ -380,7 +379,10 @@ async fn dead(
     error: &str,
     reason: &'static str,
 ) -> Result<Outcome> {
-    fenced(dead_letter(client, job, error, reason).await?, Outcome::DeadLettered { reason })
+    fenced(
+        dead_letter(client, job, error, reason).await?,
+        Outcome::DeadLettered { reason },
+    )
 }
 
 /// The outcome of a fenced write, counted in the metrics only when it took effect.

@@ -10,6 +10,9 @@ async fn main() -> Result<(), lambda_http::Error> {
     let metrics = telemetry::lambda_metrics("api")?;
     let config = Config::from_env()?;
     let pool = db::pool(&config.database)?;
-    let router = http::router(http::AppState { pool, config: Arc::new(config) });
+    let router = http::router(http::AppState {
+        pool,
+        config: Arc::new(config),
+    });
     metrics_cloudwatch_embedded::lambda::service::run_http(metrics, router).await
 }

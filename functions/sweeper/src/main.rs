@@ -11,6 +11,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let config = Config::from_env()?;
     let pool = db::pool(&config.database)?;
     let (pool, config) = (&pool, &config);
-    let handler = service_fn(move |_: LambdaEvent<serde_json::Value>| async move { sweep::sweep(pool, config).await });
+    let handler = service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
+        sweep::sweep(pool, config).await
+    });
     metrics_cloudwatch_embedded::lambda::service::run(metrics, handler).await
 }

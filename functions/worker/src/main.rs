@@ -23,7 +23,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let worker = &worker;
     let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
         let deadline = deadline_from_epoch_ms(event.context.deadline);
-        worker.run_invocation(deadline, &CancellationToken::new()).await
+        worker
+            .run_invocation(deadline, &CancellationToken::new())
+            .await
     });
     metrics_cloudwatch_embedded::lambda::service::run(metrics, handler).await
 }

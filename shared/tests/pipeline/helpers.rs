@@ -188,7 +188,10 @@ pub fn fast_policy(config: &mut Config) {
 }
 
 /// An app whose worker talks to `fake` as an OpenAI-compatible provider over loopback.
-pub async fn spawn_app_with_fake(fake: &fake_provider::FakeProvider, adjust: impl FnOnce(&mut Config)) -> TestApp {
+pub async fn spawn_app_with_fake(
+    fake: &fake_provider::FakeProvider,
+    adjust: impl FnOnce(&mut Config),
+) -> TestApp {
     let url = fake.url();
     spawn_app_with(move |config| {
         fast_policy(config);
@@ -203,23 +206,46 @@ pub async fn spawn_app_with_fake(fake: &fake_provider::FakeProvider, adjust: imp
 
 impl TestApp {
     pub fn worker(&self) -> triage::worker::Worker<triage::evaluate::AnyProvider> {
-        let provider = triage::evaluate::AnyProvider::from_config(&self.config.provider, self.config.worker.call_timeout)
-            .expect("provider builds");
-        triage::worker::Worker::new(self.pool.clone(), provider, self.config.clone()).expect("worker config is valid")
+        let provider = triage::evaluate::AnyProvider::from_config(
+            &self.config.provider,
+            self.config.worker.call_timeout,
+        )
+        .expect("provider builds");
+        triage::worker::Worker::new(self.pool.clone(), provider, self.config.clone())
+            .expect("worker config is valid")
     }
 
     /// One worker invocation with the configured budget.
-    pub async fn run_worker_once(&self, worker: &triage::worker::Worker<triage::evaluate::AnyProvider>) -> triage::worker::Report {
+    pub async fn run_worker_once(
+        &self,
+        worker: &triage::worker::Worker<triage::evaluate::AnyProvider>,
+    ) -> triage::worker::Report {
         let deadline = std::time::Instant::now() + self.config.worker.invocation_budget;
-        worker.run_invocation(deadline, &tokio_util::sync::CancellationToken::new()).await.expect("invocation succeeds")
+        worker
+            .run_invocation(deadline, &tokio_util::sync::CancellationToken::new())
+            .await
+            .expect("invocation succeeds")
     }
 
     /// Runs invocations until no job is pending or processing (waiting out backoff and
     /// breaker pauses by polling the queue), or panics after `limit`.
-    pub async fn drain(&self, worker: &triage::worker::Worker<triage::evaluate::AnyProvider>, limit: std::time::Duration) {
+    pub async fn drain(
+        &self,
+        worker: &triage::worker::Worker<triage::evaluate::AnyProvider>,
+        limit: std::time::Duration,
+    ) {
         let until = std::time::Instant::now() + limit;
-        while self.count("SELECT count(*) FROM evaluation_outbox WHERE status IN ('pending', 'processing')").await > 0 {
-            assert!(std::time::Instant::now() < until, "queue did not drain within {limit:?}");
+        while self
+            .count(
+                "SELECT count(*) FROM evaluation_outbox WHERE status IN ('pending', 'processing')",
+            )
+            .await
+            > 0
+        {
+            assert!(
+                std::time::Instant::now() < until,
+                "queue did not drain within {limit:?}"
+            );
             let report = self.run_worker_once(worker).await;
             if report.claimed == 0 {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -231,8 +257,15 @@ impl TestApp {
     pub async fn ingest_many(&self, tickets: &[(String, String)]) {
         for chunk in tickets.chunks(50) {
             let inserts = chunk.iter().map(|(subject, message)| {
-                let ticket = triage::ingest::NewTicket { subject: subject.clone(), message: message.clone() };
-                async move { triage::ingest::create_ticket(&self.pool, &self.config.versions, &ticket).await.unwrap() }
+                let ticket = triage::ingest::NewTicket {
+                    subject: subject.clone(),
+                    message: message.clone(),
+                };
+                async move {
+                    triage::ingest::create_ticket(&self.pool, &self.config.versions, &ticket)
+                        .await
+                        .unwrap()
+                }
             });
             futures::future::join_all(inserts).await;
         }
@@ -241,7 +274,10 @@ impl TestApp {
     pub async fn status_counts(&self) -> std::collections::BTreeMap<String, i64> {
         let client = self.pool.get().await.unwrap();
         client
-            .query("SELECT status, count(*) FROM evaluation_outbox GROUP BY status", &[])
+            .query(
+                "SELECT status, count(*) FROM evaluation_outbox GROUP BY status",
+                &[],
+            )
             .await
             .unwrap()
             .into_iter()

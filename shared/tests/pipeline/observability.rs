@@ -13,7 +13,13 @@ use triage::{report, sweep};
 use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
 
 async fn exec(app: &TestApp, sql: &str) {
-    app.pool.get().await.unwrap().batch_execute(sql).await.unwrap();
+    app.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(sql)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -22,12 +28,20 @@ async fn a_duplicate_arriving_after_retention_is_a_dedup_hit_without_a_call() {
     let app = spawn_app_with_fake(&fake, |_| {}).await;
     app.post_ticket("Old news", "same content").await;
     app.run_worker_once(&app.worker()).await;
-    exec(&app, "UPDATE evaluation_outbox SET finished_at = now() - interval '8 days'").await;
+    exec(
+        &app,
+        "UPDATE evaluation_outbox SET finished_at = now() - interval '8 days'",
+    )
+    .await;
 
     let report = sweep::sweep(&app.pool, &app.config).await.unwrap();
     assert_eq!(report.retention_deleted, 1);
     assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 0);
-    assert_eq!(app.count("SELECT count(*) FROM evaluation_result").await, 1, "results are kept");
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_result").await,
+        1,
+        "results are kept"
+    );
 
     let again = app.post_ticket("Old news", "same content").await;
     let worker_report = app.run_worker_once(&app.worker()).await;
@@ -44,7 +58,9 @@ async fn retention_deletes_in_bounded_batches_and_keeps_young_and_dead_rows() {
         c.retention.max_batches_per_sweep = 2;
     })
     .await;
-    let tickets: Vec<_> = (0..30).map(|i| (format!("t{i}"), "m".to_string())).collect();
+    let tickets: Vec<_> = (0..30)
+        .map(|i| (format!("t{i}"), "m".to_string()))
+        .collect();
     app.ingest_many(&tickets).await;
     exec(
         &app,
@@ -52,9 +68,24 @@ async fn retention_deletes_in_bounded_batches_and_keeps_young_and_dead_rows() {
          UPDATE evaluation_outbox SET status = 'dead', finished_at = now() - interval '30 days' WHERE id > 28;",
     )
     .await;
-    assert_eq!(sweep::apply_retention(&app.pool, &app.config.retention).await.unwrap(), 20, "two batches of ten");
-    assert_eq!(sweep::apply_retention(&app.pool, &app.config.retention).await.unwrap(), 5);
-    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 5, "pending and dead rows stay");
+    assert_eq!(
+        sweep::apply_retention(&app.pool, &app.config.retention)
+            .await
+            .unwrap(),
+        20,
+        "two batches of ten"
+    );
+    assert_eq!(
+        sweep::apply_retention(&app.pool, &app.config.retention)
+            .await
+            .unwrap(),
+        5
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox").await,
+        5,
+        "pending and dead rows stay"
+    );
 }
 
 #[tokio::test]
@@ -69,10 +100,17 @@ async fn the_dead_letter_report_groups_the_last_day_by_reason() {
          UPDATE evaluation_outbox SET status = 'dead', finished_at = now() - interval '2 days', error_class = 'invalid_request' WHERE id = 5;",
     )
     .await;
-    let groups = report::dead_letters(&app.pool, Duration::from_secs(24 * 3600)).await.unwrap();
-    let summary: Vec<(&str, i64)> = groups.iter().map(|g| (g.reason.as_str(), g.count)).collect();
+    let groups = report::dead_letters(&app.pool, Duration::from_secs(24 * 3600))
+        .await
+        .unwrap();
+    let summary: Vec<(&str, i64)> = groups
+        .iter()
+        .map(|g| (g.reason.as_str(), g.count))
+        .collect();
     assert_eq!(summary, [("contract_violation", 3), ("lease_expired", 1)]);
-    let week = report::dead_letters(&app.pool, Duration::from_secs(7 * 24 * 3600)).await.unwrap();
+    let week = report::dead_letters(&app.pool, Duration::from_secs(7 * 24 * 3600))
+        .await
+        .unwrap();
     assert_eq!(week.len(), 3);
 }
 
@@ -86,9 +124,17 @@ async fn queue_health_ignores_delayed_retries_when_aging_the_queue() {
     let health = report::health(&app.pool).await.unwrap();
     assert_eq!((health.pending, health.delayed), (3, 3));
     assert_eq!(health.oldest_pending_age_seconds, 0.0);
-    exec(&app, "UPDATE evaluation_outbox SET available_at = now() - interval '90 seconds' WHERE id = 1").await;
+    exec(
+        &app,
+        "UPDATE evaluation_outbox SET available_at = now() - interval '90 seconds' WHERE id = 1",
+    )
+    .await;
     let health = report::health(&app.pool).await.unwrap();
-    assert!(health.oldest_pending_age_seconds >= 90.0, "{}", health.oldest_pending_age_seconds);
+    assert!(
+        health.oldest_pending_age_seconds >= 90.0,
+        "{}",
+        health.oldest_pending_age_seconds
+    );
 }
 
 #[tokio::test]
@@ -101,12 +147,27 @@ async fn stats_count_billed_calls_spend_and_what_the_key_saved() {
     app.post_ticket("Other", "content").await;
     app.drain(&app.worker(), Duration::from_secs(10)).await;
     let health = report::health(&app.pool).await.unwrap();
-    assert_eq!((health.done, health.billed_calls, health.duplicate_tickets), (2, 2, 2));
+    assert_eq!(
+        (health.done, health.billed_calls, health.duplicate_tickets),
+        (2, 2, 2)
+    );
     assert!(health.cost_usd > 0.0);
     let per_call = health.cost_usd / 2.0;
-    assert!((health.saved_usd - 2.0 * per_call).abs() < 1e-9, "two duplicate tickets saved two calls");
+    assert!(
+        (health.saved_usd - 2.0 * per_call).abs() < 1e-9,
+        "two duplicate tickets saved two calls"
+    );
     let json = serde_json::to_value(&health).unwrap();
-    for field in ["pending", "processing", "done", "dead", "oldest_pending_age_seconds", "dedup_hits", "billed_calls", "cost_usd"] {
+    for field in [
+        "pending",
+        "processing",
+        "done",
+        "dead",
+        "oldest_pending_age_seconds",
+        "dedup_hits",
+        "billed_calls",
+        "cost_usd",
+    ] {
         assert!(json.get(field).is_some(), "stats JSON lacks {field}");
     }
 }
@@ -128,16 +189,23 @@ impl Write for Captured {
 async fn logs_never_contain_ticket_text_or_secrets() {
     let captured = Captured::default();
     let writer = captured.clone();
-    let _guard = tracing::subscriber::set_default(triage::telemetry::subscriber(move || writer.clone()));
+    let _guard =
+        tracing::subscriber::set_default(triage::telemetry::subscriber(move || writer.clone()));
 
     let fake = FakeProvider::start().await;
     fake.when_contains("flaky", Behavior::Status(500));
     fake.when_contains("weird", Behavior::OutOfContract);
     fake.when_contains("rejected", Behavior::InvalidRequest);
     let app = spawn_app_with_fake(&fake, |_| {}).await;
-    let secrets = ["flaky SECRET-SUBJECT-1", "weird SECRET-SUBJECT-2", "rejected SECRET-SUBJECT-3", "fine SECRET-SUBJECT-4"];
+    let secrets = [
+        "flaky SECRET-SUBJECT-1",
+        "weird SECRET-SUBJECT-2",
+        "rejected SECRET-SUBJECT-3",
+        "fine SECRET-SUBJECT-4",
+    ];
     for subject in secrets {
-        app.post_ticket(subject, "SECRET-MESSAGE-BODY with card 4111 1111 1111 1111").await;
+        app.post_ticket(subject, "SECRET-MESSAGE-BODY with card 4111 1111 1111 1111")
+            .await;
     }
     let worker = app.worker();
     for _ in 0..3 {
@@ -146,15 +214,22 @@ async fn logs_never_contain_ticket_text_or_secrets() {
     sweep::sweep(&app.pool, &app.config).await.unwrap();
 
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    assert!(logs.contains("provider call failed"), "the failures were logged:\n{logs}");
+    assert!(
+        logs.contains("provider call failed"),
+        "the failures were logged:\n{logs}"
+    );
     for forbidden in ["SECRET-SUBJECT", "SECRET-MESSAGE", "4111", "sk-test-secret"] {
-        assert!(!logs.contains(forbidden), "{forbidden:?} leaked into the logs:\n{logs}");
+        assert!(
+            !logs.contains(forbidden),
+            "{forbidden:?} leaked into the logs:\n{logs}"
+        );
     }
 }
 
 #[tokio::test]
 async fn worker_and_sweeper_emit_embedded_metric_format() {
-    static COLLECTOR: std::sync::OnceLock<&'static metrics_cloudwatch_embedded::Collector> = std::sync::OnceLock::new();
+    static COLLECTOR: std::sync::OnceLock<&'static metrics_cloudwatch_embedded::Collector> =
+        std::sync::OnceLock::new();
     let collector = *COLLECTOR.get_or_init(|| triage::telemetry::lambda_metrics("test").unwrap());
     let fake = FakeProvider::start().await;
     fake.when_contains("broken", Behavior::OutOfContract);
@@ -166,11 +241,19 @@ async fn worker_and_sweeper_emit_embedded_metric_format() {
 
     let mut out = Vec::new();
     collector.flush(&mut out).unwrap();
-    let documents: Vec<serde_json::Value> =
-        String::from_utf8(out).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let documents: Vec<serde_json::Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
     let names: std::collections::HashSet<String> = documents
         .iter()
-        .flat_map(|doc| doc["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().cloned().unwrap_or_default())
+        .flat_map(|doc| {
+            doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .map(|metric| metric["Name"].as_str().unwrap().to_string())
         .collect();
     for expected in [
@@ -182,9 +265,20 @@ async fn worker_and_sweeper_emit_embedded_metric_format() {
         "outbox.depth",
         "provider.breaker_open",
     ] {
-        assert!(names.contains(expected), "{expected} missing from {names:?}");
+        assert!(
+            names.contains(expected),
+            "{expected} missing from {names:?}"
+        );
     }
-    assert!(documents.iter().all(|doc| doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Triage"));
-    let dead_letter = documents.iter().find(|doc| doc.get("outbox.dead_letter").is_some()).unwrap();
-    assert!(dead_letter.get("reason").is_some(), "dead letters carry their reason as a dimension");
+    assert!(documents
+        .iter()
+        .all(|doc| doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Triage"));
+    let dead_letter = documents
+        .iter()
+        .find(|doc| doc.get("outbox.dead_letter").is_some())
+        .unwrap();
+    assert!(
+        dead_letter.get("reason").is_some(),
+        "dead letters carry their reason as a dimension"
+    );
 }

@@ -9,9 +9,22 @@ use crate::helpers::{spawn_app, TestApp};
 async fn claim_with_expired_lease(app: &TestApp) -> triage::outbox::ClaimedJob {
     app.post_ticket("Sweep me", "body").await;
     let client = app.pool.get().await.unwrap();
-    let job = claim::claim(&**client, "w1", 1, Duration::from_millis(1), claim::Serves::RulesOnly).await.unwrap().remove(0);
+    let job = claim::claim(
+        &**client,
+        "w1",
+        1,
+        Duration::from_millis(1),
+        claim::Serves::RulesOnly,
+    )
+    .await
+    .unwrap()
+    .remove(0);
     let until = Instant::now() + Duration::from_secs(5);
-    while app.count("SELECT count(*) FROM evaluation_outbox WHERE locked_until < now()").await == 0 {
+    while app
+        .count("SELECT count(*) FROM evaluation_outbox WHERE locked_until < now()")
+        .await
+        == 0
+    {
         assert!(Instant::now() < until);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -22,10 +35,24 @@ async fn claim_with_expired_lease(app: &TestApp) -> triage::outbox::ClaimedJob {
 async fn an_expired_lease_returns_to_the_queue_and_counts_as_an_attempt() {
     let app = spawn_app().await;
     claim_with_expired_lease(&app).await;
-    let report = sweep::return_expired_leases(&app.pool, &app.config.worker).await.unwrap();
-    assert_eq!((report.leases_returned, report.leases_dead_lettered), (1, 0));
-    let row = app.pool.get().await.unwrap()
-        .query_one("SELECT status, attempts, claim_token IS NULL, error_class FROM evaluation_outbox", &[]).await.unwrap();
+    let report = sweep::return_expired_leases(&app.pool, &app.config.worker)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.leases_returned, report.leases_dead_lettered),
+        (1, 0)
+    );
+    let row = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT status, attempts, claim_token IS NULL, error_class FROM evaluation_outbox",
+            &[],
+        )
+        .await
+        .unwrap();
     assert_eq!(row.get::<_, &str>(0), "pending");
     assert_eq!(row.get::<_, i32>(1), 1);
     assert!(row.get::<_, bool>(2));
@@ -57,7 +84,10 @@ async fn a_job_completed_between_the_sweepers_read_and_write_stays_done() {
     }
     tx.commit().await.unwrap();
     let report = sweeper.await.unwrap();
-    assert_eq!(report.leases_returned, 0, "the re-check under the lock saw the job done");
+    assert_eq!(
+        report.leases_returned, 0,
+        "the re-check under the lock saw the job done"
+    );
     assert_eq!(app.status_counts().await.get("done"), Some(&1));
 }
 
@@ -66,8 +96,18 @@ async fn live_leases_are_left_alone() {
     let app = spawn_app().await;
     app.post_ticket("Busy", "body").await;
     let client = app.pool.get().await.unwrap();
-    claim::claim(&**client, "w1", 1, Duration::from_secs(60), claim::Serves::RulesOnly).await.unwrap();
-    let report = sweep::return_expired_leases(&app.pool, &app.config.worker).await.unwrap();
+    claim::claim(
+        &**client,
+        "w1",
+        1,
+        Duration::from_secs(60),
+        claim::Serves::RulesOnly,
+    )
+    .await
+    .unwrap();
+    let report = sweep::return_expired_leases(&app.pool, &app.config.worker)
+        .await
+        .unwrap();
     assert_eq!(report, sweep::LeaseReport::default());
     assert_eq!(app.status_counts().await.get("processing"), Some(&1));
 }

@@ -40,12 +40,21 @@ async fn an_existing_result_finishes_the_job_without_a_call() {
     post(&app, "Same content").await;
     app.run_worker_once(&app.worker()).await;
     // Retention removed the finished job; the result stays. The same content comes again.
-    app.pool.get().await.unwrap().execute("DELETE FROM evaluation_outbox", &[]).await.unwrap();
+    app.pool
+        .get()
+        .await
+        .unwrap()
+        .execute("DELETE FROM evaluation_outbox", &[])
+        .await
+        .unwrap();
     let id = post(&app, "Same content").await;
     let report = app.run_worker_once(&app.worker()).await;
     assert_eq!((report.dedup_hits, report.evaluated), (1, 0));
     assert_eq!(fake.calls().len(), 1, "no second call");
-    assert_eq!(app.get_ticket(&id).await.body["evaluation"]["status"], "done");
+    assert_eq!(
+        app.get_ticket(&id).await.body["evaluation"]["status"],
+        "done"
+    );
 }
 
 #[tokio::test]
@@ -56,18 +65,25 @@ async fn ten_concurrent_workers_over_2000_items_bill_every_key_exactly_once() {
         c.worker.batch_size = 20;
     })
     .await;
-    let tickets: Vec<_> = (0..2000).map(|i| (format!("ticket {i}"), format!("message {i}"))).collect();
+    let tickets: Vec<_> = (0..2000)
+        .map(|i| (format!("ticket {i}"), format!("message {i}")))
+        .collect();
     app.ingest_many(&tickets).await;
 
     let workers: Vec<_> = (0..10).map(|_| app.worker()).collect();
-    let runs = workers.iter().map(|w| app.drain(w, Duration::from_secs(120)));
+    let runs = workers
+        .iter()
+        .map(|w| app.drain(w, Duration::from_secs(120)));
     futures::future::join_all(runs).await;
 
     assert_eq!(app.status_counts().await.get("done"), Some(&2000));
     let billed = fake.billed_by_content();
     assert_eq!(billed.len(), 2000, "every key was called");
     assert!(billed.values().all(|&n| n == 1), "a key was billed twice");
-    assert_eq!(app.count("SELECT count(*) FROM evaluation_result").await, 2000);
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_result").await,
+        2000
+    );
 }
 
 #[tokio::test]
@@ -77,26 +93,75 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
     post(&app, "Contended").await;
     let client = app.pool.get().await.unwrap();
     let lease = Duration::from_millis(50);
-    let stale = claim::claim(&**client, "stale", 1, lease, claim::Serves::Models).await.unwrap().remove(0);
+    let stale = claim::claim(&**client, "stale", 1, lease, claim::Serves::Models)
+        .await
+        .unwrap()
+        .remove(0);
     // The stale worker stalls past its lease; the sweeper returns the job; another claims it.
     wait_until_lease_expired(&app).await;
-    triage::sweep::return_expired_leases(&app.pool, &app.config.worker).await.unwrap();
-    let fresh = claim::claim(&**client, "fresh", 1, Duration::from_secs(60), claim::Serves::Models).await.unwrap().remove(0);
+    triage::sweep::return_expired_leases(&app.pool, &app.config.worker)
+        .await
+        .unwrap();
+    let fresh = claim::claim(
+        &**client,
+        "fresh",
+        1,
+        Duration::from_secs(60),
+        claim::Serves::Models,
+    )
+    .await
+    .unwrap()
+    .remove(0);
     assert_ne!(stale.claim_token, fresh.claim_token);
 
-    let evaluation = triage::evaluate::Evaluation { is_urgent: 0.1, department: "sales".into(), urgency_score: 0.1 };
+    let evaluation = triage::evaluate::Evaluation {
+        is_urgent: 0.1,
+        department: "sales".into(),
+        urgency_score: 0.1,
+    };
     let mut conn = app.pool.get().await.unwrap();
-    assert_eq!(finish::complete(&mut conn, &stale, &evaluation, &app.config.versions).await.unwrap(), Fencing::Lost);
-    assert_eq!(app.count("SELECT count(*) FROM evaluation_result").await, 0, "stale result not stored");
-    let late = triage::outbox::reschedule::reschedule(&**conn, &stale, Duration::ZERO, "late", "timeout").await.unwrap();
+    assert_eq!(
+        finish::complete(&mut conn, &stale, &evaluation, &app.config.versions)
+            .await
+            .unwrap(),
+        Fencing::Lost
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_result").await,
+        0,
+        "stale result not stored"
+    );
+    let late =
+        triage::outbox::reschedule::reschedule(&**conn, &stale, Duration::ZERO, "late", "timeout")
+            .await
+            .unwrap();
     assert_eq!(late, Fencing::Lost);
-    let late = triage::outbox::dead_letter::dead_letter(&**conn, &stale, "late", "timeout").await.unwrap();
+    let late = triage::outbox::dead_letter::dead_letter(&**conn, &stale, "late", "timeout")
+        .await
+        .unwrap();
     assert_eq!(late, Fencing::Lost);
-    assert_eq!(app.status_counts().await.get("processing"), Some(&1), "the fresh claim is untouched");
+    assert_eq!(
+        app.status_counts().await.get("processing"),
+        Some(&1),
+        "the fresh claim is untouched"
+    );
 
-    let evaluation = triage::evaluate::Evaluation { is_urgent: 0.9, department: "billing".into(), urgency_score: 0.8 };
-    assert_eq!(finish::complete(&mut conn, &fresh, &evaluation, &app.config.versions).await.unwrap(), Fencing::Held);
-    assert_eq!(app.count("SELECT count(*) FROM evaluation_result WHERE department = 'billing'").await, 1);
+    let evaluation = triage::evaluate::Evaluation {
+        is_urgent: 0.9,
+        department: "billing".into(),
+        urgency_score: 0.8,
+    };
+    assert_eq!(
+        finish::complete(&mut conn, &fresh, &evaluation, &app.config.versions)
+            .await
+            .unwrap(),
+        Fencing::Held
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_result WHERE department = 'billing'")
+            .await,
+        1
+    );
 }
 
 async fn wait_until_lease_expired(app: &TestApp) {
@@ -114,12 +179,28 @@ async fn a_job_that_crashes_every_worker_is_dead_lettered_after_max_attempts() {
     post(&app, "Poison").await;
     let client = app.pool.get().await.unwrap();
     for _ in 0..app.config.worker.max_attempts {
-        let claimed = claim::claim(&**client, "doomed", 1, Duration::from_millis(20), claim::Serves::Models).await.unwrap();
+        let claimed = claim::claim(
+            &**client,
+            "doomed",
+            1,
+            Duration::from_millis(20),
+            claim::Serves::Models,
+        )
+        .await
+        .unwrap();
         assert_eq!(claimed.len(), 1, "still claimable");
         wait_until_lease_expired(&app).await;
-        triage::sweep::return_expired_leases(&app.pool, &app.config.worker).await.unwrap();
+        triage::sweep::return_expired_leases(&app.pool, &app.config.worker)
+            .await
+            .unwrap();
     }
-    let row = client.query_one("SELECT status, error_class, attempts FROM evaluation_outbox", &[]).await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT status, error_class, attempts FROM evaluation_outbox",
+            &[],
+        )
+        .await
+        .unwrap();
     assert_eq!(row.get::<_, &str>(0), "dead");
     assert_eq!(row.get::<_, &str>(1), "lease_expired");
     assert_eq!(row.get::<_, i32>(2), app.config.worker.max_attempts);
@@ -141,20 +222,29 @@ async fn permanent_errors_are_called_exactly_once_and_dead_lettered() {
     }
     app.drain(&app.worker(), Duration::from_secs(20)).await;
     let counts = app.status_counts().await;
-    assert_eq!((counts.get("dead"), counts.get("done")), (Some(&3), Some(&1)));
+    assert_eq!(
+        (counts.get("dead"), counts.get("done")),
+        (Some(&3), Some(&1))
+    );
     assert_eq!(fake.calls().len(), 4, "one call each, no retries");
     let reasons: Vec<String> = app
         .pool
         .get()
         .await
         .unwrap()
-        .query("SELECT error_class FROM evaluation_outbox WHERE status = 'dead' ORDER BY 1", &[])
+        .query(
+            "SELECT error_class FROM evaluation_outbox WHERE status = 'dead' ORDER BY 1",
+            &[],
+        )
         .await
         .unwrap()
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(reasons, ["content_policy", "context_length", "invalid_request"]);
+    assert_eq!(
+        reasons,
+        ["content_policy", "context_length", "invalid_request"]
+    );
 }
 
 #[tokio::test]
@@ -165,7 +255,12 @@ async fn contract_violations_are_dead_lettered_and_never_stored() {
         ("refuse", Behavior::Refusal),
         ("prose", Behavior::NotJsonContent),
         ("filter", Behavior::ContentFilter),
-        ("scores", Behavior::Answer(serde_json::json!({"is_urgent": 2, "department": "billing", "urgency_score": 0.5}))),
+        (
+            "scores",
+            Behavior::Answer(
+                serde_json::json!({"is_urgent": 2, "department": "billing", "urgency_score": 0.5}),
+            ),
+        ),
     ] {
         fake.when_contains(needle, behavior);
     }
@@ -174,7 +269,13 @@ async fn contract_violations_are_dead_lettered_and_never_stored() {
         post(&app, subject).await;
     }
     app.drain(&app.worker(), Duration::from_secs(20)).await;
-    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox WHERE error_class = 'contract_violation'").await, 5);
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM evaluation_outbox WHERE error_class = 'contract_violation'"
+        )
+        .await,
+        5
+    );
     assert_eq!(app.count("SELECT count(*) FROM evaluation_result").await, 0);
     assert_eq!(fake.calls().len(), 5);
 }
@@ -188,39 +289,89 @@ async fn a_transient_error_backs_off_spends_an_attempt_and_then_succeeds() {
     let worker = app.worker();
     let first = app.run_worker_once(&worker).await;
     assert_eq!(first.rescheduled, 1);
-    let row = app.pool.get().await.unwrap()
-        .query_one("SELECT attempts, error_class, available_at > now() FROM evaluation_outbox", &[]).await.unwrap();
-    assert_eq!((row.get::<_, i32>(0), row.get::<_, &str>(1)), (1, "server_error"));
+    let row = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT attempts, error_class, available_at > now() FROM evaluation_outbox",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i32>(0), row.get::<_, &str>(1)),
+        (1, "server_error")
+    );
     app.drain(&worker, Duration::from_secs(10)).await;
     assert_eq!(app.status_counts().await.get("done"), Some(&1));
-    assert_eq!(app.count("SELECT count(*) FROM provider_call").await, 2, "one ledger row per call");
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_call").await,
+        2,
+        "one ledger row per call"
+    );
 }
 
 #[tokio::test]
 async fn retry_after_is_the_earliest_next_attempt() {
     let fake = FakeProvider::start().await;
-    fake.push(Behavior::RateLimited { retry_after: Some(Duration::from_secs(3)) });
+    fake.push(Behavior::RateLimited {
+        retry_after: Some(Duration::from_secs(3)),
+    });
     let app = spawn_app_with_fake(&fake, |_| {}).await;
     post(&app, "Rate limited").await;
     let worker = app.worker();
     assert_eq!(app.run_worker_once(&worker).await.rescheduled, 1);
-    let wait: f64 = app.pool.get().await.unwrap()
-        .query_one("SELECT extract(epoch FROM available_at - now())::float8 FROM evaluation_outbox", &[]).await.unwrap().get(0);
-    assert!(wait > 2.5, "next attempt only after Retry-After, not the 10 ms backoff (was {wait:.3} s)");
-    assert_eq!(app.run_worker_once(&worker).await.claimed, 0, "not claimable before Retry-After");
+    let wait: f64 = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT extract(epoch FROM available_at - now())::float8 FROM evaluation_outbox",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        wait > 2.5,
+        "next attempt only after Retry-After, not the 10 ms backoff (was {wait:.3} s)"
+    );
+    assert_eq!(
+        app.run_worker_once(&worker).await.claimed,
+        0,
+        "not claimable before Retry-After"
+    );
     assert_eq!(fake.calls().len(), 1);
 }
 
 #[tokio::test]
 async fn rate_limits_on_every_attempt_end_in_the_dead_letter_state_at_max_attempts() {
     let fake = FakeProvider::start().await;
-    fake.when_contains("always limited", Behavior::RateLimited { retry_after: None });
+    fake.when_contains(
+        "always limited",
+        Behavior::RateLimited { retry_after: None },
+    );
     let app = spawn_app_with_fake(&fake, |_| {}).await;
     post(&app, "always limited").await;
     app.drain(&app.worker(), Duration::from_secs(20)).await;
-    let row = app.pool.get().await.unwrap()
-        .query_one("SELECT status, error_class, attempts FROM evaluation_outbox", &[]).await.unwrap();
-    assert_eq!((row.get::<_, &str>(0), row.get::<_, &str>(1)), ("dead", "attempts_exhausted"));
+    let row = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT status, error_class, attempts FROM evaluation_outbox",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, &str>(0), row.get::<_, &str>(1)),
+        ("dead", "attempts_exhausted")
+    );
     assert_eq!(row.get::<_, i32>(2), 5);
     assert_eq!(fake.calls().len(), 5);
 }
@@ -229,7 +380,10 @@ async fn rate_limits_on_every_attempt_end_in_the_dead_letter_state_at_max_attemp
 async fn a_provider_wide_failure_pauses_claiming_and_spends_no_attempt() {
     let fake = FakeProvider::start().await;
     fake.set_outage(Some(Behavior::Unauthorized));
-    let app = spawn_app_with_fake(&fake, |c| c.worker.breaker_cooldown = Duration::from_secs(60)).await;
+    let app = spawn_app_with_fake(&fake, |c| {
+        c.worker.breaker_cooldown = Duration::from_secs(60)
+    })
+    .await;
     for i in 0..5 {
         post(&app, &format!("ticket {i}")).await;
     }
@@ -238,10 +392,23 @@ async fn a_provider_wide_failure_pauses_claiming_and_spends_no_attempt() {
     assert!(report.paused);
     assert_eq!(report.dead_lettered + report.rescheduled, 0);
     let calls = fake.calls().len();
-    assert!(calls <= app.config.worker.concurrency, "only calls already in flight were made ({calls})");
-    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND attempts = 0").await, 5);
+    assert!(
+        calls <= app.config.worker.concurrency,
+        "only calls already in flight were made ({calls})"
+    );
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND attempts = 0"
+        )
+        .await,
+        5
+    );
     let again = app.run_worker_once(&worker).await;
-    assert_eq!((again.claimed, again.paused), (0, true), "nobody claims while the breaker is open");
+    assert_eq!(
+        (again.claimed, again.paused),
+        (0, true),
+        "nobody claims while the breaker is open"
+    );
 }
 
 #[tokio::test]
@@ -254,9 +421,14 @@ async fn an_outage_longer_than_the_retry_schedule_dead_letters_nothing() {
     })
     .await;
     // 1,000 tickets, 20% of them duplicates of others: 800 unique contents.
-    let tickets: Vec<_> = (0..1000).map(|i| (format!("ticket {}", i % 800), "same body".to_string())).collect();
+    let tickets: Vec<_> = (0..1000)
+        .map(|i| (format!("ticket {}", i % 800), "same body".to_string()))
+        .collect();
     app.ingest_many(&tickets).await;
-    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 800);
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox").await,
+        800
+    );
 
     // The whole retry schedule (5 attempts, 10 ms doubling to 200 ms, plus jitter) is well
     // under a second; the outage lasts three, with 503s, resets and timeouts in turn.
@@ -265,7 +437,12 @@ async fn an_outage_longer_than_the_retry_schedule_dead_letters_nothing() {
     let outage_started = Instant::now();
     let mut phase = 0;
     while outage_started.elapsed() < Duration::from_secs(3) {
-        let behavior = [Behavior::Status(503), Behavior::ResetConnection, Behavior::Status(500)][phase % 3].clone();
+        let behavior = [
+            Behavior::Status(503),
+            Behavior::ResetConnection,
+            Behavior::Status(500),
+        ][phase % 3]
+            .clone();
         fake.set_outage(Some(behavior));
         phase += 1;
         let report = app.run_worker_once(&worker).await;
@@ -274,7 +451,11 @@ async fn an_outage_longer_than_the_retry_schedule_dead_letters_nothing() {
         }
     }
     let calls_during_outage = fake.calls().len();
-    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'dead'").await, 0);
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'dead'")
+            .await,
+        0
+    );
 
     fake.set_outage(None);
     app.drain(&worker, Duration::from_secs(60)).await;
@@ -288,14 +469,23 @@ async fn an_outage_longer_than_the_retry_schedule_dead_letters_nothing() {
     assert_eq!(counts.get("dead"), None);
     assert_eq!(counts.get("done"), Some(&800));
     assert_eq!(billed.len(), 800);
-    assert!(billed.values().all(|&n| n == 1), "successful calls == unique keys");
-    assert!(calls_during_outage < 100, "the breaker stopped the spending ({calls_during_outage} calls)");
+    assert!(
+        billed.values().all(|&n| n == 1),
+        "successful calls == unique keys"
+    );
+    assert!(
+        calls_during_outage < 100,
+        "the breaker stopped the spending ({calls_during_outage} calls)"
+    );
     let duplicates_done = app
         .count(
             "SELECT count(*) FROM ticket_evaluation te JOIN evaluation_result r USING (idempotency_key)",
         )
         .await;
-    assert_eq!(duplicates_done, 1000, "every ticket, duplicates included, resolves to a result");
+    assert_eq!(
+        duplicates_done, 1000,
+        "every ticket, duplicates included, resolves to a result"
+    );
 }
 
 #[tokio::test]
@@ -306,7 +496,10 @@ async fn no_call_starts_that_cannot_finish_before_the_deadline() {
     let worker = app.worker();
     // 1.5 s left, but a call may take 2 s plus its write.
     let deadline = Instant::now() + Duration::from_millis(1500);
-    let report = worker.run_invocation(deadline, &CancellationToken::new()).await.unwrap();
+    let report = worker
+        .run_invocation(deadline, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(report.claimed, 0);
     assert!(fake.calls().is_empty());
 }
@@ -316,24 +509,44 @@ async fn the_worker_refuses_a_lease_shorter_than_its_invocation() {
     let fake = FakeProvider::start().await;
     let app = spawn_app_with_fake(&fake, |c| c.worker.lease = Duration::from_secs(4)).await;
     let deadline = Instant::now() + Duration::from_secs(30);
-    let error = app.worker().run_invocation(deadline, &CancellationToken::new()).await.unwrap_err();
-    assert!(error.to_string().contains("TRIAGE_LEASE_SECONDS"), "{error}");
+    let error = app
+        .worker()
+        .run_invocation(deadline, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("TRIAGE_LEASE_SECONDS"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
 async fn a_hung_call_times_out_as_transient_and_is_recorded_as_possibly_billed() {
     let fake = FakeProvider::start().await;
     fake.push(Behavior::Hang);
-    let app = spawn_app_with_fake(&fake, |c| c.worker.call_timeout = Duration::from_millis(300)).await;
+    let app = spawn_app_with_fake(&fake, |c| {
+        c.worker.call_timeout = Duration::from_millis(300)
+    })
+    .await;
     post(&app, "Hangs").await;
     let started = Instant::now();
     let report = app.run_worker_once(&app.worker()).await;
     assert_eq!(report.rescheduled, 1);
     assert!(started.elapsed() < Duration::from_secs(3));
-    let row = app.pool.get().await.unwrap()
-        .query_one("SELECT outcome, billed FROM provider_call", &[]).await.unwrap();
+    let row = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one("SELECT outcome, billed FROM provider_call", &[])
+        .await
+        .unwrap();
     assert_eq!(row.get::<_, &str>(0), "timeout");
-    assert_eq!(row.get::<_, Option<bool>>(1), None, "a timed-out call may have been billed");
+    assert_eq!(
+        row.get::<_, Option<bool>>(1),
+        None,
+        "a timed-out call may have been billed"
+    );
 }
 
 #[tokio::test]
@@ -351,8 +564,17 @@ async fn a_crash_mid_call_leaves_an_in_flight_ledger_row() {
         _ = invocation => panic!("the call hangs"),
         _ = fake.wait_for_calls(1, Duration::from_secs(5)) => {}
     }
-    let row = app.pool.get().await.unwrap()
-        .query_one("SELECT outcome, billed, finished_at IS NULL FROM provider_call", &[]).await.unwrap();
+    let row = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT outcome, billed, finished_at IS NULL FROM provider_call",
+            &[],
+        )
+        .await
+        .unwrap();
     assert_eq!(row.get::<_, &str>(0), "in_flight");
     assert_eq!(row.get::<_, Option<bool>>(1), None);
     assert!(row.get::<_, bool>(2));
