@@ -168,3 +168,30 @@ async fn database_outage_is_a_fast_503_problem() {
         "bounded by the connect timeout"
     );
 }
+
+#[tokio::test]
+async fn a_connection_the_server_dropped_is_replaced_on_the_next_request() {
+    let app = spawn_app().await;
+    assert_eq!(app.post_ticket("before", "b").await.status, 201);
+    // Terminate every pooled backend, as a failover or an idle timeout would.
+    let (admin, conn) = tokio_postgres::connect(
+        &app.config.database.url.expose().to_string(),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    // The first request may meet the dead connection (a clean 503), never a hang or a 500;
+    // from then on the pool has replaced it.
+    let first = app.post_ticket("during", "b").await.status;
+    assert!(first == 201 || first == 503, "{first}");
+    assert_eq!(app.post_ticket("after", "b").await.status, 201);
+}

@@ -579,3 +579,95 @@ async fn a_crash_mid_call_leaves_an_in_flight_ledger_row() {
     assert_eq!(row.get::<_, Option<bool>>(1), None);
     assert!(row.get::<_, bool>(2));
 }
+
+async fn wait_for_pause_to_end(app: &TestApp) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while app
+        .count("SELECT count(*) FROM provider_breaker WHERE state = 'open' AND open_until > now()")
+        .await
+        > 0
+    {
+        assert!(Instant::now() < until, "the pause never ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn after_the_pause_one_probe_tests_the_provider_and_success_closes_the_breaker() {
+    let fake = FakeProvider::start().await;
+    fake.set_outage(Some(Behavior::Unauthorized));
+    let app = spawn_app_with_fake(&fake, |c| c.worker.concurrency = 1).await;
+    for i in 0..5 {
+        post(&app, &format!("ticket {i}")).await;
+    }
+    let worker = app.worker();
+    assert!(app.run_worker_once(&worker).await.paused);
+
+    // Still down when the pause ends: the probe fails and the next pause is twice as long.
+    wait_for_pause_to_end(&app).await;
+    let probe = app.run_worker_once(&worker).await;
+    assert_eq!(
+        (probe.claimed, probe.released),
+        (1, 1),
+        "exactly one probe item, given back"
+    );
+    let row = app.pool.get().await.unwrap()
+        .query_one("SELECT state, trips, extract(epoch FROM open_until - updated_at)::float8 FROM provider_breaker", &[])
+        .await.unwrap();
+    assert_eq!((row.get::<_, &str>(0), row.get::<_, i32>(1)), ("open", 2));
+    assert!(
+        (row.get::<_, f64>(2) - 0.2).abs() < 0.05,
+        "second pause doubles the 100 ms cooldown"
+    );
+
+    // The provider is back: the probe succeeds, the breaker closes, the backlog drains.
+    fake.set_outage(None);
+    wait_for_pause_to_end(&app).await;
+    let probe = app.run_worker_once(&worker).await;
+    assert_eq!((probe.claimed, probe.evaluated), (1, 1));
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_breaker WHERE state = 'closed' AND trips = 0")
+            .await,
+        1
+    );
+    app.drain(&worker, Duration::from_secs(10)).await;
+    assert_eq!(app.status_counts().await.get("done"), Some(&5));
+    assert_eq!(
+        app.count("SELECT max(attempts)::int8 FROM evaluation_outbox")
+            .await,
+        1,
+        "the outage spent no attempt"
+    );
+}
+
+#[tokio::test]
+async fn a_provider_that_refuses_connections_pauses_claiming() {
+    // Nothing listens on the fake's port once it is shut down: connection refused.
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |c| {
+        c.worker.breaker_cooldown = Duration::from_secs(60)
+    })
+    .await;
+    fake.shutdown().await;
+    post(&app, "Nobody home").await;
+    let report = app.run_worker_once(&app.worker()).await;
+    assert!(report.paused);
+    assert_eq!(report.released, 1);
+    let row = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one("SELECT status, attempts FROM evaluation_outbox", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, &str>(0), row.get::<_, i32>(1)),
+        ("pending", 0)
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_call WHERE outcome = 'connect_failed'")
+            .await,
+        1
+    );
+}
