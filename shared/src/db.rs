@@ -5,7 +5,9 @@
 
 use std::{str::FromStr, time::Duration};
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
+use deadpool_postgres::{
+    Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts,
+};
 use tokio_postgres::NoTls;
 
 use crate::{
@@ -30,14 +32,16 @@ pub fn pg_config(config: &DatabaseConfig) -> Result<tokio_postgres::Config> {
         .map_err(|e| ConfigError::invalid("DATABASE_URL", e.to_string()))?;
     pg.connect_timeout(config.connect_timeout);
     pg.application_name("triage");
-    pg.options(format!(
-        "-c statement_timeout={} -c lock_timeout={}",
-        config.statement_timeout.as_millis(),
-        config.statement_timeout.as_millis()
-    ));
     // Dead peers (a failed-over RDS instance) are noticed instead of waited on forever.
     pg.keepalives_idle(Duration::from_secs(30));
     Ok(pg)
+}
+
+/// Bounds every statement of a pooled session. Set after connecting rather than as a startup
+/// `options` parameter, which RDS Proxy rejects; migrations use their own session without it.
+fn session_settings(config: &DatabaseConfig) -> String {
+    let ms = config.statement_timeout.as_millis();
+    format!("SET statement_timeout = {ms}; SET lock_timeout = {ms}")
 }
 
 pub fn pool(config: &DatabaseConfig) -> Result<Pool> {
@@ -49,9 +53,19 @@ pub fn pool(config: &DatabaseConfig) -> Result<Pool> {
         },
     );
     let wait = config.connect_timeout;
+    let settings = session_settings(config);
     Pool::builder(manager)
         .max_size(config.pool_size)
         .runtime(Runtime::Tokio1)
+        .post_create(Hook::async_fn(move |client, _| {
+            let settings = settings.clone();
+            Box::pin(async move {
+                client
+                    .batch_execute(&settings)
+                    .await
+                    .map_err(HookError::Backend)
+            })
+        }))
         .timeouts(Timeouts {
             wait: Some(wait),
             create: Some(wait),
@@ -67,6 +81,7 @@ pub async fn client(pool: &Pool) -> Result<Client> {
 
 /// Applies `migrations/`. Safe when several deploys run it at once: a session advisory lock
 /// serialises them, and refinery skips what is already applied, so the second run is a no-op.
+/// Migrations newer than this build (a rollback to an older release) are left alone.
 pub async fn migrate(config: &DatabaseConfig) -> Result<usize> {
     let (mut client, connection) = pg_config(config)?
         .connect(NoTls)
@@ -76,7 +91,10 @@ pub async fn migrate(config: &DatabaseConfig) -> Result<usize> {
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_ID])
         .await?;
-    let report = embedded::migrations::runner().run_async(&mut client).await;
+    let report = embedded::migrations::runner()
+        .set_abort_missing(false)
+        .run_async(&mut client)
+        .await;
     // Unlock even when a migration failed; closing the session would release it as well.
     let unlocked = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_ID])

@@ -2,7 +2,10 @@
 
 use axum::{
     body::Bytes,
-    extract::{rejection::BytesRejection, Path, State},
+    extract::{
+        rejection::{BytesRejection, PathRejection},
+        Path, State,
+    },
     http::{header, HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
     Json,
@@ -88,11 +91,13 @@ pub async fn create(
 
 pub async fn show(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Problem> {
+    // A path that is not even valid UTF-8 (`%FF`) is as malformed as one that is not a UUID.
     let id: TicketId = id
-        .parse()
-        .map_err(|_| Problem::bad_request("ticket id must be a UUID"))?;
+        .ok()
+        .and_then(|Path(id)| id.parse().ok())
+        .ok_or_else(|| Problem::bad_request("ticket id must be a UUID"))?;
     match ticket::find(&state.pool, &state.config.versions, id).await? {
         Some(view) => Ok(Json(view).into_response()),
         None => Err(Problem::not_found(format!("no ticket with id {id}"))),

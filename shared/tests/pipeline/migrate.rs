@@ -31,3 +31,34 @@ async fn concurrent_migrations_apply_each_migration_once() {
         "exactly one run applied each migration"
     );
 }
+
+#[tokio::test]
+async fn pooled_sessions_carry_the_statement_timeout() {
+    let app = spawn_app().await;
+    let client = app.pool.get().await.unwrap();
+    let timeout: String = client
+        .query_one("SHOW statement_timeout", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(timeout, "10s");
+}
+
+#[tokio::test]
+async fn an_older_build_migrating_a_newer_schema_succeeds() {
+    let app = spawn_app().await;
+    let client = app.pool.get().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO refinery_schema_history (version, name, applied_on, checksum)
+             SELECT 9999, 'from_a_newer_release', applied_on, checksum FROM refinery_schema_history WHERE version = 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        db::migrate(&app.config.database).await.unwrap(),
+        0,
+        "a rollback deploy is not blocked"
+    );
+}
