@@ -9,22 +9,9 @@ use triage::http::router;
 use crate::helpers::spawn_app;
 
 fn event(method: &str, path: &str, body: Option<&str>, base64: bool) -> String {
-    serde_json::json!({
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": { "content-type": "application/json", "host": "abc.execute-api.eu-west-1.amazonaws.com" },
-        "requestContext": {
-            "accountId": "123456789012", "apiId": "abc", "domainName": "abc.execute-api.eu-west-1.amazonaws.com",
-            "domainPrefix": "abc", "requestId": "req-1", "routeKey": "$default", "stage": "$default",
-            "time": "30/Nov/2026:01:00:00 +0000", "timeEpoch": 1_795_000_000_000u64,
-            "http": { "method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "test" }
-        },
-        "body": body,
-        "isBase64Encoded": base64
-    })
-    .to_string()
+    let mut event = testkit::lambda::events::http_api(method, path, body);
+    event["isBase64Encoded"] = base64.into();
+    event.to_string()
 }
 
 async fn send(app: &crate::helpers::TestApp, event: String) -> (u16, serde_json::Value) {

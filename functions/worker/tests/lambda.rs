@@ -1,0 +1,219 @@
+//! The worker Lambda as Lambda runs it: the real binary, EventBridge scheduled events through
+//! the Runtime API emulator, a real PostgreSQL and the fake provider over loopback.
+
+use std::time::Duration;
+
+use fake_provider::FakeProvider;
+use serde_json::{json, Value};
+use testkit::lambda::{events, Function, Invocation, RuntimeApi};
+use triage::{
+    config::Config,
+    db,
+    ingest::{create_ticket, NewTicket},
+    telemetry::NAMESPACE,
+};
+
+/// The deadline of each invocation; the lease (60 s) must outlast it, or the worker refuses.
+const DEADLINE: Duration = Duration::from_secs(30);
+const API_KEY: &str = "sk-lambda-test";
+
+/// One execution environment: the function, its Runtime API, and the test's own view of
+/// the database (through the function's own configuration, so the versions agree).
+struct Container {
+    runtime: RuntimeApi,
+    function: Function,
+    config: Config,
+    pool: deadpool_postgres::Pool,
+}
+
+fn worker_env(database_url: String, fake: &FakeProvider) -> Vec<(&'static str, String)> {
+    vec![
+        ("DATABASE_URL", database_url),
+        ("TRIAGE_PROVIDER", "openai".into()),
+        ("TRIAGE_PROVIDER_URL", fake.url()),
+        ("TRIAGE_PROVIDER_API_KEY", API_KEY.into()),
+        ("TRIAGE_LEASE_SECONDS", "60".into()),
+        ("TRIAGE_CALL_TIMEOUT_SECONDS", "5".into()),
+    ]
+}
+
+/// A fresh, migrated database and a worker container pointed at it and at `fake`.
+async fn start(fake: &FakeProvider) -> Container {
+    let env = worker_env(testkit::fresh_database().await, fake);
+    let mut config = Config::from_lookup(|name| {
+        env.iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.clone())
+    })
+    .expect("the worker's environment is valid");
+    db::migrate(&config.database).await.unwrap();
+    // One connection: the test's queries can tell it apart from the function's.
+    config.database.pool_size = 1;
+    let pool = db::pool(&config.database).unwrap();
+    let runtime = RuntimeApi::start().await;
+    let function = Function::spawn(env!("CARGO_BIN_EXE_triage-worker"), &runtime, env);
+    Container {
+        runtime,
+        function,
+        config,
+        pool,
+    }
+}
+
+impl Container {
+    async fn ticket(&self, subject: &str, message: &str) {
+        let ticket = NewTicket {
+            subject: subject.into(),
+            message: message.into(),
+        };
+        create_ticket(&self.pool, &self.config.versions, &ticket)
+            .await
+            .unwrap();
+    }
+
+    async fn scheduled(&self, deadline: Duration) -> Invocation {
+        self.runtime.invoke(events::scheduled(), deadline).await
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        let client = self.pool.get().await.unwrap();
+        client.query_one(sql, &[]).await.unwrap().get(0)
+    }
+
+    /// The function's database sessions (the test's own is the one running this query).
+    async fn function_backends(&self) -> Vec<i32> {
+        let client = self.pool.get().await.unwrap();
+        let rows = client
+            .query(
+                "SELECT pid FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid() ORDER BY pid",
+                &[],
+            )
+            .await
+            .unwrap();
+        rows.iter().map(|row| row.get(0)).collect()
+    }
+}
+
+fn report(evaluated: u32) -> Value {
+    json!({
+        "claimed": evaluated, "evaluated": evaluated, "dedup_hits": 0, "rescheduled": 0,
+        "released": 0, "dead_lettered": 0, "fenced": 0, "paused": false
+    })
+}
+
+#[tokio::test]
+async fn scheduled_event_evaluates_pending_tickets_and_bills_each_content_once() {
+    let fake = FakeProvider::start().await;
+    let container = start(&fake).await;
+    container.ticket("Charged twice", "Refund please").await;
+    container.ticket("Charged twice", "Refund please").await;
+    container
+        .ticket("Cannot log in", "Password reset fails")
+        .await;
+
+    let invocation = container.scheduled(DEADLINE).await;
+
+    assert_eq!(invocation.result.expect("the worker answered"), report(2));
+    assert_eq!(
+        container
+            .count("SELECT count(*) FROM evaluation_outbox WHERE status = 'done'")
+            .await,
+        2
+    );
+    let billed = fake.billed_by_content();
+    assert_eq!(billed.len(), 2, "{billed:?}");
+    assert!(billed.values().all(|&calls| calls == 1), "{billed:?}");
+    container
+        .function
+        .print_init_and_size(&container.runtime)
+        .await;
+}
+
+#[tokio::test]
+async fn a_deadline_beyond_the_lease_is_reported_as_config_and_the_next_invocation_is_served() {
+    let fake = FakeProvider::start().await;
+    let container = start(&fake).await;
+    container.ticket("Invoice", "Wrong amount").await;
+
+    let refused = container.scheduled(Duration::from_secs(120)).await;
+
+    let error = refused
+        .result
+        .expect_err("a deadline beyond the lease is refused");
+    assert_eq!(error.error_type, "Config", "{error:?}");
+    assert!(
+        error.error_message.contains("TRIAGE_LEASE_SECONDS"),
+        "{error:?}"
+    );
+    assert_eq!(fake.calls().len(), 0);
+
+    let served = container.scheduled(DEADLINE).await;
+    assert_eq!(served.result.expect("the worker answered"), report(1));
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_reported_as_unavailable() {
+    let fake = FakeProvider::start().await;
+    let mut env = worker_env("postgres://triage@127.0.0.1:1/nowhere".into(), &fake);
+    env.push(("TRIAGE_DB_CONNECT_TIMEOUT_SECONDS", "0.5".into()));
+    let runtime = RuntimeApi::start().await;
+    let _function = Function::spawn(env!("CARGO_BIN_EXE_triage-worker"), &runtime, env);
+
+    let invocation = runtime.invoke(events::scheduled(), DEADLINE).await;
+
+    let error = invocation.result.expect_err("no database, no work");
+    assert_eq!(error.error_type, "Unavailable", "{error:?}");
+}
+
+#[tokio::test]
+async fn the_database_pool_and_provider_client_are_built_once_per_container() {
+    let fake = FakeProvider::start().await;
+    let container = start(&fake).await;
+    let mut backends = Vec::new();
+    for (subject, message) in [("First", "one"), ("Second", "two")] {
+        container.ticket(subject, message).await;
+        let invocation = container.scheduled(DEADLINE).await;
+        invocation.result.expect("the worker answered");
+        backends.push(container.function_backends().await);
+    }
+
+    // The sessions opened by the first invocation served the second one.
+    assert!(!backends[0].is_empty());
+    assert!(
+        backends[0].iter().all(|pid| backends[1].contains(pid)),
+        "{backends:?}"
+    );
+    // One worker (which owns the provider client) made both calls.
+    assert_eq!(
+        container
+            .count("SELECT count(DISTINCT worker) FROM provider_call")
+            .await,
+        1
+    );
+    assert_eq!(fake.billed_calls().len(), 2);
+}
+
+#[tokio::test]
+async fn logs_and_metrics_carry_the_request_id_and_never_the_ticket_text() {
+    let fake = FakeProvider::start().await;
+    let container = start(&fake).await;
+    let (subject, message) = ("Zanzibar invoice", "Quokka account locked since Tuesday");
+    container.ticket(subject, message).await;
+
+    let invocation = container.scheduled(DEADLINE).await;
+    invocation.result.expect("the worker answered");
+
+    let function = &container.function;
+    // The invocation's last log line, and a metric it counted.
+    function
+        .stderr()
+        .wait_for("worker invocation finished")
+        .await;
+    function.stdout().wait_for("outbox.evaluated").await;
+    function.assert_telemetry(
+        &invocation.request_id,
+        NAMESPACE,
+        &[subject, message, API_KEY],
+    );
+}
