@@ -122,7 +122,8 @@ async fn malformed_body_gives_a_problem_and_no_row() {
 #[tokio::test]
 async fn unreachable_database_gives_503_logged_with_the_request_id_and_no_ticket_text() {
     let container = spawn(
-        "postgres://triage@127.0.0.1:1/nowhere",
+        // A local (plain TCP) server that is down.
+        "postgres://triage@127.0.0.1:1/nowhere?sslmode=disable",
         &[("TRIAGE_DB_CONNECT_TIMEOUT_SECONDS", "0.5")],
     )
     .await;

@@ -155,7 +155,9 @@ async fn a_deadline_beyond_the_lease_is_reported_as_config_and_the_next_invocati
 #[tokio::test]
 async fn an_unreachable_database_is_reported_as_unavailable() {
     let fake = FakeProvider::start().await;
-    let mut env = worker_env("postgres://triage@127.0.0.1:1/nowhere".into(), &fake);
+    // A local (plain TCP) server that is down.
+    let unreachable = "postgres://triage@127.0.0.1:1/nowhere?sslmode=disable";
+    let mut env = worker_env(unreachable.into(), &fake);
     env.push(("TRIAGE_DB_CONNECT_TIMEOUT_SECONDS", "0.5".into()));
     let runtime = RuntimeApi::start().await;
     let _function = Function::spawn(env!("CARGO_BIN_EXE_triage-worker"), &runtime, env);
