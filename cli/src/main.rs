@@ -10,13 +10,15 @@ use std::{
 };
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use triage::{
     config::{Config, Secret},
     db,
     evaluate::AnyProvider,
-    http, report, shutdown, sweep, telemetry,
+    http,
+    ops::{self, HumanDuration, Since, VersionSpec},
+    shutdown, sweep, telemetry,
     worker::{self, Worker},
 };
 
@@ -58,8 +60,59 @@ enum Command {
     /// Dead letters grouped by reason.
     DeadLetters {
         /// How far back, e.g. 90s, 30m, 2h, 1d.
-        #[arg(long, default_value = "1d", value_parser = humantime::parse_duration)]
-        since: Duration,
+        #[arg(long, default_value = "1d")]
+        since: HumanDuration,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Queue tickets again under a new prompt/model version (new keys; old results stay).
+    Reprocess {
+        /// Tickets created since: an RFC 3339 time or a duration back from now (2h, 30d).
+        #[arg(long)]
+        since: Since,
+        #[arg(long)]
+        prompt_version: String,
+        /// model@effort; default: the configured model version.
+        #[arg(long)]
+        model_version: Option<String>,
+        #[command(flatten)]
+        pacing: Pacing,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare two versions on the tickets evaluated under both.
+    ShadowDiff {
+        /// prompt or prompt/model, e.g. triage-v3/gpt-6-luna@medium.
+        #[arg(long)]
+        from: VersionSpec,
+        #[arg(long)]
+        to: VersionSpec,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make GET /tickets/{id} show this version (recorded in the database).
+    Promote {
+        #[arg(long)]
+        prompt_version: String,
+        /// model@effort; default: the configured model version.
+        #[arg(long)]
+        model_version: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move dead letters back to the queue with attempts reset.
+    Redrive {
+        /// Only this reason, as `triage dead-letters` groups them.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Only jobs that died within this long, e.g. 2h.
+        #[arg(long)]
+        since: Option<HumanDuration>,
+        /// At most this many jobs.
+        #[arg(long)]
+        limit: Option<i64>,
+        #[command(flatten)]
+        pacing: Pacing,
         #[arg(long)]
         json: bool,
     },
@@ -69,6 +122,18 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:3000")]
         listen: SocketAddr,
     },
+}
+
+/// How reprocess and redrive put work back in the queue.
+#[derive(Args)]
+struct Pacing {
+    /// Jobs become claimable at random within this window (default 30m), so the provider is
+    /// not hit at once.
+    #[arg(long)]
+    spread: Option<HumanDuration>,
+    /// Count what would change; write nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// How often the long-running worker and sweeper look again when idle.
@@ -115,23 +180,55 @@ async fn main() -> anyhow::Result<()> {
                 sweep_until_stopped(&pool, &config, stop).await;
             }
         }
-        Command::Stats { json } => {
-            let config = Config::from_env()?;
-            let health = report::health(&db::pool(&config.database)?).await?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&health)?);
-            } else {
-                print!("{}", tables::health(&health));
-            }
-        }
+        Command::Stats { json } => operate(ops::Request::Stats, json).await?,
         Command::DeadLetters { since, json } => {
-            let config = Config::from_env()?;
-            let groups = report::dead_letters(&db::pool(&config.database)?, since).await?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&groups)?);
-            } else {
-                print!("{}", tables::dead_letters(&groups));
-            }
+            operate(ops::Request::DeadLetters { since: Some(since) }, json).await?
+        }
+        Command::Reprocess {
+            since,
+            prompt_version,
+            model_version,
+            pacing,
+            json,
+        } => {
+            let request = ops::Request::Reprocess {
+                since,
+                prompt_version,
+                model_version,
+                spread: pacing.spread,
+                dry_run: pacing.dry_run,
+            };
+            operate(request, json).await?
+        }
+        Command::ShadowDiff { from, to, json } => {
+            operate(ops::Request::ShadowDiff { from, to }, json).await?
+        }
+        Command::Promote {
+            prompt_version,
+            model_version,
+            json,
+        } => {
+            let request = ops::Request::Promote {
+                prompt_version,
+                model_version,
+            };
+            operate(request, json).await?
+        }
+        Command::Redrive {
+            reason,
+            since,
+            limit,
+            pacing,
+            json,
+        } => {
+            let request = ops::Request::Redrive {
+                reason,
+                since,
+                limit,
+                spread: pacing.spread,
+                dry_run: pacing.dry_run,
+            };
+            operate(request, json).await?
         }
         Command::Dev { listen } => {
             let mut config = Config::from_env()?;
@@ -155,6 +252,18 @@ async fn main() -> anyhow::Result<()> {
             served?;
             worked?;
         }
+    }
+    Ok(())
+}
+
+/// The operations run here exactly as in the ops Lambda; only the printing differs.
+async fn operate(request: ops::Request, json: bool) -> anyhow::Result<()> {
+    let config = Config::from_env()?;
+    let outcome = ops::run(&db::pool(&config.database)?, &config, request).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+    } else {
+        print!("{}", tables::outcome(&outcome));
     }
     Ok(())
 }

@@ -1,6 +1,34 @@
 //! Plain-text tables for people at a terminal; `--json` gives machines the same data.
 
-use triage::report::{DeadLetterGroup, Health};
+use std::fmt::Write;
+
+use triage::{
+    ops::Outcome,
+    promote::Promotion,
+    redrive,
+    report::{DeadLetterGroup, Health},
+    reprocess,
+    shadow::ShadowDiff,
+};
+
+pub fn outcome(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Reprocess(report) => reprocess(report),
+        Outcome::ShadowDiff(diff) => shadow_diff(diff),
+        Outcome::Promote(promotion) => promote(promotion),
+        Outcome::Redrive(report) => redrive(report),
+        Outcome::Stats(h) => health(h),
+        Outcome::DeadLetters(groups) => dead_letters(groups),
+    }
+}
+
+/// `key  value` lines, keys aligned.
+fn pairs(rows: &[(&str, String)]) -> String {
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+        .collect()
+}
 
 pub fn health(h: &Health) -> String {
     let mut rows = vec![
@@ -38,10 +66,7 @@ pub fn health(h: &Health) -> String {
             ),
         ));
     }
-    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    rows.iter()
-        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
-        .collect()
+    pairs(&rows)
 }
 
 pub fn dead_letters(groups: &[DeadLetterGroup]) -> String {
@@ -62,6 +87,151 @@ pub fn dead_letters(groups: &[DeadLetterGroup]) -> String {
             g.count,
             g.newest.format("%Y-%m-%d %H:%M:%S UTC")
         );
+    }
+    out
+}
+
+fn dry_run_note(dry_run: bool) -> &'static str {
+    if dry_run {
+        " (dry run: nothing written)"
+    } else {
+        ""
+    }
+}
+
+fn reprocess(r: &reprocess::Report) -> String {
+    format!(
+        "reprocess under {}/{} of tickets since {}{}\n",
+        r.prompt_version,
+        r.model_version,
+        r.since.format("%Y-%m-%d %H:%M:%S UTC"),
+        dry_run_note(r.dry_run)
+    ) + &pairs(&[
+        ("tickets", format!("{} ({} batches)", r.tickets, r.batches)),
+        ("inserted (new jobs)", r.inserted.to_string()),
+        ("already queued or evaluated", r.already_queued.to_string()),
+        ("ticket links added", r.links_added.to_string()),
+    ])
+}
+
+fn redrive(r: &redrive::Report) -> String {
+    let verb = if r.dry_run { "would move" } else { "moved" };
+    let mut out = format!(
+        "{verb} {} dead letters back to the queue{}\n",
+        r.moved,
+        dry_run_note(r.dry_run)
+    );
+    let rows: Vec<_> = r
+        .by_reason
+        .iter()
+        .map(|(reason, n)| (reason.as_str(), n.to_string()))
+        .collect();
+    out += &pairs(&rows);
+    out
+}
+
+fn promote(p: &Promotion) -> String {
+    let undo = match &p.previous {
+        Some(previous) => format!(
+            "previously {previous}; to undo: triage promote --prompt-version {} --model-version {}",
+            previous.prompt_version, previous.model_version
+        ),
+        None => "previously the API's configured version; to undo, promote that one".into(),
+    };
+    format!(
+        "GET /tickets/{{id}} now shows {} (promoted {})\n{undo}\n",
+        p.version,
+        p.promoted_at.format("%Y-%m-%d %H:%M:%S UTC"),
+    )
+}
+
+fn shadow_diff(d: &ShadowDiff) -> String {
+    let mut out = format!(
+        "{} → {}: {} tickets evaluated under both\n",
+        d.from, d.to, d.compared
+    );
+    let Some(agreement) = d.department_agreement else {
+        return out;
+    };
+    let _ = writeln!(out, "department agreement: {:.1}%\n", agreement * 100.0);
+
+    // Confusion table: rows are the `from` departments, columns the `to` ones.
+    let mut departments: Vec<&str> = d
+        .confusion
+        .iter()
+        .flat_map(|c| [c.from.as_str(), c.to.as_str()])
+        .collect();
+    departments.sort_unstable();
+    departments.dedup();
+    let width = departments
+        .iter()
+        .map(|d| d.len())
+        .max()
+        .unwrap_or(0)
+        .max("from \\ to".len());
+    let _ = write!(out, "{:<width$}", "from \\ to");
+    for to in &departments {
+        let _ = write!(out, "  {to:>w$}", w = to.len().max(5));
+    }
+    out.push('\n');
+    for from in &departments {
+        let _ = write!(out, "{from:<width$}");
+        for to in &departments {
+            let n = d
+                .confusion
+                .iter()
+                .find(|c| c.from == *from && c.to == *to)
+                .map_or(0, |c| c.count);
+            let _ = write!(out, "  {n:>w$}", w = to.len().max(5));
+        }
+        out.push('\n');
+    }
+
+    let u = &d.urgency_diff;
+    let stat = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:+.3}"));
+    let _ = writeln!(
+        out,
+        "\nurgency_score difference (to - from): min {}  p10 {}  p50 {}  p90 {}  max {}  mean {}",
+        stat(u.min),
+        stat(u.p10),
+        stat(u.p50),
+        stat(u.p90),
+        stat(u.max),
+        stat(u.mean)
+    );
+    let most = u
+        .histogram
+        .iter()
+        .map(|b| b.count)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    for b in &u.histogram {
+        let range = match (b.lower, b.upper) {
+            (None, Some(upper)) => format!("< {upper:+.2}"),
+            (Some(lower), None) => format!(">= {lower:+.2}"),
+            (Some(lower), Some(upper)) => format!("{lower:+.2} .. {upper:+.2}"),
+            (None, None) => "any".into(),
+        };
+        // Rounded up, so a bucket with any ticket shows.
+        let bar = "#".repeat(((b.count * 40 + most - 1) / most) as usize);
+        let _ = writeln!(out, "  {range:>14}  {:>7}  {bar}", b.count);
+    }
+
+    if !d.largest_disagreements.is_empty() {
+        let _ = writeln!(out, "\nlargest disagreements:");
+        for g in &d.largest_disagreements {
+            let _ = writeln!(
+                out,
+                "  {}  {} → {}  urgency {:.2} → {:.2} ({:+.2})",
+                g.ticket_id,
+                g.from_department,
+                g.to_department,
+                g.from_urgency_score,
+                g.to_urgency_score,
+                g.urgency_diff
+            );
+        }
     }
     out
 }

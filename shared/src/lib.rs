@@ -3,7 +3,8 @@
 //!
 //! A ticket's path through the modules: [`key`] → [`ingest`] → [`outbox`] (claim, finish,
 //! reschedule, dead letter) → [`evaluate`] → [`sweep`]; [`ticket`] is the read side and
-//! [`http`] the API over both.
+//! [`http`] the API over both. Operations on the pipeline ([`reprocess`], [`shadow`],
+//! [`promote`], [`redrive`], [`prompt_registry`]) meet in [`ops`].
 
 pub mod backoff;
 pub mod breaker;
@@ -15,8 +16,14 @@ pub mod http;
 pub mod ingest;
 pub mod key;
 pub mod ledger;
+pub mod ops;
 pub mod outbox;
+pub mod promote;
+pub mod prompt_registry;
+pub mod redrive;
 pub mod report;
+pub mod reprocess;
+pub mod shadow;
 pub mod shutdown;
 pub mod sweep;
 pub mod telemetry;

@@ -4,12 +4,12 @@ use std::{fmt, str::FromStr};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::{config::Versions, db, error::Result};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct TicketId(pub Uuid);
 
@@ -56,6 +56,20 @@ pub struct EvaluationView {
     /// Versions whose evaluation this is (also while it is still pending).
     pub requested_prompt_version: String,
     pub requested_model_version: String,
+    pub shown_because: ShownBecause,
+}
+
+/// Why these versions are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShownBecause {
+    /// They are the promoted version (`triage promote`).
+    Promoted,
+    /// Nothing is promoted and they are the configured version.
+    Configured,
+    /// The active version (promoted, else configured) has no result for this ticket: this is
+    /// the newest result it has, or, with none, the newest version it is queued under.
+    Newest,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -70,25 +84,42 @@ pub struct ResultView {
 }
 
 /// A ticket resolves to the evaluation of its *content* (via its key), so duplicates show the
-/// one shared result. Of the versions a ticket has, the configured one is preferred, then the
-/// newest. A finished job whose outbox row was removed by retention is still `done`: the
-/// result is what counts.
+/// one shared result. The active version is the newest promotion, else the configured one
+/// (`$2`, `$3`), read in this same statement. A ticket shows a result when it has one: under
+/// the active version if there, else the newest; with no result, the active version's status.
+/// A finished job whose outbox row was removed by retention is still `done`: the result is
+/// what counts.
 const SELECT_TICKET: &str = r#"
 SELECT t.id, t.subject, t.message, t.created_at,
-       te.prompt_version, te.model_version,
+       shown.prompt_version, shown.model_version,
        o.status,
-       r.is_urgent, r.department, r.urgency_score,
-       r.model_version, r.prompt_version, r.policy_version, r.computed_at
+       shown.is_urgent, shown.department, shown.urgency_score,
+       shown.result_model_version, shown.result_prompt_version, shown.policy_version,
+       shown.computed_at,
+       shown.is_active, active.promoted
 FROM ticket t
+CROSS JOIN (
+    SELECT coalesce(p.prompt_version, $2) AS prompt_version,
+           coalesce(p.model_version, $3) AS model_version,
+           p.prompt_version IS NOT NULL AS promoted
+    FROM (SELECT 1) AS one
+    LEFT JOIN (SELECT prompt_version, model_version FROM version_promotion
+               ORDER BY id DESC LIMIT 1) p ON true
+) active
 LEFT JOIN LATERAL (
-    SELECT idempotency_key, prompt_version, model_version
-    FROM ticket_evaluation
-    WHERE ticket_id = t.id
-    ORDER BY (prompt_version = $2 AND model_version = $3) DESC, created_at DESC
+    SELECT te.idempotency_key, te.prompt_version, te.model_version,
+           (te.prompt_version = active.prompt_version
+            AND te.model_version = active.model_version) AS is_active,
+           r.is_urgent, r.department, r.urgency_score,
+           r.model_version AS result_model_version, r.prompt_version AS result_prompt_version,
+           r.policy_version, r.computed_at
+    FROM ticket_evaluation te
+    LEFT JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
+    WHERE te.ticket_id = t.id
+    ORDER BY (r.idempotency_key IS NOT NULL) DESC, is_active DESC, te.created_at DESC
     LIMIT 1
-) te ON true
-LEFT JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
-LEFT JOIN evaluation_outbox o ON o.idempotency_key = te.idempotency_key
+) shown ON true
+LEFT JOIN evaluation_outbox o ON o.idempotency_key = shown.idempotency_key
 WHERE t.id = $1
 "#;
 
@@ -126,6 +157,11 @@ pub async fn find(pool: &Pool, versions: &Versions, id: TicketId) -> Result<Opti
             result,
             requested_prompt_version: row.get::<_, Option<String>>(4).unwrap_or_default(),
             requested_model_version: row.get::<_, Option<String>>(5).unwrap_or_default(),
+            shown_because: match (row.get::<_, Option<bool>>(14), row.get::<_, bool>(15)) {
+                (Some(true), true) => ShownBecause::Promoted,
+                (Some(true), false) => ShownBecause::Configured,
+                _ => ShownBecause::Newest,
+            },
         },
     }))
 }

@@ -34,6 +34,7 @@ use crate::{
         reschedule::{release, reschedule},
         ClaimedJob, Fencing,
     },
+    prompt_registry,
     telemetry::metric,
 };
 
@@ -86,6 +87,8 @@ pub struct Worker<P> {
     id: String,
     policy: Policy,
     prompts: HashMap<&'static str, Prompt>,
+    /// Set once the prompt registry accepted this build's prompt texts.
+    prompts_verified: tokio::sync::OnceCell<()>,
 }
 
 impl<P: Provider> Worker<P> {
@@ -123,6 +126,7 @@ impl<P: Provider> Worker<P> {
             id,
             policy,
             prompts,
+            prompts_verified: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -148,6 +152,11 @@ impl<P: Provider> Worker<P> {
             )
             .into());
         }
+        // Before the first claim: a worker whose prompt text changed under its version claims
+        // nothing (see `prompt_registry`).
+        self.prompts_verified
+            .get_or_try_init(|| prompt_registry::verify(&self.pool, self.prompts.values()))
+            .await?;
         let concurrency = self.config.worker.concurrency;
         let paused = AtomicBool::new(false);
         let mut report = Report::default();

@@ -5,6 +5,7 @@ mod ingest;
 mod lambda_events;
 mod migrate;
 mod observability;
+mod operations;
 mod request_idempotency;
 mod sweep;
 mod worker;
