@@ -107,7 +107,8 @@ fn reprocess(r: &reprocess::Report) -> String {
         r.since.format("%Y-%m-%d %H:%M:%S UTC"),
         dry_run_note(r.dry_run)
     ) + &pairs(&[
-        ("tickets", format!("{} ({} batches)", r.tickets, r.batches)),
+        ("tickets", r.tickets.to_string()),
+        ("batches", r.batches.to_string()),
         ("inserted (new jobs)", r.inserted.to_string()),
         ("already queued or evaluated", r.already_queued.to_string()),
         ("ticket links added", r.links_added.to_string()),

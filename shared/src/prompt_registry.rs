@@ -52,7 +52,7 @@ pub async fn verify<'a>(pool: &Pool, prompts: impl IntoIterator<Item = &'a Promp
     Err(ConfigError::invalid(
         "prompts/",
         format!(
-            "the text of {} differs from the text recorded under the same version; cached results answer the recorded text. Put the new text under a new version (e.g. triage-v5) and restore the old file",
+            "this build's text of {} differs from the text recorded under that version, and cached results answer the recorded text. Bump the version: put the new text under a new version (e.g. triage-v5) and restore the old file",
             changed.join(", ")
         ),
     )
