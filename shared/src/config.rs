@@ -1,12 +1,16 @@
 //! One typed configuration, built in one place from SPEC's environment names.
 //! Every policy number has its home here, with the article's default.
 
-use std::{fmt, time::Duration};
+use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
 
-use crate::{error::ConfigError, ledger::PriceTable};
+use crate::{
+    error::{ConfigError, Error},
+    ledger::PriceTable,
+    secrets::{self, DbCredentials},
+};
 
 /// A value that must never reach a log line.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
@@ -69,10 +73,60 @@ impl Default for Limits {
 
 #[derive(Debug, Clone)]
 pub struct DatabaseConfig {
+    /// `DATABASE_URL`: the local path (CLI, tests, `triage dev`).
     pub url: Secret,
+    /// `TRIAGE_DB_SECRET_ARN` (+ `TRIAGE_DB_HOST`, `TRIAGE_DB_NAME`): the Lambda path. Takes
+    /// precedence over `url`; [`Config::load`] fetches it.
+    pub secret: Option<DbSecretRef>,
+    /// Filled by [`Config::load`] from `secret`; shared by every clone, so a refresh after a
+    /// rotation serves all pools of the process.
+    pub credentials: Option<Arc<DbCredentials>>,
+    /// `TRIAGE_DB_TLS`. Unset: `sslmode=disable` in `DATABASE_URL` means [`DbTls::Disable`],
+    /// anything else (libpq's `prefer` and `require` included) verify-full with the RDS CAs.
+    pub tls: Option<DbTls>,
     pub pool_size: usize,
     pub connect_timeout: Duration,
     pub statement_timeout: Duration,
+}
+
+/// Where the database secret is, and what the environment adds to it: an RDS-managed master
+/// secret holds only username and password, and an RDS Proxy endpoint replaces the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbSecretRef {
+    pub arn: String,
+    pub host: Option<String>,
+    pub dbname: Option<String>,
+}
+
+/// Transport security to PostgreSQL. There is no opportunistic mode: TLS either is verified
+/// or was explicitly turned off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbTls {
+    /// Plain TCP, for a local server.
+    Disable,
+    /// TLS whose certificate chains to one of `roots` and names the host we connected to.
+    VerifyFull { roots: CaRoots },
+}
+
+/// PEM certificates trusted for the database: the RDS and RDS Proxy CAs embedded from
+/// `certs/rds-ca-bundle.pem` (refreshed by `scripts/refresh-rds-ca`), or a test's own CA.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CaRoots(pub Cow<'static, [u8]>);
+
+impl CaRoots {
+    pub const RDS: CaRoots = CaRoots(Cow::Borrowed(include_bytes!(
+        "../../certs/rds-ca-bundle.pem"
+    )));
+}
+
+impl fmt::Debug for CaRoots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Self::RDS {
+            f.write_str("CaRoots(rds-ca-bundle.pem)")
+        } else {
+            write!(f, "CaRoots({} bytes)", self.0.len())
+        }
+    }
 }
 
 /// Retry, lease and pacing policy of the worker (SPEC rule 7 and "Beyond the article").
@@ -131,6 +185,8 @@ pub struct ProviderConfig {
     pub kind: ProviderKind,
     pub url: String,
     pub api_key: Secret,
+    /// `TRIAGE_PROVIDER_SECRET_ARN`: [`Config::load`] reads `api_key` from it.
+    pub api_key_secret_arn: Option<String>,
     pub model: String,
     pub effort: String,
     pub prices: PriceTable,
@@ -149,6 +205,16 @@ pub struct Config {
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`Config::from_env`], then the secrets it names fetched from Secrets Manager (once per
+    /// process; the database secret again after a rotation). Without secret ARNs this is
+    /// `from_env` and touches no network.
+    pub async fn load() -> Result<Self, Error> {
+        let mut config = Self::from_env()?;
+        // Boxed: the SDK's deeply nested futures would otherwise be part of every caller's.
+        Box::pin(secrets::resolve(&mut config)).await?;
+        Ok(config)
     }
 
     /// Builds the configuration from any name lookup, so tests need not touch the process env.
@@ -192,9 +258,29 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
+        let tls = match env.string("TRIAGE_DB_TLS", "").as_str() {
+            "" => None,
+            "disable" => Some(DbTls::Disable),
+            "verify-full" => Some(DbTls::VerifyFull {
+                roots: CaRoots::RDS,
+            }),
+            other => {
+                return Err(ConfigError::invalid(
+                    "TRIAGE_DB_TLS",
+                    format!("{other:?} is neither `verify-full` nor `disable`"),
+                ))
+            }
+        };
         Ok(Self {
             database: DatabaseConfig {
                 url: Secret::new(env.string("DATABASE_URL", "")),
+                secret: env.optional("TRIAGE_DB_SECRET_ARN").map(|arn| DbSecretRef {
+                    arn,
+                    host: env.optional("TRIAGE_DB_HOST"),
+                    dbname: env.optional("TRIAGE_DB_NAME"),
+                }),
+                credentials: None,
+                tls,
                 pool_size: env.number("TRIAGE_DB_POOL_SIZE", 8)?,
                 connect_timeout: env
                     .seconds("TRIAGE_DB_CONNECT_TIMEOUT_SECONDS", Duration::from_secs(3))?,
@@ -210,6 +296,7 @@ impl Config {
                     .trim_end_matches('/')
                     .to_string(),
                 api_key: Secret::new(env.string("TRIAGE_PROVIDER_API_KEY", "")),
+                api_key_secret_arn: env.optional("TRIAGE_PROVIDER_SECRET_ARN"),
                 model: model.clone(),
                 effort: effort.clone(),
                 prices: match get("TRIAGE_PRICES") {
@@ -251,14 +338,16 @@ impl Config {
 struct Env<'a, F: Fn(&str) -> Option<String>>(&'a F);
 
 impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
+    fn optional(&self, name: &str) -> Option<String> {
+        (self.0)(name).filter(|v| !v.is_empty())
+    }
+
     fn string(&self, name: &str, default: &str) -> String {
-        (self.0)(name)
-            .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| default.to_string())
+        self.optional(name).unwrap_or_else(|| default.to_string())
     }
 
     fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ConfigError> {
-        match (self.0)(name).filter(|v| !v.is_empty()) {
+        match self.optional(name) {
             None => Ok(default),
             Some(raw) => raw
                 .trim()

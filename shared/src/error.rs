@@ -43,9 +43,24 @@ impl From<deadpool_postgres::PoolError> for Error {
             {
                 Error::Database(e)
             }
-            other => Error::Unavailable(other.to_string()),
+            other => Error::Unavailable(with_causes(&other)),
         }
     }
+}
+
+/// An error's message followed by its causes: tokio-postgres keeps the useful part ("server
+/// does not support TLS", "certificate verify failed") in the source, not in the message.
+pub fn with_causes(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 impl Error {
@@ -63,8 +78,11 @@ impl Error {
 fn is_unavailable_code(db: &tokio_postgres::error::DbError) -> bool {
     use tokio_postgres::error::SqlState;
     let code = db.code();
-    // Class 08 (connection), 57P0x (shutdown), 53 (resources), statement timeout.
+    // Class 08 (connection), 57P0x (shutdown), 53 (resources), statement timeout, and 28
+    // (login refused): during a rotation the password changes before the secret does, so a
+    // refused login is the database being unreachable for now (503, retry), not a bug (500).
     code.code().starts_with("08")
+        || code.code().starts_with("28")
         || code.code().starts_with("57P")
         || code.code().starts_with("53")
         || *code == SqlState::QUERY_CANCELED

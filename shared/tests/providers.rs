@@ -37,6 +37,7 @@ fn provider(api: Api, url: &str) -> AnyProvider {
         },
         url: url.to_owned(),
         api_key: Secret::new(API_KEY),
+        api_key_secret_arn: None,
         model: "configured-model".into(),
         effort: "low".into(),
         prices: Default::default(),

@@ -52,11 +52,17 @@ fn to_url(config: &tokio_postgres::Config, dbname: &str) -> String {
     };
     let port = config.get_ports().first().copied().unwrap_or(5432);
     let user = config.get_user().unwrap_or("postgres");
+    // Keep the local server's explicit plain-TCP choice (scripts/local-postgres): without it
+    // the application insists on verified TLS.
+    let query = match config.get_ssl_mode() {
+        tokio_postgres::config::SslMode::Disable => "?sslmode=disable",
+        _ => "",
+    };
     match config.get_password() {
         Some(pw) => format!(
-            "postgres://{user}:{}@{host}:{port}/{dbname}",
+            "postgres://{user}:{}@{host}:{port}/{dbname}{query}",
             String::from_utf8_lossy(pw)
         ),
-        None => format!("postgres://{user}@{host}:{port}/{dbname}"),
+        None => format!("postgres://{user}@{host}:{port}/{dbname}{query}"),
     }
 }

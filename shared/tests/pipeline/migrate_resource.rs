@@ -1,0 +1,262 @@
+//! `triage-migrate` as CloudFormation calls it: a custom resource request in, migrations
+//! applied (or deliberately not), and the answer PUT to the ResponseURL, here a loopback
+//! server standing in for S3.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use axum::{
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    routing::put,
+    Router,
+};
+use serde_json::{json, Value};
+use triage::{
+    config::Config,
+    db,
+    migrate_resource::{handle, Request, Status, PHYSICAL_RESOURCE_ID},
+};
+
+use crate::helpers::{fresh_database, unreachable_config};
+
+const FUNCTION_VERSION: &str = "7";
+
+/// A stand-in for the pre-signed S3 URL: keeps every answer (and its content type); the
+/// first `refuse` requests get a 503.
+#[derive(Default)]
+struct Bucket {
+    refuse: usize,
+    requests: usize,
+    answers: Vec<(Option<String>, Value)>,
+}
+
+struct ResponseUrl {
+    url: String,
+    bucket: Arc<Mutex<Bucket>>,
+}
+
+impl ResponseUrl {
+    fn answer(&self, index: usize) -> Value {
+        self.bucket.lock().unwrap().answers[index].1.clone()
+    }
+}
+
+async fn response_url(refuse: usize) -> ResponseUrl {
+    let bucket = Arc::new(Mutex::new(Bucket {
+        refuse,
+        ..Bucket::default()
+    }));
+    let app = Router::new()
+        .route(
+            "/bucket/answer",
+            put(
+                |State(bucket): State<Arc<Mutex<Bucket>>>, headers: HeaderMap, body: String| async move {
+                    let mut bucket = bucket.lock().unwrap();
+                    bucket.requests += 1;
+                    if bucket.requests <= bucket.refuse {
+                        return StatusCode::SERVICE_UNAVAILABLE;
+                    }
+                    let content_type = headers
+                        .get("content-type")
+                        .map(|v| v.to_str().unwrap().to_string());
+                    bucket
+                        .answers
+                        .push((content_type, serde_json::from_str(&body).unwrap()));
+                    StatusCode::OK
+                },
+            ),
+        )
+        .with_state(bucket.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    ResponseUrl {
+        url: format!("http://{addr}/bucket/answer?X-Amz-Signature=abc"),
+        bucket,
+    }
+}
+
+/// A request as CloudFormation sends it (the documented shape, with fields we ignore).
+fn request(kind: &str, version: &str, url: &str) -> Request {
+    let arn = "arn:aws:lambda:eu-west-1:123456789012:function:triage-MigrateFunction-x1";
+    let mut event = json!({
+        "RequestType": kind,
+        "ServiceToken": format!("{arn}:live"),
+        "ResponseURL": url,
+        "StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/triage/guid",
+        "RequestId": "unique-id-for-this-request",
+        "LogicalResourceId": "Migration",
+        "ResourceType": "AWS::CloudFormation::CustomResource",
+        "ResourceProperties": {"ServiceToken": format!("{arn}:live"), "MigrateVersion": format!("{arn}:{version}")},
+    });
+    if kind != "Create" {
+        event["PhysicalResourceId"] = json!(PHYSICAL_RESOURCE_ID);
+        event["OldResourceProperties"] = json!({"MigrateVersion": format!("{arn}:6")});
+    }
+    serde_json::from_value(event).unwrap()
+}
+
+async fn run(request: Request, config: &Config, deadline: Duration) -> Status {
+    let response = handle(
+        request,
+        Some(FUNCTION_VERSION),
+        Instant::now() + deadline,
+        &reqwest::Client::new(),
+        || db::migrate(&config.database),
+    )
+    .await
+    .expect("the answer is delivered");
+    response.status
+}
+
+async fn table_count(config: &Config) -> i64 {
+    let client = db::pool(&config.database).unwrap().get().await.unwrap();
+    client
+        .query_one(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn create_applies_the_migrations_and_answers_success() {
+    let config = Config::local(&fresh_database().await);
+    let s3 = response_url(0).await;
+    let request = request("Create", FUNCTION_VERSION, &s3.url);
+    assert_eq!(
+        run(request, &config, Duration::from_secs(60)).await,
+        Status::Success
+    );
+    assert!(table_count(&config).await > 0);
+
+    let bucket = s3.bucket.lock().unwrap();
+    let (content_type, answer) = &bucket.answers[0];
+    assert_eq!(
+        content_type.as_deref(),
+        Some(""),
+        "the pre-signed URL signs no content type"
+    );
+    assert_eq!(answer["Status"], "SUCCESS");
+    assert_eq!(answer["PhysicalResourceId"], PHYSICAL_RESOURCE_ID);
+    assert_eq!(answer["RequestId"], "unique-id-for-this-request");
+    assert_eq!(answer["LogicalResourceId"], "Migration");
+    assert!(answer["StackId"]
+        .as_str()
+        .unwrap()
+        .contains(":stack/triage/"));
+    assert!(answer["Data"]["Applied"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn a_second_update_is_a_successful_no_op() {
+    let config = Config::local(&fresh_database().await);
+    let s3 = response_url(0).await;
+    for kind in ["Create", "Update"] {
+        let status = run(
+            request(kind, FUNCTION_VERSION, &s3.url),
+            &config,
+            Duration::from_secs(60),
+        )
+        .await;
+        assert_eq!(status, Status::Success);
+    }
+    assert_eq!(s3.answer(1)["Data"]["Applied"], 0);
+}
+
+#[tokio::test]
+async fn a_rollback_to_older_properties_answers_success_without_migrating() {
+    let config = Config::local(&fresh_database().await);
+    let s3 = response_url(0).await;
+    assert_eq!(
+        run(
+            request("Update", "6", &s3.url),
+            &config,
+            Duration::from_secs(60)
+        )
+        .await,
+        Status::Success
+    );
+    assert_eq!(table_count(&config).await, 0);
+    assert!(s3.answer(0)["Reason"]
+        .as_str()
+        .unwrap()
+        .contains("rollback"));
+}
+
+#[tokio::test]
+async fn delete_answers_success_and_touches_nothing() {
+    let config = Config::local(&fresh_database().await);
+    let s3 = response_url(0).await;
+    let status = run(
+        request("Delete", FUNCTION_VERSION, &s3.url),
+        &config,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(status, Status::Success);
+    assert_eq!(table_count(&config).await, 0);
+}
+
+#[tokio::test]
+async fn a_failed_migration_answers_failed_with_the_reason() {
+    let s3 = response_url(0).await;
+    let status = run(
+        request("Create", FUNCTION_VERSION, &s3.url),
+        &unreachable_config(),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(status, Status::Failed);
+    let reason = s3.answer(0)["Reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("database unavailable"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_migration_that_cannot_finish_in_time_still_answers_before_the_deadline() {
+    let url = fresh_database().await;
+    let config = Config::local(&url);
+    // Another deploy holds the migration lock for longer than this invocation lasts.
+    let (holder, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&db::MIGRATION_LOCK_ID])
+        .await
+        .unwrap();
+    let s3 = response_url(0).await;
+    let started = Instant::now();
+    let status = run(
+        request("Update", FUNCTION_VERSION, &s3.url),
+        &config,
+        Duration::from_secs(7),
+    )
+    .await;
+    assert_eq!(status, Status::Failed);
+    assert!(
+        started.elapsed() < Duration::from_secs(7),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_refused_answer_is_delivered_again() {
+    let config = Config::local(&fresh_database().await);
+    let s3 = response_url(1).await;
+    let status = run(
+        request("Delete", FUNCTION_VERSION, &s3.url),
+        &config,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(status, Status::Success);
+    let bucket = s3.bucket.lock().unwrap();
+    assert_eq!((bucket.requests, bucket.answers.len()), (2, 1));
+}

@@ -1,0 +1,93 @@
+//! A local Secrets Manager: moto's server (PyPI `moto[server]`, which `scripts/test` installs
+//! under `target/test-tools/`), started once per run on a free loopback port. If it cannot be
+//! started, the Secrets Manager tests say so loudly and skip; everything else still runs.
+
+use std::{
+    io::{BufRead, BufReader},
+    net::{SocketAddr, TcpListener, TcpStream},
+    path::PathBuf,
+    process::{Command, Stdio},
+    sync::{Mutex, OnceLock},
+    time::{Duration, Instant},
+};
+
+use triage::secrets::SecretsManager;
+
+/// A Secrets Manager client for moto, or `None` (after a loud message) without moto.
+pub fn secrets_manager() -> Option<SecretsManager> {
+    let endpoint = endpoint()?;
+    Some(
+        SecretsManager::from_lookup(|name| {
+            Some(
+                match name {
+                    "AWS_REGION" => "us-east-1",
+                    "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => "testing",
+                    "AWS_ENDPOINT_URL" => endpoint,
+                    _ => return None,
+                }
+                .to_string(),
+            )
+        })
+        .expect("client for moto"),
+    )
+}
+
+fn endpoint() -> Option<&'static str> {
+    static ENDPOINT: OnceLock<Option<String>> = OnceLock::new();
+    ENDPOINT
+        .get_or_init(|| match start() {
+            Ok(url) => Some(url),
+            Err(why) => {
+                eprintln!(
+                    "\n!!!!! SKIPPING the Secrets Manager tests: moto could not be started ({why}).\n\
+                     !!!!! `scripts/test` installs it; or set MOTO_SERVER to a moto_server binary.\n"
+                );
+                None
+            }
+        })
+        .as_deref()
+}
+
+fn start() -> Result<String, String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let binary = std::env::var_os("MOTO_SERVER")
+        .map(PathBuf::from)
+        .or_else(|| Some(root.join("target/test-tools/bin/moto_server")).filter(|p| p.exists()))
+        .unwrap_or_else(|| "moto_server".into());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    // moto outlives nothing: a shell holds it and kills it when our end of its stdin closes,
+    // which happens when this test process exits, however it exits.
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(r#"command -v "$0" >/dev/null || exit 127; "$0" -H 127.0.0.1 -p "$1" >/dev/null 2>&1 & moto=$!; echo started; read -r _; kill "$moto""#)
+        .arg(&binary)
+        .arg(port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    static HOLDER: Mutex<Vec<std::process::ChildStdin>> = Mutex::new(Vec::new());
+    HOLDER.lock().unwrap().push(child.stdin.take().unwrap());
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let until = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        if Instant::now() > until {
+            return Err(format!(
+                "{} did not listen on {addr} within 30 s",
+                binary.display()
+            ));
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("{} exited: {status}", binary.display()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(format!("http://{addr}"))
+}

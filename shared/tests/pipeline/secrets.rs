@@ -1,0 +1,229 @@
+//! Lambda's path to the database and the provider: secrets read from Secrets Manager (moto
+//! here), logins verified over TLS against the RDS-like test server, and a rotation picked up
+//! by the next connection while old connections keep working.
+
+use std::sync::Arc;
+
+use axum::{body::Body, http::Request};
+use serde_json::json;
+use triage::{
+    config::{Config, DbTls},
+    db, secrets,
+    secrets::SecretsManager,
+};
+
+use crate::{
+    helpers::TestApp,
+    moto,
+    tls_postgres::{server, uses_tls, PASSWORD},
+};
+
+async fn create_secret(sm: &SecretsManager, value: &str) -> String {
+    let name = format!("triage/test/{}", uuid::Uuid::new_v4().simple());
+    let out = sm
+        .client()
+        .create_secret()
+        .name(name)
+        .secret_string(value)
+        .send()
+        .await
+        .expect("moto creates the secret");
+    out.arn.unwrap()
+}
+
+async fn put_secret(sm: &SecretsManager, arn: &str, value: &str) {
+    sm.client()
+        .put_secret_value()
+        .secret_id(arn)
+        .secret_string(value)
+        .send()
+        .await
+        .expect("moto stores the new version");
+}
+
+/// The Lambda configuration: secret ARNs (and overrides) from the environment, TLS verified
+/// against the test server's CA, secrets fetched from moto.
+async fn load(sm: &SecretsManager, env: &[(&str, &str)]) -> Config {
+    let mut config = Config::from_lookup(|name| {
+        env.iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.to_string())
+    })
+    .unwrap();
+    config.database.tls = Some(DbTls::VerifyFull {
+        roots: server().ca.clone(),
+    });
+    secrets::resolve_with(&mut config, sm)
+        .await
+        .expect("secrets resolve");
+    config
+}
+
+#[tokio::test]
+async fn database_login_comes_from_the_rds_shaped_secret_with_port_as_number_or_string() {
+    let Some(sm) = moto::secrets_manager() else {
+        return;
+    };
+    let server = server();
+    for port in [json!(server.port), json!(server.port.to_string())] {
+        let dbname = server.fresh_database().await;
+        let secret = json!({"engine": "postgres", "username": "triage", "password": PASSWORD,
+                            "host": "localhost", "port": port, "dbname": dbname});
+        let arn = create_secret(&sm, &secret.to_string()).await;
+        let config = load(&sm, &[("TRIAGE_DB_SECRET_ARN", &arn)]).await;
+        assert!(
+            db::migrate(&config.database).await.unwrap() > 0,
+            "port {port}"
+        );
+        let client = db::pool(&config.database).unwrap().get().await.unwrap();
+        assert!(uses_tls(&client).await);
+    }
+}
+
+#[tokio::test]
+async fn host_and_dbname_from_the_environment_override_the_secret() {
+    let Some(sm) = moto::secrets_manager() else {
+        return;
+    };
+    let server = server();
+    let dbname = server.fresh_database().await;
+    // The secret names another host (an RDS Proxy endpoint goes in front of it this way).
+    let secret = json!({"username": "triage", "password": PASSWORD, "host": "db.invalid",
+                        "port": server.port, "dbname": "elsewhere"});
+    let arn = create_secret(&sm, &secret.to_string()).await;
+    let config = load(
+        &sm,
+        &[
+            ("TRIAGE_DB_SECRET_ARN", &arn),
+            ("TRIAGE_DB_HOST", "localhost"),
+            ("TRIAGE_DB_NAME", &dbname),
+        ],
+    )
+    .await;
+    let client = db::pool(&config.database).unwrap().get().await.unwrap();
+    let current: String = client
+        .query_one("SELECT current_database()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(current, dbname);
+}
+
+#[tokio::test]
+async fn an_rds_master_secret_is_completed_by_the_environment() {
+    let Some(sm) = moto::secrets_manager() else {
+        return;
+    };
+    // What RDS stores for `--manage-master-user-password`: username and password only.
+    let arn = create_secret(&sm, r#"{"username": "triage_admin", "password": "pw"}"#).await;
+    let env = [
+        ("TRIAGE_DB_SECRET_ARN", arn.as_str()),
+        ("TRIAGE_DB_HOST", "triage.abc.eu-west-1.rds.amazonaws.com"),
+        ("TRIAGE_DB_NAME", "triage"),
+    ];
+    let config = load(&sm, &env).await;
+    let login = config.database.credentials.as_ref().unwrap().current().1;
+    assert_eq!(
+        (
+            login.user.as_str(),
+            login.host.as_str(),
+            login.port,
+            login.dbname.as_str()
+        ),
+        ("triage_admin", env[1].1, 5432, "triage")
+    );
+    let mut config =
+        Config::from_lookup(|name| (name == "TRIAGE_DB_SECRET_ARN").then(|| arn.clone())).unwrap();
+    let err = secrets::resolve_with(&mut config, &sm).await.unwrap_err();
+    assert!(err.to_string().contains("TRIAGE_DB_HOST"), "{err}");
+}
+
+#[tokio::test]
+async fn provider_key_comes_from_its_secret_plain_or_json() {
+    let Some(sm) = moto::secrets_manager() else {
+        return;
+    };
+    for stored in ["sk-from-secret", r#"{"api_key": "sk-from-secret"}"#] {
+        let arn = create_secret(&sm, stored).await;
+        let config = load(&sm, &[("TRIAGE_PROVIDER_SECRET_ARN", &arn)]).await;
+        assert_eq!(config.provider.api_key.expose(), "sk-from-secret");
+        assert!(!format!("{config:?}").contains("sk-from-secret"));
+    }
+}
+
+#[tokio::test]
+async fn a_rotated_password_is_picked_up_by_the_next_connection() {
+    let Some(sm) = moto::secrets_manager() else {
+        return;
+    };
+    let server = server();
+    let role = server.fresh_role("first-password").await;
+    let secret = |password: &str| {
+        json!({"username": role, "password": password, "host": "localhost",
+               "port": server.port, "dbname": "postgres"})
+        .to_string()
+    };
+    let arn = create_secret(&sm, &secret("first-password")).await;
+    let mut config = load(&sm, &[("TRIAGE_DB_SECRET_ARN", &arn)]).await;
+    config.database.pool_size = 2;
+    let pool = db::pool(&config.database).unwrap();
+    let before = pool.get().await.unwrap();
+
+    // What a rotation does: the password changes in the database and then in the secret.
+    server
+        .admin(&format!("ALTER ROLE {role} PASSWORD 'second-password'"))
+        .await;
+    put_secret(&sm, &arn, &secret("second-password")).await;
+
+    // A new connection (the first one is still held) is refused with the cached password,
+    // re-reads the secret once, and succeeds; the old session is unaffected.
+    let after = pool.get().await.expect("new connection after the rotation");
+    let user: String = after
+        .query_one("SELECT current_user", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(user, role);
+    before.query_one("SELECT 1", &[]).await.unwrap();
+    assert_eq!(
+        config
+            .database
+            .credentials
+            .as_ref()
+            .unwrap()
+            .current()
+            .1
+            .password
+            .expose(),
+        "second-password"
+    );
+}
+
+#[tokio::test]
+async fn while_the_secret_lags_the_password_the_api_answers_503() {
+    let Some(sm) = moto::secrets_manager() else {
+        return;
+    };
+    let server = server();
+    let role = server.fresh_role("first-password").await;
+    let secret = json!({"username": role, "password": "first-password", "host": "localhost",
+                        "port": server.port, "dbname": "postgres"});
+    let arn = create_secret(&sm, &secret.to_string()).await;
+    let config = load(&sm, &[("TRIAGE_DB_SECRET_ARN", &arn)]).await;
+    // Mid-rotation: the database has the new password, the secret not yet.
+    server
+        .admin(&format!("ALTER ROLE {role} PASSWORD 'second-password'"))
+        .await;
+    let app = TestApp {
+        pool: db::pool(&config.database).unwrap(),
+        config: Arc::new(config),
+    };
+    let response = app
+        .request(
+            Request::get(format!("/tickets/{}", uuid::Uuid::new_v4()))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(response.status, 503, "{:?}", response.body);
+}
