@@ -154,13 +154,13 @@ async fn main() -> anyhow::Result<()> {
     });
     match cli.command {
         Command::Migrate => {
-            let config = Config::from_env()?;
+            let config = Config::load().await?;
             let applied = db::migrate(&config.database).await?;
             println!("migrations applied: {applied}");
         }
-        Command::Serve { listen } => serve(Arc::new(Config::from_env()?), listen, stop).await?,
+        Command::Serve { listen } => serve(Arc::new(Config::load().await?), listen, stop).await?,
         Command::Worker { once } => {
-            let config = Arc::new(Config::from_env()?);
+            let config = Arc::new(Config::load().await?);
             let worker = build_worker(&config)?;
             if once {
                 let deadline = Instant::now() + config.worker.invocation_budget;
@@ -171,7 +171,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Sweeper { once } => {
-            let config = Config::from_env()?;
+            let config = Config::load().await?;
             let pool = db::pool(&config.database)?;
             if once {
                 let report = sweep::sweep(&pool, &config).await?;
@@ -231,7 +231,7 @@ async fn main() -> anyhow::Result<()> {
             operate(request, json).await?
         }
         Command::Dev { listen } => {
-            let mut config = Config::from_env()?;
+            let mut config = Config::load().await?;
             let _local = if config.database.url.is_empty() {
                 let pg = local_postgres::LocalPostgres::start()?;
                 config.database.url = Secret::new(pg.url.clone());
@@ -258,7 +258,7 @@ async fn main() -> anyhow::Result<()> {
 
 /// The operations run here exactly as in the ops Lambda; only the printing differs.
 async fn operate(request: ops::Request, json: bool) -> anyhow::Result<()> {
-    let config = Config::from_env()?;
+    let config = Config::load().await?;
     let outcome = ops::run(&db::pool(&config.database)?, &config, request).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);

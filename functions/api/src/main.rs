@@ -8,7 +8,7 @@ use triage::{config::Config, db, http, telemetry};
 async fn main() -> Result<(), lambda_http::Error> {
     telemetry::init();
     let metrics = telemetry::lambda_metrics("api")?;
-    let config = Config::from_env()?;
+    let config = Config::load().await?;
     let pool = db::pool(&config.database)?;
     let router = http::router(http::AppState {
         pool,

@@ -9,7 +9,7 @@ use triage::{config::Config, db, ops, telemetry};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
-    let config = Config::from_env()?;
+    let config = Config::load().await?;
     let pool = db::pool(&config.database)?;
     let (pool, config) = (&pool, &config);
     let handler = service_fn(move |event: LambdaEvent<ops::Request>| async move {

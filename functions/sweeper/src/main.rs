@@ -8,7 +8,7 @@ use triage::{config::Config, db, sweep, telemetry};
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
     let metrics = telemetry::lambda_metrics("sweeper")?;
-    let config = Config::from_env()?;
+    let config = Config::load().await?;
     let pool = db::pool(&config.database)?;
     let (pool, config) = (&pool, &config);
     let handler = service_fn(move |_: LambdaEvent<serde_json::Value>| async move {

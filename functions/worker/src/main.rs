@@ -17,7 +17,7 @@ use triage::{
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
     let metrics = telemetry::lambda_metrics("worker")?;
-    let config = Arc::new(Config::from_env()?);
+    let config = Arc::new(Config::load().await?);
     let provider = AnyProvider::from_config(&config.provider, config.worker.call_timeout)?;
     let worker = Worker::new(db::pool(&config.database)?, provider, config)?;
     let worker = &worker;
