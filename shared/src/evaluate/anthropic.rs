@@ -5,69 +5,33 @@
 //! `tool_choice`, so the effort half of the model version is not sent. It still names the
 //! version, so results under different efforts keep different idempotency keys.
 
-use std::time::Duration;
-
-use reqwest::{Client, Url};
+use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
 use super::{
-    http_common::{self, ErrorInfo, ErrorSignals},
-    ticket_text, EvaluationRequest, ModelOutput, Provider, ProviderError, ProviderReply, Usage,
+    http_common::{self, ErrorInfo, ErrorSignals, WireFormat},
+    ticket_text, EvaluationRequest, ModelOutput, Usage,
 };
-use crate::config::{ProviderConfig, Secret};
 
 const API_VERSION: &str = "2023-06-01";
 const TOOL_NAME: &str = "record_triage";
 /// The answer is three short fields; this only bounds a runaway reply.
 const MAX_TOKENS: u32 = 1024;
 
-pub struct AnthropicProvider {
-    client: Client,
-    endpoint: Url,
-    api_key: Secret,
-}
+/// The wire format behind `TRIAGE_PROVIDER=anthropic`.
+pub static ANTHROPIC: WireFormat = WireFormat {
+    name: "anthropic",
+    path: "messages",
+    authorize,
+    request_body,
+    parse_reply: parse_message,
+    error_signals,
+};
 
-impl AnthropicProvider {
-    pub fn new(config: &ProviderConfig, call_timeout: Duration) -> Result<Self, ProviderError> {
-        Ok(Self {
-            client: http_common::build_client(call_timeout)?,
-            endpoint: http_common::endpoint(&config.url, "messages")?,
-            api_key: config.api_key.clone(),
-        })
-    }
-}
-
-impl Provider for AnthropicProvider {
-    fn name(&self) -> &'static str {
-        "anthropic"
-    }
-
-    async fn evaluate(
-        &self,
-        request: EvaluationRequest<'_>,
-    ) -> Result<ProviderReply, ProviderError> {
-        let http = self
-            .client
-            .post(self.endpoint.clone())
-            .header("x-api-key", self.api_key.expose())
-            .header("anthropic-version", API_VERSION)
-            .json(&request_body(&request));
-        let exchange = http_common::send(http, request.timeout).await?;
-        if !exchange.status.is_success() {
-            let signals = error_signals(&ErrorInfo::parse(&exchange.body));
-            return Err(http_common::status_error(
-                exchange.status,
-                &exchange.headers,
-                &signals,
-            ));
-        }
-        let (output, usage) = parse_message(&exchange.body);
-        Ok(ProviderReply {
-            output,
-            usage,
-            http_status: exchange.status.as_u16(),
-        })
-    }
+fn authorize(request: RequestBuilder, api_key: &str) -> RequestBuilder {
+    request
+        .header("x-api-key", api_key)
+        .header("anthropic-version", API_VERSION)
 }
 
 fn request_body(request: &EvaluationRequest<'_>) -> Value {

@@ -12,15 +12,88 @@ use reqwest::{
     Client, RequestBuilder, StatusCode, Url,
 };
 use serde_json::{json, Value};
+use tokio::sync::OnceCell;
 
-use super::{FailureKind, ProviderError};
+use super::{
+    EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderError, ProviderReply, Usage,
+};
+use crate::config::{ProviderConfig, Secret};
+
+/// What differs between the providers' HTTP APIs. Everything else — one request per call,
+/// timeouts, the status table — is [`HttpProvider`]'s.
+pub struct WireFormat {
+    /// Name for the circuit breaker and the ledger.
+    pub name: &'static str,
+    /// Path under the configured base URL.
+    pub path: &'static str,
+    pub authorize: fn(RequestBuilder, &str) -> RequestBuilder,
+    pub request_body: fn(&EvaluationRequest<'_>) -> Value,
+    /// A 200 whose body is not the expected shape is still a billed answer: `NotJson`.
+    pub parse_reply: fn(&[u8]) -> (ModelOutput, Usage),
+    pub error_signals: fn(&ErrorInfo) -> ErrorSignals,
+}
+
+/// A provider reached over HTTP with JSON bodies.
+pub struct HttpProvider {
+    wire: &'static WireFormat,
+    /// Built on the first call, then reused by every call of the container: loading the
+    /// system trust store takes tens of milliseconds we keep off the Lambda init path.
+    client: OnceCell<Client>,
+    call_timeout: Duration,
+    endpoint: Url,
+    api_key: Secret,
+}
+
+impl HttpProvider {
+    pub fn new(
+        wire: &'static WireFormat,
+        config: &ProviderConfig,
+        call_timeout: Duration,
+    ) -> Result<Self, ProviderError> {
+        Ok(Self {
+            wire,
+            client: OnceCell::new(),
+            call_timeout,
+            endpoint: endpoint(&config.url, wire.path)?,
+            api_key: config.api_key.clone(),
+        })
+    }
+}
+
+impl Provider for HttpProvider {
+    fn name(&self) -> &'static str {
+        self.wire.name
+    }
+
+    async fn evaluate(
+        &self,
+        request: EvaluationRequest<'_>,
+    ) -> Result<ProviderReply, ProviderError> {
+        let client = self
+            .client
+            .get_or_try_init(|| async { build_client(self.call_timeout) })
+            .await?;
+        let http = (self.wire.authorize)(client.post(self.endpoint.clone()), self.api_key.expose())
+            .json(&(self.wire.request_body)(&request));
+        let exchange = send(http, request.timeout).await?;
+        if !exchange.status.is_success() {
+            let signals = (self.wire.error_signals)(&ErrorInfo::parse(&exchange.body));
+            return Err(status_error(exchange.status, &exchange.headers, &signals));
+        }
+        let (output, usage) = (self.wire.parse_reply)(&exchange.body);
+        Ok(ProviderReply {
+            output,
+            usage,
+            http_status: exchange.status.as_u16(),
+        })
+    }
+}
 
 /// Upper bound on connection setup, so a black-holed host fails fast even with a long
 /// call timeout.
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Built once per provider (so once per Lambda container) and reused for every call.
-pub(super) fn build_client(call_timeout: Duration) -> Result<Client, ProviderError> {
+fn build_client(call_timeout: Duration) -> Result<Client, ProviderError> {
     Client::builder()
         .connect_timeout(call_timeout.min(MAX_CONNECT_TIMEOUT))
         // Every billed call must be one recorded attempt: the outbox owns retries. reqwest
@@ -32,7 +105,7 @@ pub(super) fn build_client(call_timeout: Duration) -> Result<Client, ProviderErr
 }
 
 /// `{base}/{path}`, checked at start-up so a bad URL never reaches a call.
-pub(super) fn endpoint(base: &str, path: &str) -> Result<Url, ProviderError> {
+fn endpoint(base: &str, path: &str) -> Result<Url, ProviderError> {
     Url::parse(&format!("{}/{path}", base.trim_end_matches('/'))).map_err(|_| {
         ProviderError::new(
             FailureKind::ConnectFailed,
@@ -57,17 +130,14 @@ pub(super) fn output_schema(departments: &[String]) -> Value {
 }
 
 /// A response the provider sent in full.
-pub(super) struct Exchange {
+struct Exchange {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Vec<u8>,
 }
 
 /// Sends exactly one request and reads the whole body within `timeout`.
-pub(super) async fn send(
-    request: RequestBuilder,
-    timeout: Duration,
-) -> Result<Exchange, ProviderError> {
+async fn send(request: RequestBuilder, timeout: Duration) -> Result<Exchange, ProviderError> {
     let response = request
         .timeout(timeout)
         .send()
@@ -119,7 +189,7 @@ fn transport_error(error: &reqwest::Error, status: Option<StatusCode>) -> Provid
 /// The error object both providers nest under `"error"`: OpenAI's `{type, code, message}`,
 /// Anthropic's `{type, message}`. The message is only searched, never stored: it may quote
 /// the request.
-pub(super) struct ErrorInfo {
+pub struct ErrorInfo {
     pub kind: Option<String>,
     pub code: Option<String>,
     message: String,
@@ -158,7 +228,7 @@ impl ErrorInfo {
 /// What an adapter concluded from a provider's error body. Flags rather than text, so the
 /// status mapping below is shared by both providers.
 #[derive(Debug, Default)]
-pub(super) struct ErrorSignals {
+pub struct ErrorSignals {
     /// The provider's error type/code, for `detail`.
     pub label: Option<String>,
     /// The account cannot pay: every call would fail, unlike a rate limit.
@@ -169,11 +239,7 @@ pub(super) struct ErrorSignals {
 
 /// Maps a non-success status to a failure; `Retry-After` is kept whenever it was sent
 /// (429s and 503s in practice).
-pub(super) fn status_error(
-    status: StatusCode,
-    headers: &HeaderMap,
-    signals: &ErrorSignals,
-) -> ProviderError {
+fn status_error(status: StatusCode, headers: &HeaderMap, signals: &ErrorSignals) -> ProviderError {
     let code = status.as_u16();
     let kind = match code {
         402 => FailureKind::QuotaExhausted,

@@ -128,25 +128,27 @@ pub trait Provider: Send + Sync {
 /// The configured provider, chosen at start-up.
 pub enum AnyProvider {
     Rules(rules::RulesProvider),
-    OpenAi(openai::OpenAiProvider),
-    Anthropic(anthropic::AnthropicProvider),
+    /// `openai` and `anthropic`: the same HTTP provider over their wire formats.
+    Http(http_common::HttpProvider),
 }
 
 impl AnyProvider {
-    /// Builds the provider and its HTTP client once per process (Lambda container).
+    /// Builds the provider once per process (Lambda container); its HTTP client is built on
+    /// the first call and reused after.
     pub fn from_config(
         config: &ProviderConfig,
         call_timeout: Duration,
     ) -> Result<Self, ProviderError> {
-        Ok(match config.kind {
-            ProviderKind::Rules => Self::Rules(rules::RulesProvider),
-            ProviderKind::OpenAi => {
-                Self::OpenAi(openai::OpenAiProvider::new(config, call_timeout)?)
-            }
-            ProviderKind::Anthropic => {
-                Self::Anthropic(anthropic::AnthropicProvider::new(config, call_timeout)?)
-            }
-        })
+        let wire = match config.kind {
+            ProviderKind::Rules => return Ok(Self::Rules(rules::RulesProvider)),
+            ProviderKind::OpenAi => &openai::OPENAI,
+            ProviderKind::Anthropic => &anthropic::ANTHROPIC,
+        };
+        Ok(Self::Http(http_common::HttpProvider::new(
+            wire,
+            config,
+            call_timeout,
+        )?))
     }
 }
 
@@ -154,8 +156,7 @@ impl Provider for AnyProvider {
     fn name(&self) -> &'static str {
         match self {
             Self::Rules(p) => p.name(),
-            Self::OpenAi(p) => p.name(),
-            Self::Anthropic(p) => p.name(),
+            Self::Http(p) => p.name(),
         }
     }
 
@@ -165,8 +166,7 @@ impl Provider for AnyProvider {
     ) -> Result<ProviderReply, ProviderError> {
         match self {
             Self::Rules(p) => p.evaluate(request).await,
-            Self::OpenAi(p) => p.evaluate(request).await,
-            Self::Anthropic(p) => p.evaluate(request).await,
+            Self::Http(p) => p.evaluate(request).await,
         }
     }
 }

@@ -1,62 +1,25 @@
 //! OpenAI Chat Completions with strict structured output (`response_format: json_schema`).
 
-use std::time::Duration;
-
-use reqwest::{Client, Url};
+use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
 use super::{
-    http_common::{self, ErrorInfo, ErrorSignals},
-    ticket_text, EvaluationRequest, ModelOutput, Provider, ProviderError, ProviderReply, Usage,
+    http_common::{self, ErrorInfo, ErrorSignals, WireFormat},
+    ticket_text, EvaluationRequest, ModelOutput, Usage,
 };
-use crate::config::{ProviderConfig, Secret};
 
-pub struct OpenAiProvider {
-    client: Client,
-    endpoint: Url,
-    api_key: Secret,
-}
+/// The wire format behind `TRIAGE_PROVIDER=openai`.
+pub static OPENAI: WireFormat = WireFormat {
+    name: "openai",
+    path: "chat/completions",
+    authorize,
+    request_body,
+    parse_reply: parse_completion,
+    error_signals,
+};
 
-impl OpenAiProvider {
-    pub fn new(config: &ProviderConfig, call_timeout: Duration) -> Result<Self, ProviderError> {
-        Ok(Self {
-            client: http_common::build_client(call_timeout)?,
-            endpoint: http_common::endpoint(&config.url, "chat/completions")?,
-            api_key: config.api_key.clone(),
-        })
-    }
-}
-
-impl Provider for OpenAiProvider {
-    fn name(&self) -> &'static str {
-        "openai"
-    }
-
-    async fn evaluate(
-        &self,
-        request: EvaluationRequest<'_>,
-    ) -> Result<ProviderReply, ProviderError> {
-        let http = self
-            .client
-            .post(self.endpoint.clone())
-            .bearer_auth(self.api_key.expose())
-            .json(&request_body(&request));
-        let exchange = http_common::send(http, request.timeout).await?;
-        if !exchange.status.is_success() {
-            let signals = error_signals(&ErrorInfo::parse(&exchange.body));
-            return Err(http_common::status_error(
-                exchange.status,
-                &exchange.headers,
-                &signals,
-            ));
-        }
-        let (output, usage) = parse_completion(&exchange.body);
-        Ok(ProviderReply {
-            output,
-            usage,
-            http_status: exchange.status.as_u16(),
-        })
-    }
+fn authorize(request: RequestBuilder, api_key: &str) -> RequestBuilder {
+    request.bearer_auth(api_key)
 }
 
 fn request_body(request: &EvaluationRequest<'_>) -> Value {
