@@ -28,6 +28,10 @@ RETURNING prompt_version, sha256, first_seen
 /// Checks `prompts` against the registry, recording new versions. Err names every version
 /// whose text changed.
 pub async fn verify<'a>(pool: &Pool, prompts: impl IntoIterator<Item = &'a Prompt>) -> Result<()> {
+    let mut prompts: Vec<&Prompt> = prompts.into_iter().collect();
+    // Rows are locked in this order; workers starting together must agree on it, or their
+    // upserts deadlock.
+    prompts.sort_by(|a, b| a.version.cmp(&b.version));
     let (versions, hashes): (Vec<&str>, Vec<String>) = prompts
         .into_iter()
         .map(|p| (p.version.as_str(), sha256(&p.text)))

@@ -189,6 +189,21 @@ async fn a_connection_the_server_dropped_is_replaced_on_the_next_request() {
         )
         .await
         .unwrap();
+    // Termination is asynchronous: wait until the pooled backend is really gone.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while admin
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+        > 0
+    {
+        assert!(std::time::Instant::now() < until, "the backend never went away");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     // The first request may meet the dead connection (a clean 503), never a hang or a 500;
     // from then on the pool has replaced it.
     let first = app.post_ticket("during", "b").await.status;
