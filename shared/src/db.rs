@@ -13,14 +13,15 @@ use deadpool_postgres::{
     Connect, Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts,
 };
 use futures::future::BoxFuture;
-use postgres_native_tls::MakeTlsConnector;
 use tokio::task::JoinHandle;
 use tokio_postgres::{config::SslMode, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::{
     config::{CaRoots, DatabaseConfig, DbTls},
     error::{with_causes, ConfigError, Error, Result},
     secrets::{DbCredentials, DbLogin},
+    tls,
 };
 
 pub type Client = deadpool_postgres::Object;
@@ -35,7 +36,7 @@ pub const MIGRATION_LOCK_ID: i64 = 0x7472_6961_6765; // "triage"
 /// Opens connections as `DatabaseConfig` says; the pool and migrations share it.
 struct Connector {
     login: Login,
-    tls: Option<MakeTlsConnector>,
+    tls: Option<MakeRustlsConnect>,
     connect_timeout: Duration,
 }
 
@@ -159,16 +160,10 @@ fn drive(
 }
 
 /// Trusts exactly `roots` (no system store: the database is RDS, or a test's own CA).
-fn tls_connector(roots: &CaRoots) -> Result<MakeTlsConnector, ConfigError> {
-    let invalid = |e: native_tls::Error| ConfigError::invalid("TRIAGE_DB_TLS", e.to_string());
-    let mut builder = native_tls::TlsConnector::builder();
-    builder
-        .disable_built_in_roots(true)
-        .min_protocol_version(Some(native_tls::Protocol::Tlsv12));
-    for cert in native_tls::Certificate::stack_from_pem(&roots.0).map_err(invalid)? {
-        builder.add_root_certificate(cert);
-    }
-    Ok(MakeTlsConnector::new(builder.build().map_err(invalid)?))
+fn tls_connector(roots: &CaRoots) -> Result<MakeRustlsConnect, ConfigError> {
+    let config =
+        tls::database_config(roots).map_err(|e| ConfigError::invalid("TRIAGE_DB_TLS", e))?;
+    Ok(MakeRustlsConnect::new(config))
 }
 
 /// Bounds every statement of a pooled session. Set after connecting rather than as a startup
@@ -247,20 +242,21 @@ mod tests {
 
     #[test]
     fn every_certificate_of_the_embedded_rds_bundle_parses() {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
         let pem = std::str::from_utf8(&CaRoots::RDS.0).unwrap();
         let blocks = pem.matches("-----BEGIN CERTIFICATE-----").count();
         assert!(
             blocks > 50,
             "{blocks} certificates: RDS has one CA per region"
         );
-        for block in pem
-            .split_inclusive("-----END CERTIFICATE-----")
-            .filter(|b| b.contains("BEGIN"))
-        {
-            native_tls::Certificate::from_pem(block.as_bytes()).expect("certificate parses");
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&CaRoots::RDS.0) {
+            // Parsed as X.509 and accepted as a trust anchor, or the test names the failure.
+            roots
+                .add(cert.expect("PEM decodes"))
+                .expect("certificate parses");
         }
-        let stack = native_tls::Certificate::stack_from_pem(&CaRoots::RDS.0).unwrap();
-        assert_eq!(stack.len(), blocks);
+        assert_eq!(roots.len(), blocks);
         tls_connector(&CaRoots::RDS).unwrap();
     }
 

@@ -30,6 +30,7 @@ pub mod shutdown;
 pub mod sweep;
 pub mod telemetry;
 pub mod ticket;
+pub mod tls;
 pub mod worker;
 
 pub use error::{Error, Result};

@@ -4,14 +4,14 @@
 use lambda_runtime::{service_fn, LambdaEvent};
 use triage::{
     migrate_resource::{self, Request},
-    telemetry,
+    telemetry, tls,
     worker::deadline_from_epoch_ms,
 };
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
-    let http = reqwest::Client::new();
+    let http = tls::https_client_builder().build()?;
     let version = std::env::var("AWS_LAMBDA_FUNCTION_VERSION").ok();
     let (http, version) = (&http, version.as_deref());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Request>| async move {

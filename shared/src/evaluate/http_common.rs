@@ -94,7 +94,7 @@ impl Provider for HttpProvider {
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn build_client(call_timeout: Duration) -> Result<Client, ProviderError> {
-    Client::builder()
+    crate::tls::https_client_builder()
         .connect_timeout(call_timeout.min(MAX_CONNECT_TIMEOUT))
         // Every billed call must be one recorded attempt: the outbox owns retries. reqwest
         // 0.13 retries protocol NACKs by default, and a redirect would be a second request.

@@ -104,7 +104,7 @@ async fn run(request: Request, config: &Config, deadline: Duration) -> Status {
         request,
         Some(FUNCTION_VERSION),
         Instant::now() + deadline,
-        &reqwest::Client::new(),
+        &triage::tls::https_client_builder().build().unwrap(),
         || db::migrate(&config.database),
     )
     .await

@@ -1,0 +1,48 @@
+//! TLS for every outbound connection: rustls on ring, one stack for the database, the model
+//! provider and Secrets Manager. Trust is explicit: the database trusts the RDS CAs embedded in
+//! the binary (`certs/rds-ca-bundle.pem`), HTTPS clients the Mozilla roots compiled into
+//! `webpki-roots`. Nothing is read from the file system, so building a configuration costs
+//! microseconds at cold start and does not depend on the Lambda image's CA store.
+
+use std::sync::Arc;
+
+use rustls::{
+    pki_types::{pem::PemObject, CertificateDer},
+    ClientConfig, RootCertStore,
+};
+
+use crate::config::CaRoots;
+
+/// A client configuration trusting exactly `roots` (TLS 1.2 and 1.3, rustls' safe defaults).
+fn client_config(roots: RootCertStore) -> ClientConfig {
+    ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+/// Trusting the PEM certificates of `roots`; an unreadable certificate is an error, not a
+/// silently smaller trust store.
+pub fn database_config(roots: &CaRoots) -> Result<ClientConfig, String> {
+    let mut store = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&roots.0) {
+        let cert = cert.map_err(|e| format!("CA bundle: {e}"))?;
+        store
+            .add(cert)
+            .map_err(|e| format!("CA bundle: certificate not usable as a root: {e}"))?;
+    }
+    if store.is_empty() {
+        return Err("CA bundle: no certificates".into());
+    }
+    Ok(client_config(store))
+}
+
+/// An HTTPS client builder trusting the public web PKI (the model providers, the custom
+/// resource's S3 ResponseURL).
+pub fn https_client_builder() -> reqwest::ClientBuilder {
+    let roots = RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    reqwest::Client::builder().tls_backend_preconfigured(client_config(roots))
+}
