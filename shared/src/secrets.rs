@@ -63,11 +63,12 @@ impl SecretsManager {
             .region(Region::new(region))
             .credentials_provider(credentials)
             .http_client(http)
-            // Bounded like the database: an unreachable endpoint fails the init, never hangs it.
+            // Bounded like the database, and well inside Lambda's 10 s init limit: an endpoint
+            // the subnets cannot reach fails the init with this error, never with a timeout.
             .timeout_config(
                 TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(3))
-                    .operation_timeout(Duration::from_secs(10))
+                    .connect_timeout(Duration::from_secs(2))
+                    .operation_timeout(Duration::from_secs(5))
                     .build(),
             );
         if let Some(url) =

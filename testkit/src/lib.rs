@@ -1,7 +1,10 @@
 //! What the tests of every crate share: a fresh database on one real PostgreSQL server, and
-//! a Lambda Runtime API emulator that runs the real function binaries over loopback.
+//! a Lambda Runtime API emulator that runs the real function binaries over loopback; for the
+//! deployment paths, moto as Secrets Manager and a stand-in for CloudFormation's ResponseURL.
 
+pub mod cloudformation;
 pub mod lambda;
+pub mod moto;
 mod postgres;
 
 pub use postgres::{fresh_database, server_url};

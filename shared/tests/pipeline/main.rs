@@ -5,7 +5,6 @@ mod ingest;
 mod lambda_events;
 mod migrate;
 mod migrate_resource;
-mod moto;
 mod observability;
 mod operations;
 mod request_idempotency;

@@ -2,18 +2,9 @@
 //! applied (or deliberately not), and the answer PUT to the ResponseURL, here a loopback
 //! server standing in for S3.
 
-use std::{
-    sync::{Arc, Mutex},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
-use axum::{
-    extract::State,
-    http::{HeaderMap, StatusCode},
-    routing::put,
-    Router,
-};
-use serde_json::{json, Value};
+use testkit::cloudformation::{event, ResponseUrl};
 use triage::{
     config::Config,
     db,
@@ -24,79 +15,9 @@ use crate::helpers::{fresh_database, unreachable_config};
 
 const FUNCTION_VERSION: &str = "7";
 
-/// A stand-in for the pre-signed S3 URL: keeps every answer (and its content type); the
-/// first `refuse` requests get a 503.
-#[derive(Default)]
-struct Bucket {
-    refuse: usize,
-    requests: usize,
-    answers: Vec<(Option<String>, Value)>,
-}
-
-struct ResponseUrl {
-    url: String,
-    bucket: Arc<Mutex<Bucket>>,
-}
-
-impl ResponseUrl {
-    fn answer(&self, index: usize) -> Value {
-        self.bucket.lock().unwrap().answers[index].1.clone()
-    }
-}
-
-async fn response_url(refuse: usize) -> ResponseUrl {
-    let bucket = Arc::new(Mutex::new(Bucket {
-        refuse,
-        ..Bucket::default()
-    }));
-    let app = Router::new()
-        .route(
-            "/bucket/answer",
-            put(
-                |State(bucket): State<Arc<Mutex<Bucket>>>, headers: HeaderMap, body: String| async move {
-                    let mut bucket = bucket.lock().unwrap();
-                    bucket.requests += 1;
-                    if bucket.requests <= bucket.refuse {
-                        return StatusCode::SERVICE_UNAVAILABLE;
-                    }
-                    let content_type = headers
-                        .get("content-type")
-                        .map(|v| v.to_str().unwrap().to_string());
-                    bucket
-                        .answers
-                        .push((content_type, serde_json::from_str(&body).unwrap()));
-                    StatusCode::OK
-                },
-            ),
-        )
-        .with_state(bucket.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    ResponseUrl {
-        url: format!("http://{addr}/bucket/answer?X-Amz-Signature=abc"),
-        bucket,
-    }
-}
-
-/// A request as CloudFormation sends it (the documented shape, with fields we ignore).
 fn request(kind: &str, version: &str, url: &str) -> Request {
-    let arn = "arn:aws:lambda:eu-west-1:123456789012:function:triage-MigrateFunction-x1";
-    let mut event = json!({
-        "RequestType": kind,
-        "ServiceToken": format!("{arn}:live"),
-        "ResponseURL": url,
-        "StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/triage/guid",
-        "RequestId": "unique-id-for-this-request",
-        "LogicalResourceId": "Migration",
-        "ResourceType": "AWS::CloudFormation::CustomResource",
-        "ResourceProperties": {"ServiceToken": format!("{arn}:live"), "MigrateVersion": format!("{arn}:{version}")},
-    });
-    if kind != "Create" {
-        event["PhysicalResourceId"] = json!(PHYSICAL_RESOURCE_ID);
-        event["OldResourceProperties"] = json!({"MigrateVersion": format!("{arn}:6")});
-    }
-    serde_json::from_value(event).unwrap()
+    serde_json::from_value(event(kind, version, url))
+        .expect("the handler reads CloudFormation's event")
 }
 
 async fn run(request: Request, config: &Config, deadline: Duration) -> Status {
@@ -127,7 +48,7 @@ async fn table_count(config: &Config) -> i64 {
 #[tokio::test]
 async fn create_applies_the_migrations_and_answers_success() {
     let config = Config::local(&fresh_database().await);
-    let s3 = response_url(0).await;
+    let s3 = ResponseUrl::start(0).await;
     let request = request("Create", FUNCTION_VERSION, &s3.url);
     assert_eq!(
         run(request, &config, Duration::from_secs(60)).await,
@@ -135,8 +56,8 @@ async fn create_applies_the_migrations_and_answers_success() {
     );
     assert!(table_count(&config).await > 0);
 
-    let bucket = s3.bucket.lock().unwrap();
-    let (content_type, answer) = &bucket.answers[0];
+    let answers = s3.answers();
+    let (content_type, answer) = (&answers[0].content_type, &answers[0].body);
     assert_eq!(
         content_type.as_deref(),
         Some(""),
@@ -156,7 +77,7 @@ async fn create_applies_the_migrations_and_answers_success() {
 #[tokio::test]
 async fn a_second_update_is_a_successful_no_op() {
     let config = Config::local(&fresh_database().await);
-    let s3 = response_url(0).await;
+    let s3 = ResponseUrl::start(0).await;
     for kind in ["Create", "Update"] {
         let status = run(
             request(kind, FUNCTION_VERSION, &s3.url),
@@ -166,13 +87,13 @@ async fn a_second_update_is_a_successful_no_op() {
         .await;
         assert_eq!(status, Status::Success);
     }
-    assert_eq!(s3.answer(1)["Data"]["Applied"], 0);
+    assert_eq!(s3.answers()[1].body["Data"]["Applied"], 0);
 }
 
 #[tokio::test]
 async fn a_rollback_to_older_properties_answers_success_without_migrating() {
     let config = Config::local(&fresh_database().await);
-    let s3 = response_url(0).await;
+    let s3 = ResponseUrl::start(0).await;
     assert_eq!(
         run(
             request("Update", "6", &s3.url),
@@ -183,7 +104,7 @@ async fn a_rollback_to_older_properties_answers_success_without_migrating() {
         Status::Success
     );
     assert_eq!(table_count(&config).await, 0);
-    assert!(s3.answer(0)["Reason"]
+    assert!(s3.answers()[0].body["Reason"]
         .as_str()
         .unwrap()
         .contains("rollback"));
@@ -192,7 +113,7 @@ async fn a_rollback_to_older_properties_answers_success_without_migrating() {
 #[tokio::test]
 async fn delete_answers_success_and_touches_nothing() {
     let config = Config::local(&fresh_database().await);
-    let s3 = response_url(0).await;
+    let s3 = ResponseUrl::start(0).await;
     let status = run(
         request("Delete", FUNCTION_VERSION, &s3.url),
         &config,
@@ -205,7 +126,7 @@ async fn delete_answers_success_and_touches_nothing() {
 
 #[tokio::test]
 async fn a_failed_migration_answers_failed_with_the_reason() {
-    let s3 = response_url(0).await;
+    let s3 = ResponseUrl::start(0).await;
     let status = run(
         request("Create", FUNCTION_VERSION, &s3.url),
         &unreachable_config(),
@@ -213,7 +134,7 @@ async fn a_failed_migration_answers_failed_with_the_reason() {
     )
     .await;
     assert_eq!(status, Status::Failed);
-    let reason = s3.answer(0)["Reason"].as_str().unwrap().to_string();
+    let reason = s3.answers()[0].body["Reason"].as_str().unwrap().to_string();
     assert!(reason.contains("database unavailable"), "{reason}");
 }
 
@@ -230,7 +151,7 @@ async fn a_migration_that_cannot_finish_in_time_still_answers_before_the_deadlin
         .execute("SELECT pg_advisory_lock($1)", &[&db::MIGRATION_LOCK_ID])
         .await
         .unwrap();
-    let s3 = response_url(0).await;
+    let s3 = ResponseUrl::start(0).await;
     let started = Instant::now();
     let status = run(
         request("Update", FUNCTION_VERSION, &s3.url),
@@ -249,7 +170,7 @@ async fn a_migration_that_cannot_finish_in_time_still_answers_before_the_deadlin
 #[tokio::test]
 async fn a_refused_answer_is_delivered_again() {
     let config = Config::local(&fresh_database().await);
-    let s3 = response_url(1).await;
+    let s3 = ResponseUrl::start(1).await;
     let status = run(
         request("Delete", FUNCTION_VERSION, &s3.url),
         &config,
@@ -257,6 +178,5 @@ async fn a_refused_answer_is_delivered_again() {
     )
     .await;
     assert_eq!(status, Status::Success);
-    let bucket = s3.bucket.lock().unwrap();
-    assert_eq!((bucket.requests, bucket.answers.len()), (2, 1));
+    assert_eq!((s3.requests(), s3.answers().len()), (2, 1));
 }

@@ -14,9 +14,15 @@ use triage::{
 
 use crate::{
     helpers::TestApp,
-    moto,
     tls_postgres::{server, uses_tls, PASSWORD},
 };
+
+/// A Secrets Manager client for moto, or `None` (after a loud message) without moto.
+fn moto() -> Option<SecretsManager> {
+    let env = testkit::moto::aws_env()?;
+    let lookup = |name: &str| env.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
+    Some(SecretsManager::from_lookup(lookup).expect("client for moto"))
+}
 
 async fn create_secret(sm: &SecretsManager, value: &str) -> String {
     let name = format!("triage/test/{}", uuid::Uuid::new_v4().simple());
@@ -61,7 +67,7 @@ async fn load(sm: &SecretsManager, env: &[(&str, &str)]) -> Config {
 
 #[tokio::test]
 async fn database_login_comes_from_the_rds_shaped_secret_with_port_as_number_or_string() {
-    let Some(sm) = moto::secrets_manager() else {
+    let Some(sm) = moto() else {
         return;
     };
     let server = server();
@@ -82,7 +88,7 @@ async fn database_login_comes_from_the_rds_shaped_secret_with_port_as_number_or_
 
 #[tokio::test]
 async fn host_and_dbname_from_the_environment_override_the_secret() {
-    let Some(sm) = moto::secrets_manager() else {
+    let Some(sm) = moto() else {
         return;
     };
     let server = server();
@@ -111,7 +117,7 @@ async fn host_and_dbname_from_the_environment_override_the_secret() {
 
 #[tokio::test]
 async fn an_rds_master_secret_is_completed_by_the_environment() {
-    let Some(sm) = moto::secrets_manager() else {
+    let Some(sm) = moto() else {
         return;
     };
     // What RDS stores for `--manage-master-user-password`: username and password only.
@@ -140,7 +146,7 @@ async fn an_rds_master_secret_is_completed_by_the_environment() {
 
 #[tokio::test]
 async fn provider_key_comes_from_its_secret_plain_or_json() {
-    let Some(sm) = moto::secrets_manager() else {
+    let Some(sm) = moto() else {
         return;
     };
     for stored in ["sk-from-secret", r#"{"api_key": "sk-from-secret"}"#] {
@@ -153,7 +159,7 @@ async fn provider_key_comes_from_its_secret_plain_or_json() {
 
 #[tokio::test]
 async fn a_rotated_password_is_picked_up_by_the_next_connection() {
-    let Some(sm) = moto::secrets_manager() else {
+    let Some(sm) = moto() else {
         return;
     };
     let server = server();
@@ -201,7 +207,7 @@ async fn a_rotated_password_is_picked_up_by_the_next_connection() {
 
 #[tokio::test]
 async fn while_the_secret_lags_the_password_the_api_answers_503() {
-    let Some(sm) = moto::secrets_manager() else {
+    let Some(sm) = moto() else {
         return;
     };
     let server = server();

@@ -1,9 +1,9 @@
 //! A local Secrets Manager: moto's server (PyPI `moto[server]`, which `scripts/test` installs
-//! under `target/test-tools/`), started once per run on a free loopback port. If it cannot be
-//! started, the Secrets Manager tests say so loudly and skip; everything else still runs.
+//! under `target/test-tools/`), started once per test process on a free loopback port. If it
+//! cannot be started, the tests that need it say so loudly and skip; everything else still runs.
 
 use std::{
-    io::{BufRead, BufReader},
+    io::{BufRead, BufReader, Write},
     net::{SocketAddr, TcpListener, TcpStream},
     path::PathBuf,
     process::{Command, Stdio},
@@ -11,25 +11,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use triage::secrets::SecretsManager;
-
-/// A Secrets Manager client for moto, or `None` (after a loud message) without moto.
-pub fn secrets_manager() -> Option<SecretsManager> {
+/// The AWS variables that point an SDK client (or a function under test) at moto, with dummy
+/// credentials; `None`, after a loud message, when moto cannot be started.
+pub fn aws_env() -> Option<Vec<(&'static str, String)>> {
     let endpoint = endpoint()?;
-    Some(
-        SecretsManager::from_lookup(|name| {
-            Some(
-                match name {
-                    "AWS_REGION" => "us-east-1",
-                    "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => "testing",
-                    "AWS_ENDPOINT_URL" => endpoint,
-                    _ => return None,
-                }
-                .to_string(),
-            )
-        })
-        .expect("client for moto"),
-    )
+    Some(vec![
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID", "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+        ("AWS_ENDPOINT_URL", endpoint.into()),
+    ])
 }
 
 fn endpoint() -> Option<&'static str> {
@@ -38,7 +29,9 @@ fn endpoint() -> Option<&'static str> {
         .get_or_init(|| match start() {
             Ok(url) => Some(url),
             Err(why) => {
-                eprintln!(
+                // Straight to stderr: the test harness would hide eprintln! of passing tests.
+                let _ = writeln!(
+                    std::io::stderr(),
                     "\n!!!!! SKIPPING the Secrets Manager tests: moto could not be started ({why}).\n\
                      !!!!! `scripts/test` installs it; or set MOTO_SERVER to a moto_server binary.\n"
                 );
