@@ -15,12 +15,21 @@ use crate::helpers::{fresh_database, unreachable_config};
 
 const FUNCTION_VERSION: &str = "7";
 
-fn request(kind: &str, version: &str, url: &str) -> Request {
-    serde_json::from_value(event(kind, version, url))
-        .expect("the handler reads CloudFormation's event")
+/// Handles a `kind` request for function version `version` against `config`'s database,
+/// with a minute to go before the deadline (unless `deadline` says otherwise).
+async fn run(kind: &str, version: &str, s3: &ResponseUrl, config: &Config) -> Status {
+    run_within(kind, version, s3, config, Duration::from_secs(60)).await
 }
 
-async fn run(request: Request, config: &Config, deadline: Duration) -> Status {
+async fn run_within(
+    kind: &str,
+    version: &str,
+    s3: &ResponseUrl,
+    config: &Config,
+    deadline: Duration,
+) -> Status {
+    let request: Request = serde_json::from_value(event(kind, version, &s3.url))
+        .expect("the handler reads CloudFormation's event");
     let response = handle(
         request,
         Some(FUNCTION_VERSION),
@@ -49,11 +58,8 @@ async fn table_count(config: &Config) -> i64 {
 async fn create_applies_the_migrations_and_answers_success() {
     let config = Config::local(&fresh_database().await);
     let s3 = ResponseUrl::start(0).await;
-    let request = request("Create", FUNCTION_VERSION, &s3.url);
-    assert_eq!(
-        run(request, &config, Duration::from_secs(60)).await,
-        Status::Success
-    );
+    let status = run("Create", FUNCTION_VERSION, &s3, &config).await;
+    assert_eq!(status, Status::Success);
     assert!(table_count(&config).await > 0);
 
     let answers = s3.answers();
@@ -79,12 +85,7 @@ async fn a_second_update_is_a_successful_no_op() {
     let config = Config::local(&fresh_database().await);
     let s3 = ResponseUrl::start(0).await;
     for kind in ["Create", "Update"] {
-        let status = run(
-            request(kind, FUNCTION_VERSION, &s3.url),
-            &config,
-            Duration::from_secs(60),
-        )
-        .await;
+        let status = run(kind, FUNCTION_VERSION, &s3, &config).await;
         assert_eq!(status, Status::Success);
     }
     assert_eq!(s3.answers()[1].body["Data"]["Applied"], 0);
@@ -94,15 +95,7 @@ async fn a_second_update_is_a_successful_no_op() {
 async fn a_rollback_to_older_properties_answers_success_without_migrating() {
     let config = Config::local(&fresh_database().await);
     let s3 = ResponseUrl::start(0).await;
-    assert_eq!(
-        run(
-            request("Update", "6", &s3.url),
-            &config,
-            Duration::from_secs(60)
-        )
-        .await,
-        Status::Success
-    );
+    assert_eq!(run("Update", "6", &s3, &config).await, Status::Success);
     assert_eq!(table_count(&config).await, 0);
     assert!(s3.answers()[0].body["Reason"]
         .as_str()
@@ -114,12 +107,7 @@ async fn a_rollback_to_older_properties_answers_success_without_migrating() {
 async fn delete_answers_success_and_touches_nothing() {
     let config = Config::local(&fresh_database().await);
     let s3 = ResponseUrl::start(0).await;
-    let status = run(
-        request("Delete", FUNCTION_VERSION, &s3.url),
-        &config,
-        Duration::from_secs(60),
-    )
-    .await;
+    let status = run("Delete", FUNCTION_VERSION, &s3, &config).await;
     assert_eq!(status, Status::Success);
     assert_eq!(table_count(&config).await, 0);
 }
@@ -127,12 +115,7 @@ async fn delete_answers_success_and_touches_nothing() {
 #[tokio::test]
 async fn a_failed_migration_answers_failed_with_the_reason() {
     let s3 = ResponseUrl::start(0).await;
-    let status = run(
-        request("Create", FUNCTION_VERSION, &s3.url),
-        &unreachable_config(),
-        Duration::from_secs(60),
-    )
-    .await;
+    let status = run("Create", FUNCTION_VERSION, &s3, &unreachable_config()).await;
     assert_eq!(status, Status::Failed);
     let reason = s3.answers()[0].body["Reason"].as_str().unwrap().to_string();
     assert!(reason.contains("database unavailable"), "{reason}");
@@ -153,8 +136,10 @@ async fn a_migration_that_cannot_finish_in_time_still_answers_before_the_deadlin
         .unwrap();
     let s3 = ResponseUrl::start(0).await;
     let started = Instant::now();
-    let status = run(
-        request("Update", FUNCTION_VERSION, &s3.url),
+    let status = run_within(
+        "Update",
+        FUNCTION_VERSION,
+        &s3,
         &config,
         Duration::from_secs(7),
     )
@@ -171,12 +156,7 @@ async fn a_migration_that_cannot_finish_in_time_still_answers_before_the_deadlin
 async fn a_refused_answer_is_delivered_again() {
     let config = Config::local(&fresh_database().await);
     let s3 = ResponseUrl::start(1).await;
-    let status = run(
-        request("Delete", FUNCTION_VERSION, &s3.url),
-        &config,
-        Duration::from_secs(60),
-    )
-    .await;
+    let status = run("Delete", FUNCTION_VERSION, &s3, &config).await;
     assert_eq!(status, Status::Success);
     assert_eq!((s3.requests(), s3.answers().len()), (2, 1));
 }

@@ -157,29 +157,67 @@ async fn provider_key_comes_from_its_secret_plain_or_json() {
     }
 }
 
+/// A login role of its own on the TLS server, its secret in moto, and the configuration
+/// loaded from that secret: what a container holds before a rotation.
+struct Rotation {
+    sm: SecretsManager,
+    role: String,
+    arn: String,
+    config: Config,
+}
+
+impl Rotation {
+    async fn start(sm: SecretsManager) -> Self {
+        let role = server().fresh_role("first-password").await;
+        let arn = create_secret(&sm, &Self::secret(&role, "first-password")).await;
+        let config = load(&sm, &[("TRIAGE_DB_SECRET_ARN", &arn)]).await;
+        Self {
+            sm,
+            role,
+            arn,
+            config,
+        }
+    }
+
+    fn secret(role: &str, password: &str) -> String {
+        json!({"username": role, "password": password, "host": "localhost",
+               "port": server().port, "dbname": "postgres"})
+        .to_string()
+    }
+
+    /// Rotation's `setSecret` step: the database gets the new password.
+    async fn change_database_password(&self) {
+        server()
+            .admin(&format!(
+                "ALTER ROLE {} PASSWORD 'second-password'",
+                self.role
+            ))
+            .await;
+    }
+
+    /// Rotation's `finishSecret` step: the secret's current version has it too.
+    async fn change_secret(&self) {
+        put_secret(
+            &self.sm,
+            &self.arn,
+            &Self::secret(&self.role, "second-password"),
+        )
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn a_rotated_password_is_picked_up_by_the_next_connection() {
     let Some(sm) = moto() else {
         return;
     };
-    let server = server();
-    let role = server.fresh_role("first-password").await;
-    let secret = |password: &str| {
-        json!({"username": role, "password": password, "host": "localhost",
-               "port": server.port, "dbname": "postgres"})
-        .to_string()
-    };
-    let arn = create_secret(&sm, &secret("first-password")).await;
-    let mut config = load(&sm, &[("TRIAGE_DB_SECRET_ARN", &arn)]).await;
-    config.database.pool_size = 2;
-    let pool = db::pool(&config.database).unwrap();
+    let mut rotation = Rotation::start(sm).await;
+    rotation.config.database.pool_size = 2;
+    let pool = db::pool(&rotation.config.database).unwrap();
     let before = pool.get().await.unwrap();
 
-    // What a rotation does: the password changes in the database and then in the secret.
-    server
-        .admin(&format!("ALTER ROLE {role} PASSWORD 'second-password'"))
-        .await;
-    put_secret(&sm, &arn, &secret("second-password")).await;
+    rotation.change_database_password().await;
+    rotation.change_secret().await;
 
     // A new connection (the first one is still held) is refused with the cached password,
     // re-reads the secret once, and succeeds; the old session is unaffected.
@@ -189,20 +227,10 @@ async fn a_rotated_password_is_picked_up_by_the_next_connection() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(user, role);
+    assert_eq!(user, rotation.role);
     before.query_one("SELECT 1", &[]).await.unwrap();
-    assert_eq!(
-        config
-            .database
-            .credentials
-            .as_ref()
-            .unwrap()
-            .current()
-            .1
-            .password
-            .expose(),
-        "second-password"
-    );
+    let credentials = rotation.config.database.credentials.as_ref().unwrap();
+    assert_eq!(credentials.current().1.password.expose(), "second-password");
 }
 
 #[tokio::test]
@@ -210,19 +238,11 @@ async fn while_the_secret_lags_the_password_the_api_answers_503() {
     let Some(sm) = moto() else {
         return;
     };
-    let server = server();
-    let role = server.fresh_role("first-password").await;
-    let secret = json!({"username": role, "password": "first-password", "host": "localhost",
-                        "port": server.port, "dbname": "postgres"});
-    let arn = create_secret(&sm, &secret.to_string()).await;
-    let config = load(&sm, &[("TRIAGE_DB_SECRET_ARN", &arn)]).await;
-    // Mid-rotation: the database has the new password, the secret not yet.
-    server
-        .admin(&format!("ALTER ROLE {role} PASSWORD 'second-password'"))
-        .await;
+    let rotation = Rotation::start(sm).await;
+    rotation.change_database_password().await;
     let app = TestApp {
-        pool: db::pool(&config.database).unwrap(),
-        config: Arc::new(config),
+        pool: db::pool(&rotation.config.database).unwrap(),
+        config: Arc::new(rotation.config),
     };
     let response = app
         .request(
