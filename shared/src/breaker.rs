@@ -9,8 +9,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Client;
-use tokio_postgres::GenericClient;
+use deadpool_postgres::{Client, GenericClient};
 
 use crate::{config::WorkerPolicy, error::Result, evaluate::FailureKind};
 
@@ -29,13 +28,16 @@ pub enum Gate {
 
 /// Decides whether this worker may claim, taking the probe when a pause has ended. The probe
 /// is held for `probe_lease`; if its holder dies, the next worker takes it after that.
+///
+/// Runs before every claim, so its statements are prepared once per connection (deadpool's
+/// statement cache).
 pub async fn gate(
     client: &impl GenericClient,
     provider: &str,
     probe_lease: Duration,
 ) -> Result<Gate> {
-    let probe = client
-        .query_opt(
+    let take_probe = client
+        .prepare_cached(
             r#"
             UPDATE provider_breaker
             SET state = 'half_open', probe_until = now() + make_interval(secs => $2), updated_at = now()
@@ -43,18 +45,20 @@ pub async fn gate(
               AND ((state = 'open' AND open_until <= now()) OR (state = 'half_open' AND probe_until <= now()))
             RETURNING 1
             "#,
-            &[&provider, &probe_lease.as_secs_f64()],
         )
+        .await?;
+    let probe = client
+        .query_opt(&take_probe, &[&provider, &probe_lease.as_secs_f64()])
         .await?;
     if probe.is_some() {
         return Ok(Gate::Probe);
     }
-    let row = client
-        .query_opt(
+    let read_state = client
+        .prepare_cached(
             "SELECT state, coalesce(greatest(open_until, probe_until), now()) FROM provider_breaker WHERE provider = $1",
-            &[&provider],
         )
         .await?;
+    let row = client.query_opt(&read_state, &[&provider]).await?;
     Ok(match row {
         Some(row) if row.get::<_, &str>(0) != "closed" => Gate::Open { until: row.get(1) },
         _ => Gate::Closed,
@@ -62,19 +66,20 @@ pub async fn gate(
 }
 
 /// A call the provider answered: the outage, if any, is over. Writes nothing in the common
-/// case (already closed, no failures counted), keeping the hot path read-free.
+/// case (already closed, no failures counted), keeping the hot path read-free. Runs after
+/// every call, so it is prepared once per connection (deadpool's statement cache).
 pub async fn record_success(client: &impl GenericClient, provider: &str) -> Result<()> {
-    client
-        .execute(
+    let statement = client
+        .prepare_cached(
             r#"
             UPDATE provider_breaker
             SET state = 'closed', consecutive_failures = 0, trips = 0, open_until = NULL, probe_until = NULL,
                 updated_at = now()
             WHERE provider = $1 AND (state <> 'closed' OR consecutive_failures <> 0)
             "#,
-            &[&provider],
         )
         .await?;
+    client.execute(&statement, &[&provider]).await?;
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! row and link, but `ON CONFLICT DO NOTHING` keeps the job (and the bill) single.
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Pool;
+use deadpool_postgres::{GenericClient, Pool};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -64,7 +64,7 @@ pub async fn create_ticket(
     ticket: &NewTicket,
 ) -> Result<Created> {
     let client = db::client(pool).await?;
-    insert(&**client, versions, ticket, TicketId::new()).await
+    insert(&client, versions, ticket, TicketId::new()).await
 }
 
 /// Creates the ticket once per `Idempotency-Key`: the key row is claimed in the same
@@ -115,7 +115,7 @@ pub async fn create_ticket_keyed(
             KeyedOutcome::Mismatch
         });
     }
-    let created = insert(&*tx, versions, ticket, id).await?;
+    let created = insert(&tx, versions, ticket, id).await?;
     tx.execute(
         "UPDATE request_idempotency SET response_body = $2 WHERE key = $1",
         &[&request_key, &created.body()],
@@ -126,7 +126,7 @@ pub async fn create_ticket_keyed(
 }
 
 async fn insert(
-    client: &impl tokio_postgres::GenericClient,
+    client: &impl GenericClient,
     versions: &Versions,
     ticket: &NewTicket,
     id: TicketId,
@@ -137,9 +137,12 @@ async fn insert(
         &versions.prompt,
         &versions.model,
     );
+    // Prepared once per connection (deadpool's statement cache): `query_one(&str)` would
+    // prepare on every call, a second round trip and a parse and plan on the server each time.
+    let statement = client.prepare_cached(INSERT_TICKET_AND_JOB).await?;
     let row = client
         .query_one(
-            INSERT_TICKET_AND_JOB,
+            &statement,
             &[
                 &id.0,
                 &ticket.subject,

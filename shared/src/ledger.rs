@@ -1,10 +1,11 @@
 //! The attempt ledger: one row per provider call, inserted *before* the call and completed
 //! after it. A crash in between leaves an `in_flight` row: "outcome unknown, possibly billed".
-//! Billed calls per key and spend are read from here.
+//! Billed calls per key and spend are read from here. Every call writes twice, so both
+//! statements are prepared once per connection (deadpool's statement cache).
 
 use std::{collections::HashMap, time::Duration};
 
-use tokio_postgres::GenericClient;
+use deadpool_postgres::GenericClient;
 
 use crate::{
     error::{ConfigError, Result},
@@ -75,14 +76,27 @@ pub async fn start_call(
     worker: &str,
     provider: &str,
 ) -> Result<CallId> {
-    let row = client
-        .query_one(
+    let statement = client
+        .prepare_cached(
             r#"
             INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version, prompt_version)
             VALUES ($1, $2, $3, $4, $5, $6, $7)
             RETURNING id
             "#,
-            &[&job.id.0, &job.key.as_str(), &job.attempts, &worker, &provider, &job.model_version, &job.prompt_version],
+        )
+        .await?;
+    let row = client
+        .query_one(
+            &statement,
+            &[
+                &job.id.0,
+                &job.key.as_str(),
+                &job.attempts,
+                &worker,
+                &provider,
+                &job.model_version,
+                &job.prompt_version,
+            ],
         )
         .await?;
     Ok(CallId(row.get(0)))
@@ -93,14 +107,19 @@ pub async fn finish_call(
     call: CallId,
     record: &CallRecord<'_>,
 ) -> Result<()> {
-    client
-        .execute(
+    let statement = client
+        .prepare_cached(
             r#"
             UPDATE provider_call
             SET finished_at = now(), outcome = $2, error_class = $3, http_status = $4, billed = $5,
                 input_tokens = $6, output_tokens = $7, cost_usd = $8::float8::numeric, latency_ms = $9
             WHERE id = $1
             "#,
+        )
+        .await?;
+    client
+        .execute(
+            &statement,
             &[
                 &call.0,
                 &record.outcome,

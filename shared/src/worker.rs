@@ -200,7 +200,7 @@ impl<P: Provider> Worker<P> {
         }
         let client = db::client(&self.pool).await?;
         let batch = match breaker::gate(
-            &**client,
+            &client,
             self.provider.name(),
             policy.call_timeout + WRITE_MARGIN,
         )
@@ -220,7 +220,7 @@ impl<P: Provider> Worker<P> {
         } else {
             Serves::Models
         };
-        let jobs = claim::claim(&**client, &self.id, batch, policy.lease, serves).await?;
+        let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
         let more = batch > 1 && jobs.len() as i64 == batch;
         Ok((jobs, more))
     }
@@ -243,10 +243,10 @@ impl<P: Provider> Worker<P> {
             );
         }
         // Article step 4: the line that saves money.
-        if finish::result_exists(&**client, &job).await? {
+        if finish::result_exists(&client, &job).await? {
             tracing::info!(key = %job.key, outbox_id = job.id.0, "result exists: no call");
             return fenced(
-                finish::complete_from_existing_result(&**client, &job).await?,
+                finish::complete_from_existing_result(&client, &job).await?,
                 Outcome::DedupHit,
             );
         }
@@ -267,7 +267,7 @@ impl<P: Provider> Worker<P> {
             timeout: policy.call_timeout,
         };
 
-        let call = ledger::start_call(&**client, &job, &self.id, self.provider.name()).await?;
+        let call = ledger::start_call(&client, &job, &self.id, self.provider.name()).await?;
         let started = Instant::now();
         let result = match tokio::time::timeout(
             policy.call_timeout + WRITE_MARGIN,
@@ -299,9 +299,9 @@ impl<P: Provider> Worker<P> {
                     cost_usd: self.config.provider.prices.cost(&model.model, reply.usage),
                     latency,
                 };
-                ledger::finish_call(&**client, call, &record).await?;
+                ledger::finish_call(&client, call, &record).await?;
                 metric::provider_call(latency, reply.usage, record.cost_usd);
-                breaker::record_success(&**client, self.provider.name()).await?;
+                breaker::record_success(&client, self.provider.name()).await?;
                 match checked {
                     Ok(evaluation) => {
                         let fencing =
@@ -328,7 +328,7 @@ impl<P: Provider> Worker<P> {
                     cost_usd: 0.0,
                     latency,
                 };
-                ledger::finish_call(&**client, call, &record).await?;
+                ledger::finish_call(&client, call, &record).await?;
                 metric::provider_call(latency, Default::default(), 0.0);
                 self.after_failure(&mut client, &job, &error, paused).await
             }
@@ -349,10 +349,9 @@ impl<P: Provider> Worker<P> {
         let reason = error.kind.reason();
         tracing::warn!(key = %job.key, outbox_id = job.id.0, reason, error = %error, "provider call failed");
         if error.kind.class() == ErrorClass::Permanent {
-            let conn: &tokio_postgres::Client = client;
             // The provider answered: whatever outage there was is over.
-            breaker::record_success(conn, self.provider.name()).await?;
-            return dead(conn, job, &error.to_string(), reason).await;
+            breaker::record_success(&*client, self.provider.name()).await?;
+            return dead(client, job, &error.to_string(), reason).await;
         }
         let open = breaker::record_failure(
             client,

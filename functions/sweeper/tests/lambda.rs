@@ -31,7 +31,7 @@ async fn scheduled_event_returns_an_expired_lease_to_pending_and_answers_with_th
     // A worker that claimed the job and died: its lease (zero long) has run out.
     let client = pool.get().await.unwrap();
     let claimed = claim(
-        &**client,
+        &client,
         "crashed-worker",
         1,
         Duration::ZERO,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tokio_postgres::GenericClient;
+use deadpool_postgres::GenericClient;
 
 use super::{ClaimedJob, OutboxId};
 use crate::{error::Result, key::IdempotencyKey, ticket::TicketId};
@@ -49,8 +49,10 @@ pub async fn claim(
     serves: Serves,
 ) -> Result<Vec<ClaimedJob>> {
     let rules = serves == Serves::RulesOnly;
+    // Prepared once per connection (deadpool's statement cache), not on every claim.
+    let statement = client.prepare_cached(CLAIM).await?;
     let rows = client
-        .query(CLAIM, &[&worker, &lease.as_secs_f64(), &batch, &rules])
+        .query(&statement, &[&worker, &lease.as_secs_f64(), &batch, &rules])
         .await?;
     Ok(rows
         .into_iter()

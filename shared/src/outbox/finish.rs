@@ -1,8 +1,9 @@
 //! Finishing a job: result and completion in one transaction (article step 4, rule 8), or,
 //! when the result already exists, completion alone (the dedup hit that saves a call).
+//! Every job runs these, so their statements are prepared once per connection (deadpool's
+//! statement cache) instead of on every call.
 
-use deadpool_postgres::Client;
-use tokio_postgres::GenericClient;
+use deadpool_postgres::{Client, GenericClient};
 
 use super::{ClaimedJob, Fencing};
 use crate::{config::Versions, error::Result, evaluate::Evaluation};
@@ -24,12 +25,10 @@ ON CONFLICT (idempotency_key) DO NOTHING
 
 /// Whether a result for this key exists already (article step 4, before any call).
 pub async fn result_exists(client: &impl GenericClient, job: &ClaimedJob) -> Result<bool> {
-    let row = client
-        .query_opt(
-            "SELECT 1 FROM evaluation_result WHERE idempotency_key = $1",
-            &[&job.key.as_str()],
-        )
+    let statement = client
+        .prepare_cached("SELECT 1 FROM evaluation_result WHERE idempotency_key = $1")
         .await?;
+    let row = client.query_opt(&statement, &[&job.key.as_str()]).await?;
     Ok(row.is_some())
 }
 
@@ -41,8 +40,9 @@ pub async fn complete(
     versions: &Versions,
 ) -> Result<Fencing> {
     let tx = client.transaction().await?;
+    let mark_done = tx.prepare_cached(MARK_DONE).await?;
     let fencing = Fencing::from_rows(
-        tx.execute(MARK_DONE, &[&job.id.0, &job.claim_token, &"evaluated"])
+        tx.execute(&mark_done, &[&job.id.0, &job.claim_token, &"evaluated"])
             .await?,
     );
     if fencing == Fencing::Lost {
@@ -50,7 +50,7 @@ pub async fn complete(
         return Ok(fencing);
     }
     tx.execute(
-        INSERT_RESULT,
+        &tx.prepare_cached(INSERT_RESULT).await?,
         &[
             &job.key.as_str(),
             &job.ticket_id.0,
@@ -72,9 +72,10 @@ pub async fn complete_from_existing_result(
     client: &impl GenericClient,
     job: &ClaimedJob,
 ) -> Result<Fencing> {
+    let mark_done = client.prepare_cached(MARK_DONE).await?;
     Ok(Fencing::from_rows(
         client
-            .execute(MARK_DONE, &[&job.id.0, &job.claim_token, &"dedup"])
+            .execute(&mark_done, &[&job.id.0, &job.claim_token, &"dedup"])
             .await?,
     ))
 }

@@ -10,7 +10,7 @@ async fn claim_with_expired_lease(app: &TestApp) -> triage::outbox::ClaimedJob {
     app.post_ticket("Sweep me", "body").await;
     let client = app.pool.get().await.unwrap();
     let job = claim::claim(
-        &**client,
+        &client,
         "w1",
         1,
         Duration::from_millis(1),
@@ -97,7 +97,7 @@ async fn live_leases_are_left_alone() {
     app.post_ticket("Busy", "body").await;
     let client = app.pool.get().await.unwrap();
     claim::claim(
-        &**client,
+        &client,
         "w1",
         1,
         Duration::from_secs(60),

@@ -93,7 +93,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
     post(&app, "Contended").await;
     let client = app.pool.get().await.unwrap();
     let lease = Duration::from_millis(50);
-    let stale = claim::claim(&**client, "stale", 1, lease, claim::Serves::Models)
+    let stale = claim::claim(&client, "stale", 1, lease, claim::Serves::Models)
         .await
         .unwrap()
         .remove(0);
@@ -103,7 +103,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         .await
         .unwrap();
     let fresh = claim::claim(
-        &**client,
+        &client,
         "fresh",
         1,
         Duration::from_secs(60),
@@ -180,7 +180,7 @@ async fn a_job_that_crashes_every_worker_is_dead_lettered_after_max_attempts() {
     let client = app.pool.get().await.unwrap();
     for _ in 0..app.config.worker.max_attempts {
         let claimed = claim::claim(
-            &**client,
+            &client,
             "doomed",
             1,
             Duration::from_millis(20),
