@@ -1,15 +1,19 @@
-//! `fake-provider [--listen ADDR]`: the fake OpenAI/Anthropic API with its default
-//! behaviour, for running the pipeline by hand. Prints the base URL, serves until Ctrl-C.
+//! `fake-provider [--listen ADDR] [--delay-ms N]`: the fake OpenAI/Anthropic API with its
+//! default behaviour, for running the pipeline by hand and for `scripts/bench`. Every answer
+//! waits `--delay-ms` first (a slow provider, without touching the library's script). Prints
+//! the base URL, serves until Ctrl-C.
 
-use std::{net::SocketAddr, process::ExitCode};
+use std::{net::SocketAddr, process::ExitCode, time::Duration};
 
-use fake_provider::FakeProvider;
+use fake_provider::{Behavior, FakeProvider};
 
-const USAGE: &str = "usage: fake-provider [--listen ADDR]   (default 127.0.0.1:0)";
+const USAGE: &str =
+    "usage: fake-provider [--listen ADDR] [--delay-ms N]   (defaults 127.0.0.1:0 and 0)";
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let mut listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut delay = Duration::ZERO;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -17,6 +21,13 @@ async fn main() -> ExitCode {
                 Some(addr) => listen = addr,
                 None => {
                     eprintln!("--listen needs an address like 127.0.0.1:8080\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            "--delay-ms" => match args.next().and_then(|a| a.parse().ok()) {
+                Some(ms) => delay = Duration::from_millis(ms),
+                None => {
+                    eprintln!("--delay-ms needs a whole number of milliseconds\n{USAGE}");
                     return ExitCode::from(2);
                 }
             },
@@ -37,6 +48,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    fake.set_default(Behavior::Classify.after(delay));
     println!("{}", fake.url());
     if let Err(e) = tokio::signal::ctrl_c().await {
         eprintln!("cannot wait for Ctrl-C: {e}");
