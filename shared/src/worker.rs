@@ -13,7 +13,7 @@ use std::{
 };
 
 use deadpool_postgres::Pool;
-use futures::{stream::FuturesUnordered, StreamExt};
+use futures::{future::Either, stream::FuturesUnordered, FutureExt, StreamExt};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -54,6 +54,12 @@ pub struct Report {
     pub fenced: u32,
     /// Claiming stopped because the provider's circuit breaker is open.
     pub paused: bool,
+}
+
+/// What finished among an invocation's concurrent tasks.
+enum Task {
+    Job(Result<Outcome>),
+    Claim(Result<(Vec<ClaimedJob>, bool)>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,26 +167,39 @@ impl<P: Provider> Worker<P> {
         let paused = AtomicBool::new(false);
         let mut report = Report::default();
         let mut queue: VecDeque<ClaimedJob> = VecDeque::new();
-        let mut in_flight = FuturesUnordered::new();
-        let mut claiming = true;
+        // Jobs and the next claim run side by side: a claim waiting for a pooled connection
+        // must not stop the jobs holding the connections from finishing.
+        let mut tasks = FuturesUnordered::new();
+        let (mut jobs_in_flight, mut claim_in_flight, mut claiming) = (0, false, true);
         loop {
-            while in_flight.len() < concurrency {
-                if queue.is_empty() && claiming {
-                    let (jobs, keep_claiming) =
-                        self.claim_next(deadline, stop, &mut report).await?;
+            while jobs_in_flight < concurrency {
+                let Some(job) = queue.pop_front() else { break };
+                tasks.push(Either::Left(
+                    self.process(job, deadline, &paused).map(Task::Job),
+                ));
+                jobs_in_flight += 1;
+            }
+            if claiming && !claim_in_flight && queue.is_empty() && jobs_in_flight < concurrency {
+                let claim = self.claim_next(deadline, stop, &paused);
+                tasks.push(Either::Right(claim.map(Task::Claim)));
+                claim_in_flight = true;
+            }
+            match tasks.next().await {
+                None => break,
+                Some(Task::Job(outcome)) => {
+                    jobs_in_flight -= 1;
+                    report.count(outcome?);
+                }
+                Some(Task::Claim(claimed)) => {
+                    claim_in_flight = false;
+                    let (jobs, more) = claimed?;
                     report.claimed += jobs.len() as u32;
                     queue.extend(jobs);
-                    claiming = keep_claiming;
+                    claiming = more;
                 }
-                let Some(job) = queue.pop_front() else { break };
-                in_flight.push(self.process(job, deadline, &paused));
-            }
-            match in_flight.next().await {
-                Some(outcome) => report.count(outcome?),
-                None => break,
             }
         }
-        report.paused |= paused.load(Ordering::Relaxed);
+        report.paused = paused.load(Ordering::Relaxed);
         if report.claimed > 0 || report.paused {
             tracing::info!(worker = %self.id, ?report, "worker invocation finished");
         }
@@ -192,7 +211,7 @@ impl<P: Provider> Worker<P> {
         &self,
         deadline: Instant,
         stop: &CancellationToken,
-        report: &mut Report,
+        paused: &AtomicBool,
     ) -> Result<(Vec<ClaimedJob>, bool)> {
         let policy = &self.config.worker;
         if stop.is_cancelled() || Instant::now() + policy.call_timeout + WRITE_MARGIN > deadline {
@@ -211,7 +230,7 @@ impl<P: Provider> Worker<P> {
             breaker::Gate::Probe => 1,
             breaker::Gate::Open { until } => {
                 tracing::info!(provider = self.provider.name(), %until, "provider paused: not claiming");
-                report.paused = true;
+                paused.store(true, Ordering::Relaxed);
                 return Ok((Vec::new(), false));
             }
         };
@@ -232,7 +251,7 @@ impl<P: Provider> Worker<P> {
         paused: &AtomicBool,
     ) -> Result<Outcome> {
         let policy = &self.config.worker;
-        let mut client = db::client(&self.pool).await?;
+        let client = db::client(&self.pool).await?;
         if paused.load(Ordering::Relaxed)
             || Instant::now() + policy.call_timeout + WRITE_MARGIN > deadline
         {
@@ -268,6 +287,9 @@ impl<P: Provider> Worker<P> {
         };
 
         let call = ledger::start_call(&client, &job, &self.id, self.provider.name()).await?;
+        // The connection goes back to the pool while the provider thinks: a slow model must not
+        // pin one connection per call in flight.
+        drop(client);
         let started = Instant::now();
         let result = match tokio::time::timeout(
             policy.call_timeout + WRITE_MARGIN,
@@ -283,6 +305,7 @@ impl<P: Provider> Worker<P> {
         };
         let latency = started.elapsed();
 
+        let mut client = db::client(&self.pool).await?;
         match result {
             Ok(reply) => {
                 let checked = contract::validate(&reply.output, &self.policy);

@@ -671,3 +671,23 @@ async fn a_provider_that_refuses_connections_pauses_claiming() {
         1
     );
 }
+
+#[tokio::test]
+async fn calls_in_flight_do_not_hold_database_connections() {
+    let fake = FakeProvider::start().await;
+    fake.set_default(Behavior::Classify.after(Duration::from_millis(1000)));
+    // Six calls in flight over two connections, whose wait is bounded at half a second: only
+    // works if no job keeps its connection while the provider thinks.
+    let app = spawn_app_with_fake(&fake, |c| {
+        c.database.pool_size = 2;
+        c.database.connect_timeout = Duration::from_millis(500);
+        c.worker.concurrency = 6;
+        c.worker.batch_size = 6;
+    })
+    .await;
+    for i in 0..6 {
+        post(&app, &format!("slow {i}")).await;
+    }
+    let report = app.run_worker_once(&app.worker()).await;
+    assert_eq!((report.claimed, report.evaluated), (6, 6));
+}
