@@ -97,9 +97,14 @@ impl TestApp {
         .await
     }
 
-    pub async fn count(&self, sql: &str) -> i64 {
+    /// The one row `sql` returns.
+    pub async fn row(&self, sql: &str) -> tokio_postgres::Row {
         let client = self.pool.get().await.unwrap();
-        client.query_one(sql, &[]).await.unwrap().get(0)
+        client.query_one(sql, &[]).await.unwrap()
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        self.row(sql).await.get(0)
     }
 }
 

@@ -43,16 +43,8 @@ async fn an_expired_lease_returns_to_the_queue_and_counts_as_an_attempt() {
         (1, 0)
     );
     let row = app
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query_one(
-            "SELECT status, attempts, claim_token IS NULL, error_class FROM evaluation_outbox",
-            &[],
-        )
-        .await
-        .unwrap();
+        .row("SELECT status, attempts, claim_token IS NULL, error_class FROM evaluation_outbox")
+        .await;
     assert_eq!(row.get::<_, &str>(0), "pending");
     assert_eq!(row.get::<_, i32>(1), 1);
     assert!(row.get::<_, bool>(2));

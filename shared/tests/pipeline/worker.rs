@@ -290,16 +290,8 @@ async fn a_transient_error_backs_off_spends_an_attempt_and_then_succeeds() {
     let first = app.run_worker_once(&worker).await;
     assert_eq!(first.rescheduled, 1);
     let row = app
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query_one(
-            "SELECT attempts, error_class, available_at > now() FROM evaluation_outbox",
-            &[],
-        )
-        .await
-        .unwrap();
+        .row("SELECT attempts, error_class, available_at > now() FROM evaluation_outbox")
+        .await;
     assert_eq!(
         (row.get::<_, i32>(0), row.get::<_, &str>(1)),
         (1, "server_error")
@@ -324,16 +316,8 @@ async fn retry_after_is_the_earliest_next_attempt() {
     let worker = app.worker();
     assert_eq!(app.run_worker_once(&worker).await.rescheduled, 1);
     let wait: f64 = app
-        .pool
-        .get()
+        .row("SELECT extract(epoch FROM available_at - now())::float8 FROM evaluation_outbox")
         .await
-        .unwrap()
-        .query_one(
-            "SELECT extract(epoch FROM available_at - now())::float8 FROM evaluation_outbox",
-            &[],
-        )
-        .await
-        .unwrap()
         .get(0);
     assert!(
         wait > 2.5,
@@ -358,16 +342,8 @@ async fn rate_limits_on_every_attempt_end_in_the_dead_letter_state_at_max_attemp
     post(&app, "always limited").await;
     app.drain(&app.worker(), Duration::from_secs(20)).await;
     let row = app
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query_one(
-            "SELECT status, error_class, attempts FROM evaluation_outbox",
-            &[],
-        )
-        .await
-        .unwrap();
+        .row("SELECT status, error_class, attempts FROM evaluation_outbox")
+        .await;
     assert_eq!(
         (row.get::<_, &str>(0), row.get::<_, &str>(1)),
         ("dead", "attempts_exhausted")
@@ -533,14 +509,7 @@ async fn a_hung_call_times_out_as_transient_and_is_recorded_as_possibly_billed()
     let report = app.run_worker_once(&app.worker()).await;
     assert_eq!(report.rescheduled, 1);
     assert!(started.elapsed() < Duration::from_secs(3));
-    let row = app
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query_one("SELECT outcome, billed FROM provider_call", &[])
-        .await
-        .unwrap();
+    let row = app.row("SELECT outcome, billed FROM provider_call").await;
     assert_eq!(row.get::<_, &str>(0), "timeout");
     assert_eq!(
         row.get::<_, Option<bool>>(1),
@@ -565,16 +534,8 @@ async fn a_crash_mid_call_leaves_an_in_flight_ledger_row() {
         _ = fake.wait_for_calls(1, Duration::from_secs(5)) => {}
     }
     let row = app
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query_one(
-            "SELECT outcome, billed, finished_at IS NULL FROM provider_call",
-            &[],
-        )
-        .await
-        .unwrap();
+        .row("SELECT outcome, billed, finished_at IS NULL FROM provider_call")
+        .await;
     assert_eq!(row.get::<_, &str>(0), "in_flight");
     assert_eq!(row.get::<_, Option<bool>>(1), None);
     assert!(row.get::<_, bool>(2));
@@ -611,9 +572,7 @@ async fn after_the_pause_one_probe_tests_the_provider_and_success_closes_the_bre
         (1, 1),
         "exactly one probe item, given back"
     );
-    let row = app.pool.get().await.unwrap()
-        .query_one("SELECT state, trips, extract(epoch FROM open_until - updated_at)::float8 FROM provider_breaker", &[])
-        .await.unwrap();
+    let row = app.row("SELECT state, trips, extract(epoch FROM open_until - updated_at)::float8 FROM provider_breaker").await;
     assert_eq!((row.get::<_, &str>(0), row.get::<_, i32>(1)), ("open", 2));
     assert!(
         (row.get::<_, f64>(2) - 0.2).abs() < 0.05,
@@ -654,13 +613,8 @@ async fn a_provider_that_refuses_connections_pauses_claiming() {
     assert!(report.paused);
     assert_eq!(report.released, 1);
     let row = app
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query_one("SELECT status, attempts FROM evaluation_outbox", &[])
-        .await
-        .unwrap();
+        .row("SELECT status, attempts FROM evaluation_outbox")
+        .await;
     assert_eq!(
         (row.get::<_, &str>(0), row.get::<_, i32>(1)),
         ("pending", 0)
