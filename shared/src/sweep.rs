@@ -65,9 +65,7 @@ pub async fn return_expired_leases(pool: &Pool, policy: &WorkerPolicy) -> Result
     if report != LeaseReport::default() {
         tracing::warn!(?report, "expired leases swept");
         metric::lease_expired(report.leases_returned + report.leases_dead_lettered);
-        for _ in 0..report.leases_dead_lettered {
-            metric::dead_letter("lease_expired");
-        }
+        metric::dead_letters("lease_expired", report.leases_dead_lettered);
     }
     Ok(report)
 }

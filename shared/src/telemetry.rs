@@ -61,7 +61,11 @@ pub mod metric {
         counter!("outbox.rescheduled", "reason" => reason).increment(1);
     }
     pub fn dead_letter(reason: &str) {
-        counter!("outbox.dead_letter", "reason" => reason.to_string()).increment(1);
+        dead_letters(reason, 1);
+    }
+    pub fn dead_letters(reason: &str, count: i64) {
+        counter!("outbox.dead_letter", "reason" => reason.to_string())
+            .increment(count.max(0) as u64);
     }
     pub fn lease_expired(count: i64) {
         counter!("outbox.lease_expired").increment(count.max(0) as u64);

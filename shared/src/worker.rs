@@ -315,7 +315,7 @@ impl<P: Provider> Worker<P> {
                     } else {
                         "contract_violation"
                     },
-                    error_class: checked.is_err().then_some("permanent"),
+                    error_class: checked.is_err().then_some(ErrorClass::Permanent.name()),
                     http_status: Some(reply.http_status),
                     billed: Some(true),
                     usage: reply.usage,
@@ -343,7 +343,7 @@ impl<P: Provider> Worker<P> {
                 let class = error.kind.class();
                 let record = CallRecord {
                     outcome: error.kind.reason(),
-                    error_class: Some(class_name(class)),
+                    error_class: Some(class.name()),
                     http_status: error.http_status,
                     // A timed-out request may still have been served and billed.
                     billed: (error.kind != FailureKind::Timeout).then_some(false),
@@ -437,14 +437,6 @@ fn fenced(fencing: Fencing, outcome: Outcome) -> Result<Outcome> {
             Outcome::Fenced
         }
     })
-}
-
-fn class_name(class: ErrorClass) -> &'static str {
-    match class {
-        ErrorClass::Transient => "transient",
-        ErrorClass::Permanent => "permanent",
-        ErrorClass::ProviderWide => "provider_wide",
-    }
 }
 
 /// `triage worker` without `--once`: invocations back to back until `stop`, idling briefly

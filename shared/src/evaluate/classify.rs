@@ -37,6 +37,17 @@ pub enum ErrorClass {
     ProviderWide,
 }
 
+impl ErrorClass {
+    /// The class as stored in the attempt ledger.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Transient => "transient",
+            ErrorClass::Permanent => "permanent",
+            ErrorClass::ProviderWide => "provider_wide",
+        }
+    }
+}
+
 impl FailureKind {
     pub fn class(self) -> ErrorClass {
         use FailureKind::*;

@@ -106,6 +106,26 @@ impl TestApp {
     pub async fn count(&self, sql: &str) -> i64 {
         self.row(sql).await.get(0)
     }
+
+    /// Polls the count `sql` returns until `done` holds, or panics naming `what` after 10 s:
+    /// awaiting a condition, never sleeping a fixed time.
+    pub async fn wait_until(&self, sql: &str, done: impl Fn(i64) -> bool, what: &str) {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done(self.count(sql).await) {
+            assert!(std::time::Instant::now() < until, "{what}");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Until a claimed job's lease has run out.
+    pub async fn wait_until_lease_expired(&self) {
+        self.wait_until(
+            "SELECT count(*) FROM evaluation_outbox WHERE status = 'processing' AND locked_until < now()",
+            |n| n > 0,
+            "the lease never expired",
+        )
+        .await;
+    }
 }
 
 /// A configuration whose database cannot be reached (nothing listens on port 1).

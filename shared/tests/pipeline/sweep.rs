@@ -1,6 +1,6 @@
 //! The sweeper against real rows and real row locks.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use triage::{outbox::claim, sweep};
 
@@ -19,15 +19,7 @@ async fn claim_with_expired_lease(app: &TestApp) -> triage::outbox::ClaimedJob {
     .await
     .unwrap()
     .remove(0);
-    let until = Instant::now() + Duration::from_secs(5);
-    while app
-        .count("SELECT count(*) FROM evaluation_outbox WHERE locked_until < now()")
-        .await
-        == 0
-    {
-        assert!(Instant::now() < until);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    app.wait_until_lease_expired().await;
     job
 }
 
@@ -69,11 +61,12 @@ async fn a_job_completed_between_the_sweepers_read_and_write_stays_done() {
         tokio::spawn(async move { sweep::return_expired_leases(&pool, &policy).await.unwrap() })
     };
     // Wait until the sweeper is really blocked on the worker's row lock.
-    let until = Instant::now() + Duration::from_secs(5);
-    while app.count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()").await == 0 {
-        assert!(Instant::now() < until, "the sweeper never reached the locked row");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    app.wait_until(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+        |waiting| waiting > 0,
+        "the sweeper never reached the locked row",
+    )
+    .await;
     tx.commit().await.unwrap();
     let report = sweeper.await.unwrap();
     assert_eq!(

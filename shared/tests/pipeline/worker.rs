@@ -98,7 +98,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         .unwrap()
         .remove(0);
     // The stale worker stalls past its lease; the sweeper returns the job; another claims it.
-    wait_until_lease_expired(&app).await;
+    app.wait_until_lease_expired().await;
     triage::sweep::return_expired_leases(&app.pool, &app.config.worker)
         .await
         .unwrap();
@@ -164,14 +164,6 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
     );
 }
 
-async fn wait_until_lease_expired(app: &TestApp) {
-    let until = Instant::now() + Duration::from_secs(5);
-    while app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'processing' AND locked_until < now()").await == 0 {
-        assert!(Instant::now() < until, "lease never expired");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_job_that_crashes_every_worker_is_dead_lettered_after_max_attempts() {
     let fake = FakeProvider::start().await;
@@ -189,7 +181,7 @@ async fn a_job_that_crashes_every_worker_is_dead_lettered_after_max_attempts() {
         .await
         .unwrap();
         assert_eq!(claimed.len(), 1, "still claimable");
-        wait_until_lease_expired(&app).await;
+        app.wait_until_lease_expired().await;
         triage::sweep::return_expired_leases(&app.pool, &app.config.worker)
             .await
             .unwrap();
@@ -542,15 +534,12 @@ async fn a_crash_mid_call_leaves_an_in_flight_ledger_row() {
 }
 
 async fn wait_for_pause_to_end(app: &TestApp) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while app
-        .count("SELECT count(*) FROM provider_breaker WHERE state = 'open' AND open_until > now()")
-        .await
-        > 0
-    {
-        assert!(Instant::now() < until, "the pause never ended");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    app.wait_until(
+        "SELECT count(*) FROM provider_breaker WHERE state = 'open' AND open_until > now()",
+        |open| open == 0,
+        "the pause never ended",
+    )
+    .await;
 }
 
 #[tokio::test]
