@@ -10,8 +10,9 @@
 //! # }
 //! ```
 //!
-//! Which behaviour answers a call: the outage (while set), else the next pushed behaviour,
-//! else the first `when_contains` rule whose needle is in the ticket text, else the default.
+//! Which behaviour answers a call: a 401 when a key is required and the call carries another,
+//! else the outage (while set), else the next pushed behaviour, else the first
+//! `when_contains` rule whose needle is in the ticket text, else the default.
 
 mod render;
 mod server;
@@ -203,6 +204,8 @@ impl std::error::Error for WaitTimedOut {}
 
 #[derive(Default)]
 struct Script {
+    /// The only API key accepted, when set.
+    accepted_key: Option<String>,
     outage: Option<Behavior>,
     queue: VecDeque<Behavior>,
     rules: Vec<(String, Behavior)>,
@@ -310,6 +313,12 @@ impl FakeProvider {
     /// While `Some`, every call gets this behaviour, and the queue is left untouched.
     pub fn set_outage(&self, behavior: Option<Behavior>) {
         self.shared.script().outage = behavior;
+    }
+
+    /// From now on only calls with this API key (bearer token for OpenAI, `x-api-key` for
+    /// Anthropic) are answered; any other gets 401, as after a key rotation.
+    pub fn accept_only_key(&self, key: &str) {
+        self.shared.script().accepted_key = Some(key.to_owned());
     }
 
     /// Every call so far, in arrival order.

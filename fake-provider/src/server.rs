@@ -89,10 +89,25 @@ async fn handle(
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let call = Call::read(api, &body);
     // A request that is not JSON never reaches the model, so it leaves the script alone.
-    let behavior = if body.is_object() {
-        shared.script().next(&call.ticket_text)
-    } else {
-        Behavior::InvalidRequest
+    let behavior = {
+        let mut script = shared.script();
+        let key = match api {
+            Api::OpenAi => header_value(&parts.headers, "authorization")
+                .and_then(|value| value.strip_prefix("Bearer ")),
+            Api::Anthropic => header_value(&parts.headers, "x-api-key"),
+        };
+        // Like the real APIs: the key is checked before the body is looked at.
+        if script
+            .accepted_key
+            .as_deref()
+            .is_some_and(|accepted| key != Some(accepted))
+        {
+            Behavior::Unauthorized
+        } else if body.is_object() {
+            script.next(&call.ticket_text)
+        } else {
+            Behavior::InvalidRequest
+        }
     };
     let (delay, behavior) = behavior.split_delay();
     let reply = render::reply(&behavior, api, &call);
@@ -123,6 +138,10 @@ async fn handle(
         }
         Reply::Hang => std::future::pending().await,
     }
+}
+
+fn header_value<'a>(headers: &'a hyper::HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name)?.to_str().ok()
 }
 
 fn respond(status: StatusCode, retry_after: Option<String>, body: Bytes) -> Response<Full<Bytes>> {

@@ -6,7 +6,7 @@ use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
 use crate::{
     error::{ConfigError, Error},
     ledger::PriceTable,
-    secrets::{self, DbCredentials},
+    secrets::{self, ApiKey, DbCredentials},
 };
 
 /// A value that must never reach a log line.
@@ -184,7 +184,7 @@ impl Default for RetentionPolicy {
 pub struct ProviderConfig {
     pub kind: ProviderKind,
     pub url: String,
-    pub api_key: Secret,
+    pub api_key: ApiKey,
     /// `TRIAGE_PROVIDER_SECRET_ARN`: [`Config::load`] reads `api_key` from it.
     pub api_key_secret_arn: Option<String>,
     pub model: String,
@@ -295,7 +295,7 @@ impl Config {
                     .string("TRIAGE_PROVIDER_URL", default_url)
                     .trim_end_matches('/')
                     .to_string(),
-                api_key: Secret::new(env.string("TRIAGE_PROVIDER_API_KEY", "")),
+                api_key: ApiKey::Fixed(Secret::new(env.string("TRIAGE_PROVIDER_API_KEY", ""))),
                 api_key_secret_arn: env.optional("TRIAGE_PROVIDER_SECRET_ARN"),
                 model: model.clone(),
                 effort: effort.clone(),

@@ -1,7 +1,8 @@
 //! Secrets Manager: the database credentials and the provider key in Lambda. Each secret is
-//! read once per container (at init, by [`crate::config::Config::load`]) and kept; the database
-//! secret is read again when a new connection fails to authenticate, which is what a rotation
-//! looks like from here (`crate::db` asks, [`DbCredentials::refresh`] answers). Secret values
+//! read once per container (at init, by [`crate::config::Config::load`]) and kept, then read
+//! again when what it holds is refused, which is what a rotation looks like from here: the
+//! database refusing a new connection's login (`crate::db` asks), the provider answering 401
+//! or 403 (`crate::evaluate` asks); [`RotatingSecret::refresh`] answers both. Secret values
 //! live only in [`Secret`]s: no error message or log line quotes them.
 
 use std::{
@@ -22,8 +23,8 @@ use crate::{
     error::{ConfigError, Error, Result},
 };
 
-/// At most one re-read of the database secret per container in this interval: a password that
-/// is simply wrong must not turn every connection attempt into a Secrets Manager call.
+/// At most one re-read of a secret per container in this interval: a password or key that is
+/// simply wrong must not turn every attempt into a Secrets Manager call.
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// A Secrets Manager client configured from the environment Lambda provides.
@@ -131,16 +132,61 @@ pub async fn resolve(config: &mut Config) -> Result<()> {
 
 pub async fn resolve_with(config: &mut Config, source: &SecretsManager) -> Result<()> {
     if let Some(secret) = &config.database.secret {
-        let credentials = DbCredentials::fetch(source.clone(), secret.clone()).await?;
+        let overrides = secret.clone();
+        let credentials = RotatingSecret::fetch(
+            source.clone(),
+            &secret.arn,
+            "TRIAGE_DB_SECRET_ARN",
+            "database login",
+            move |raw| DbLogin::from_rds_secret(raw, &overrides),
+        )
+        .await?;
         config.database.credentials = Some(Arc::new(credentials));
     }
     if let Some(arn) = &config.provider.api_key_secret_arn {
-        let raw = source
-            .secret_string(arn, "TRIAGE_PROVIDER_SECRET_ARN")
-            .await?;
-        config.provider.api_key = provider_key(&raw)?;
+        let key = RotatingSecret::fetch(
+            source.clone(),
+            arn,
+            "TRIAGE_PROVIDER_SECRET_ARN",
+            "provider key",
+            provider_key,
+        )
+        .await?;
+        config.provider.api_key = ApiKey::Rotating(Arc::new(key));
     }
     Ok(())
+}
+
+/// The provider key: fixed (`TRIAGE_PROVIDER_API_KEY`, local runs and tests) or read from
+/// Secrets Manager and re-read when the provider refuses it.
+#[derive(Clone, Debug)]
+pub enum ApiKey {
+    Fixed(Secret),
+    Rotating(Arc<RotatingSecret<Secret>>),
+}
+
+impl ApiKey {
+    /// The key to call with, and its generation (to hand back to [`Self::refused`]).
+    pub fn current(&self) -> (u64, Arc<Secret>) {
+        match self {
+            ApiKey::Fixed(key) => (0, Arc::new(key.clone())),
+            ApiKey::Rotating(secret) => secret.current(),
+        }
+    }
+
+    /// Called after key `generation` was refused: the next call uses the re-read key, if the
+    /// secret has changed since. A fixed key stays as it is.
+    pub async fn refused(&self, generation: u64) {
+        if let ApiKey::Rotating(secret) = self {
+            secret.refresh(generation).await;
+        }
+    }
+}
+
+impl From<Secret> for ApiKey {
+    fn from(key: Secret) -> Self {
+        ApiKey::Fixed(key)
+    }
 }
 
 /// The provider key is stored as the plain `SecretString` (docs/deploy.md); a JSON object with
@@ -226,54 +272,78 @@ impl DbLogin {
     }
 }
 
-/// The database login read from Secrets Manager, cached for the container. Each re-read gets
-/// a new generation, so concurrent connection attempts that failed with the same login share
-/// one re-read.
-pub struct DbCredentials {
+/// A secret read from Secrets Manager and parsed, cached for the container. Each re-read gets
+/// a new generation, so concurrent attempts that failed with the same value share one re-read.
+pub struct RotatingSecret<T> {
     source: SecretsManager,
-    secret: DbSecretRef,
-    current: RwLock<(u64, Arc<DbLogin>)>,
+    arn: String,
+    /// The variable that named the secret, for error messages.
+    setting: &'static str,
+    /// What the secret holds, for log lines.
+    what: &'static str,
+    parse: Parser<T>,
+    current: RwLock<(u64, Arc<T>)>,
     last_refresh: tokio::sync::Mutex<Option<Instant>>,
 }
 
-impl std::fmt::Debug for DbCredentials {
+type Parser<T> = Box<dyn Fn(&Secret) -> Result<T, ConfigError> + Send + Sync>;
+
+/// The database login, from an RDS-shaped secret.
+pub type DbCredentials = RotatingSecret<DbLogin>;
+
+impl<T> std::fmt::Debug for RotatingSecret<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DbCredentials")
-            .field("secret", &self.secret)
+        f.debug_struct("RotatingSecret")
+            .field("arn", &self.arn)
+            .field("what", &self.what)
             .finish_non_exhaustive()
     }
 }
 
-impl DbCredentials {
-    pub async fn fetch(source: SecretsManager, secret: DbSecretRef) -> Result<Self> {
-        let login = Self::read(&source, &secret).await?;
+impl<T: PartialEq> RotatingSecret<T> {
+    /// Reads and parses the secret `arn`, which the variable `setting` named.
+    pub async fn fetch(
+        source: SecretsManager,
+        arn: &str,
+        setting: &'static str,
+        what: &'static str,
+        parse: impl Fn(&Secret) -> Result<T, ConfigError> + Send + Sync + 'static,
+    ) -> Result<Self> {
+        let parse: Parser<T> = Box::new(parse);
+        let value = Self::read(&source, arn, setting, &parse).await?;
         Ok(Self {
             source,
-            secret,
-            current: RwLock::new((0, Arc::new(login))),
+            arn: arn.to_string(),
+            setting,
+            what,
+            parse,
+            current: RwLock::new((0, Arc::new(value))),
             last_refresh: tokio::sync::Mutex::new(None),
         })
     }
 
-    async fn read(source: &SecretsManager, secret: &DbSecretRef) -> Result<DbLogin> {
-        let raw = source
-            .secret_string(&secret.arn, "TRIAGE_DB_SECRET_ARN")
-            .await?;
-        Ok(DbLogin::from_rds_secret(&raw, secret)?)
+    async fn read(
+        source: &SecretsManager,
+        arn: &str,
+        setting: &str,
+        parse: &Parser<T>,
+    ) -> Result<T> {
+        let raw = source.secret_string(arn, setting).await?;
+        Ok(parse(&raw)?)
     }
 
-    /// The login to connect with, and its generation (to hand back to [`Self::refresh`]).
-    pub fn current(&self) -> (u64, Arc<DbLogin>) {
+    /// The value to use, and its generation (to hand back to [`Self::refresh`]).
+    pub fn current(&self) -> (u64, Arc<T>) {
         let current = self.current.read().unwrap_or_else(|e| e.into_inner());
         (current.0, current.1.clone())
     }
 
-    /// Called after login `generation` failed to authenticate. Re-reads the secret (unless
-    /// someone already replaced that login, or the last re-read was moments ago) and says
-    /// whether there is now a different login worth one more attempt.
+    /// Called after value `generation` was refused. Re-reads the secret (unless someone
+    /// already replaced that value, or the last re-read was moments ago) and says whether
+    /// there is now a different value worth one more attempt.
     pub async fn refresh(&self, generation: u64) -> bool {
         let mut last = self.last_refresh.lock().await;
-        let (now_generation, now_login) = self.current();
+        let (now_generation, now_value) = self.current();
         if now_generation != generation {
             return true;
         }
@@ -281,19 +351,20 @@ impl DbCredentials {
             return false;
         }
         *last = Some(Instant::now());
-        match Self::read(&self.source, &self.secret).await {
-            Ok(login) if login != *now_login => {
-                tracing::info!(secret = %self.secret.arn, "database secret changed; reconnecting with it");
+        let (secret, what) = (&self.arn, self.what);
+        match Self::read(&self.source, &self.arn, self.setting, &self.parse).await {
+            Ok(value) if value != *now_value => {
+                tracing::info!(%secret, what, "secret changed; using the new value");
                 *self.current.write().unwrap_or_else(|e| e.into_inner()) =
-                    (generation + 1, Arc::new(login));
+                    (generation + 1, Arc::new(value));
                 true
             }
             Ok(_) => {
-                tracing::warn!(secret = %self.secret.arn, "database login refused and the secret is unchanged");
+                tracing::warn!(%secret, what, "refused, and the secret is unchanged");
                 false
             }
             Err(error) => {
-                tracing::warn!(secret = %self.secret.arn, %error, "re-reading the database secret failed");
+                tracing::warn!(%secret, what, %error, "re-reading the secret failed");
                 false
             }
         }

@@ -36,7 +36,7 @@ fn provider(api: Api, url: &str) -> AnyProvider {
             Api::Anthropic => ProviderKind::Anthropic,
         },
         url: url.to_owned(),
-        api_key: Secret::new(API_KEY),
+        api_key: Secret::new(API_KEY).into(),
         api_key_secret_arn: None,
         model: "configured-model".into(),
         effort: "low".into(),

@@ -1,6 +1,7 @@
 //! A local Secrets Manager: moto's server (PyPI `moto[server]`, which `scripts/test` installs
 //! under `target/test-tools/`), started once per test process on a free loopback port. If it
 //! cannot be started, the tests that need it say so loudly and skip; everything else still runs.
+//! With `MOTO_SERVER` set (as `scripts/test` and so CI do) they fail instead.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -28,6 +29,10 @@ fn endpoint() -> Option<&'static str> {
     ENDPOINT
         .get_or_init(|| match start() {
             Ok(url) => Some(url),
+            // `scripts/test` installed moto and named it: then a failed start is a failure.
+            Err(why) if std::env::var_os("MOTO_SERVER").is_some() => {
+                panic!("moto could not be started from MOTO_SERVER: {why}")
+            }
             Err(why) => {
                 // Straight to stderr: the test harness would hide eprintln! of passing tests.
                 let _ = writeln!(

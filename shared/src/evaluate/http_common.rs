@@ -5,7 +5,7 @@
 //! from the status and the provider's error type/code only, never its message (which may
 //! quote the request).
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::{
     header::{HeaderMap, RETRY_AFTER},
@@ -17,7 +17,7 @@ use tokio::sync::OnceCell;
 use super::{
     EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderError, ProviderReply, Usage,
 };
-use crate::config::{ProviderConfig, Secret};
+use crate::{config::ProviderConfig, secrets::ApiKey};
 
 /// What differs between the providers' HTTP APIs. Everything else — one request per call,
 /// timeouts, the status table — is [`HttpProvider`]'s.
@@ -41,7 +41,7 @@ pub struct HttpProvider {
     client: OnceCell<Client>,
     call_timeout: Duration,
     endpoint: Url,
-    api_key: Secret,
+    api_key: ApiKey,
 }
 
 impl HttpProvider {
@@ -73,12 +73,21 @@ impl Provider for HttpProvider {
             .client
             .get_or_try_init(|| async { build_client(self.call_timeout) })
             .await?;
-        let http = (self.wire.authorize)(client.post(self.endpoint.clone()), self.api_key.expose())
+        let started = Instant::now();
+        let (key_generation, key) = self.api_key.current();
+        let http = (self.wire.authorize)(client.post(self.endpoint.clone()), key.expose())
             .json(&(self.wire.request_body)(&request));
         let exchange = send(http, request.timeout).await?;
         if !exchange.status.is_success() {
             let signals = (self.wire.error_signals)(&ErrorInfo::parse(&exchange.body));
-            return Err(status_error(exchange.status, &exchange.headers, &signals));
+            let error = status_error(exchange.status, &exchange.headers, &signals);
+            if error.kind == FailureKind::Unauthorized {
+                // A rotated key: the next call (the breaker's probe) uses the new one. Bounded
+                // by what is left of this call's time, so the worker's deadline still holds.
+                let left = request.timeout.saturating_sub(started.elapsed());
+                let _ = tokio::time::timeout(left, self.api_key.refused(key_generation)).await;
+            }
+            return Err(error);
         }
         let (output, usage) = (self.wire.parse_reply)(&exchange.body);
         Ok(ProviderReply {

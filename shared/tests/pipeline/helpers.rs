@@ -162,7 +162,7 @@ pub async fn spawn_app_with_fake(
         fast_policy(config);
         config.provider.kind = triage::config::ProviderKind::OpenAi;
         config.provider.url = url;
-        config.provider.api_key = Secret::new("sk-test-secret");
+        config.provider.api_key = Secret::new("sk-test-secret").into();
         config.versions.model = format!("{}@{}", config.provider.model, config.provider.effort);
         adjust(config);
     })

@@ -13,7 +13,7 @@ use triage::{
 };
 
 use crate::{
-    helpers::TestApp,
+    helpers::{spawn_app_with_fake, TestApp},
     tls_postgres::{server, uses_tls, PASSWORD},
 };
 
@@ -152,7 +152,10 @@ async fn provider_key_comes_from_its_secret_plain_or_json() {
     for stored in ["sk-from-secret", r#"{"api_key": "sk-from-secret"}"#] {
         let arn = create_secret(&sm, stored).await;
         let config = load(&sm, &[("TRIAGE_PROVIDER_SECRET_ARN", &arn)]).await;
-        assert_eq!(config.provider.api_key.expose(), "sk-from-secret");
+        assert_eq!(
+            config.provider.api_key.current().1.expose(),
+            "sk-from-secret"
+        );
         assert!(!format!("{config:?}").contains("sk-from-secret"));
     }
 }
@@ -252,4 +255,62 @@ async fn while_the_secret_lags_the_password_the_api_answers_503() {
         )
         .await;
     assert_eq!(response.status, 503, "{:?}", response.body);
+}
+
+#[tokio::test]
+async fn a_rotated_provider_key_pauses_claiming_once_and_the_probe_calls_with_the_new_key() {
+    let Some(sm) = moto() else {
+        return;
+    };
+    let arn = create_secret(&sm, "sk-before-rotation").await;
+    let mut container = Config::local("postgres://unused");
+    container.provider.api_key_secret_arn = Some(arn.clone());
+    secrets::resolve_with(&mut container, &sm)
+        .await
+        .expect("the provider secret resolves");
+    let api_key = container.provider.api_key.clone();
+
+    let fake = fake_provider::FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, move |config| config.provider.api_key = api_key).await;
+    for n in 0..3 {
+        app.post_ticket("Login", &format!("ticket {n}")).await;
+    }
+
+    // The rotation: the provider now accepts only the new key, and the secret holds it.
+    put_secret(&sm, &arn, "sk-after-rotation").await;
+    fake.accept_only_key("sk-after-rotation");
+
+    let worker = app.worker();
+    let first = app.run_worker_once(&worker).await;
+    assert!(first.paused, "a refused key pauses claiming: {first:?}");
+    assert_eq!(first.evaluated, 0);
+    let refused = fake.calls();
+    assert!(!refused.is_empty());
+    assert!(
+        refused
+            .iter()
+            .all(|c| c.status == 401
+                && c.header("authorization") == Some("Bearer sk-before-rotation"))
+    );
+
+    app.drain(&worker, std::time::Duration::from_secs(10)).await;
+
+    let calls = fake.calls();
+    let after = &calls[refused.len()..];
+    assert_eq!(after.len(), 3, "one call per ticket once the key works");
+    assert!(after
+        .iter()
+        .all(|c| c.status == 200 && c.header("authorization") == Some("Bearer sk-after-rotation")));
+    let (done, attempts) = (
+        app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'done'")
+            .await,
+        app.count("SELECT max(attempts)::bigint FROM evaluation_outbox")
+            .await,
+    );
+    // The claims that met the refused key gave their attempt back.
+    assert_eq!(
+        (done, attempts),
+        (3, 1),
+        "an attempt was spent on the refused key"
+    );
 }
