@@ -67,9 +67,10 @@ pub async fn create_ticket(
     insert(&client, versions, ticket, TicketId::new()).await
 }
 
-/// Creates the ticket once per `Idempotency-Key`: the key row is claimed in the same
-/// transaction as the ticket, so a concurrent request with the same key waits on the unique
-/// index and then replays the winner's response. Expired keys are taken over.
+/// Creates the ticket once per `Idempotency-Key` (`request_key`, already scoped to its caller by
+/// `http::Caller`): the key row is claimed in the same transaction as the ticket, so a
+/// concurrent request with the same key waits on the unique index and then replays the winner's
+/// response. Expired keys are taken over.
 pub async fn create_ticket_keyed(
     pool: &Pool,
     versions: &Versions,

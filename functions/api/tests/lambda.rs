@@ -33,10 +33,11 @@ async fn spawn(database_url: &str, extra: &[(&str, &str)]) -> Container {
 
 impl Container {
     async fn request(&self, method: &str, path: &str, body: Option<&str>) -> HttpResponse {
-        let invocation = self
-            .runtime
-            .invoke(events::http_api(method, path, body), TIMEOUT)
-            .await;
+        self.send(events::http_api(method, path, body)).await
+    }
+
+    async fn send(&self, event: Value) -> HttpResponse {
+        let invocation = self.runtime.invoke(event, TIMEOUT).await;
         // Every outcome, errors included, is an HTTP response: nothing reaches the runtime.
         let response = invocation.result.expect("the api answers with a response");
         HttpResponse {
@@ -137,4 +138,36 @@ async fn unreachable_database_gives_503_logged_with_the_request_id_and_no_ticket
     let function = &container.function;
     function.stderr().wait_for("database unavailable").await;
     function.assert_telemetry(&response.request_id, NAMESPACE, &[subject, message]);
+}
+
+#[tokio::test]
+async fn idempotency_keys_are_scoped_by_the_iam_caller_api_gateway_names() {
+    let (url, pool) = migrated_database().await;
+    let container = spawn(&url, &[]).await;
+    let keyed = |user: &str| {
+        let mut event = events::http_api(
+            "POST",
+            "/tickets",
+            Some(r#"{"subject":"Charged twice","message":"Refund please"}"#),
+        );
+        event["headers"]["idempotency-key"] = "order-42".into();
+        event["requestContext"]["authorizer"] = serde_json::json!({"iam": {
+            "accountId": "123456789012",
+            "userArn": format!("arn:aws:iam::123456789012:user/{user}"),
+        }});
+        event
+    };
+
+    let alice = container.send(keyed("alice")).await;
+    let bob = container.send(keyed("bob")).await;
+    let alice_again = container.send(keyed("alice")).await;
+
+    assert_eq!(
+        (alice.status, bob.status, alice_again.status),
+        (201, 201, 201)
+    );
+    assert_ne!(alice.body["id"], bob.body["id"]);
+    assert_eq!(alice_again.body["id"], alice.body["id"]);
+    assert_eq!(count(&pool, "ticket").await, 2);
+    assert_eq!(count(&pool, "request_idempotency").await, 2);
 }

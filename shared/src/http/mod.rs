@@ -1,6 +1,7 @@
 //! The HTTP API: one router, served by the api Lambda (through lambda_http) and by
 //! `triage serve` / `triage dev`.
 
+mod caller;
 mod problem;
 mod tickets;
 
@@ -14,6 +15,7 @@ use axum::{
 };
 use deadpool_postgres::Pool;
 
+pub use caller::Caller;
 pub use problem::Problem;
 
 use crate::config::Config;

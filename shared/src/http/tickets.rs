@@ -12,7 +12,7 @@ use axum::{
 };
 use serde::Deserialize;
 
-use super::{AppState, Problem};
+use super::{AppState, Caller, Problem};
 use crate::{
     config::Limits,
     ingest::{self, KeyedOutcome, NewTicket},
@@ -32,6 +32,7 @@ struct TicketBody {
 
 pub async fn create(
     State(state): State<AppState>,
+    caller: Caller,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
@@ -60,7 +61,7 @@ pub async fn create(
                 &state.pool,
                 &config.versions,
                 &ticket,
-                key,
+                &caller.scope(key),
                 config.limits.idempotency_key_ttl,
             )
             .await?

@@ -72,3 +72,63 @@ async fn api_gateway_v2_malformed_body_is_a_400_problem() {
     assert_eq!(status, 400);
     assert_eq!(problem["status"], 400);
 }
+
+/// A `POST /tickets` with `Idempotency-Key: k1` from the caller `authorizer` describes.
+fn keyed_post(authorizer: serde_json::Value, message: &str) -> String {
+    let body = serde_json::json!({"subject": "Refund", "message": message}).to_string();
+    let mut event = testkit::lambda::events::http_api("POST", "/tickets", Some(&body));
+    event["headers"]["idempotency-key"] = "\"k1\"".into();
+    event["requestContext"]["authorizer"] = authorizer;
+    event.to_string()
+}
+
+fn iam(user_arn: &str) -> serde_json::Value {
+    serde_json::json!({"iam": {"accountId": "123456789012", "callerId": "AROAEXAMPLE:session",
+                               "userArn": user_arn, "userId": "AROAEXAMPLE:session"}})
+}
+
+fn jwt(issuer: &str, subject: &str) -> serde_json::Value {
+    serde_json::json!({"jwt": {"claims": {"iss": issuer, "sub": subject}, "scopes": null}})
+}
+
+#[tokio::test]
+async fn idempotency_keys_belong_to_the_authenticated_caller() {
+    let app = spawn_app().await;
+    let alice = || iam("arn:aws:iam::123456789012:user/alice");
+    let bob = || iam("arn:aws:iam::123456789012:user/bob");
+
+    let (status, first) = send(&app, keyed_post(alice(), "double charge")).await;
+    assert_eq!(status, 201);
+    // Another caller's k1 is another request: its own ticket, not a 422 or alice's ticket.
+    let (status, other) = send(&app, keyed_post(bob(), "card declined")).await;
+    assert_eq!(status, 201);
+    assert_ne!(other["id"], first["id"]);
+    // Alice's retry replays her ticket; her k1 with another body is still a mismatch.
+    let (status, replay) = send(&app, keyed_post(alice(), "double charge")).await;
+    assert_eq!((status, &replay["id"]), (201, &first["id"]));
+    let (status, _) = send(&app, keyed_post(alice(), "card declined")).await;
+    assert_eq!(status, 422);
+    assert_eq!(app.count("SELECT count(*) FROM ticket").await, 2);
+}
+
+#[tokio::test]
+async fn an_assumed_role_keeps_its_keys_across_sessions_and_jwt_callers_are_kept_apart() {
+    let app = spawn_app().await;
+    let session = |name: &str| {
+        iam(&format!(
+            "arn:aws:sts::123456789012:assumed-role/ticketing/{name}"
+        ))
+    };
+    let (_, first) = send(&app, keyed_post(session("i-0aaa"), "outage")).await;
+    let (status, retry) = send(&app, keyed_post(session("i-0bbb"), "outage")).await;
+    assert_eq!((status, &retry["id"]), (201, &first["id"]));
+
+    let issuer = "https://issuer.example";
+    let (_, one) = send(&app, keyed_post(jwt(issuer, "svc-1"), "outage")).await;
+    let (_, two) = send(&app, keyed_post(jwt(issuer, "svc-2"), "outage")).await;
+    let (_, again) = send(&app, keyed_post(jwt(issuer, "svc-1"), "outage")).await;
+    assert_ne!(one["id"], two["id"]);
+    assert_eq!(again["id"], one["id"]);
+    assert_ne!(one["id"], first["id"]);
+    assert_eq!(app.count("SELECT count(*) FROM ticket").await, 3);
+}
