@@ -70,23 +70,27 @@ pub struct CallRecord<'a> {
     pub latency: Duration,
 }
 
-pub async fn start_call(
+/// Records the call about to be made, unless a result for the job's key exists (article step
+/// 4, the line that saves money): `None` then, and no call is to be made. One statement, so
+/// the dedup check costs no round trip of its own.
+pub async fn start_call_unless_evaluated(
     client: &impl GenericClient,
     job: &ClaimedJob,
     worker: &str,
     provider: &str,
-) -> Result<CallId> {
+) -> Result<Option<CallId>> {
     let statement = client
         .prepare_cached(
             r#"
             INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version, prompt_version)
-            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            SELECT $1, $2, $3, $4, $5, $6, $7
+            WHERE NOT EXISTS (SELECT 1 FROM evaluation_result WHERE idempotency_key = $2)
             RETURNING id
             "#,
         )
         .await?;
     let row = client
-        .query_one(
+        .query_opt(
             &statement,
             &[
                 &job.id.0,
@@ -99,7 +103,7 @@ pub async fn start_call(
             ],
         )
         .await?;
-    Ok(CallId(row.get(0)))
+    Ok(row.map(|row| CallId(row.get(0))))
 }
 
 pub async fn finish_call(

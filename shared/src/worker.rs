@@ -179,7 +179,10 @@ impl<P: Provider> Worker<P> {
                 ));
                 jobs_in_flight += 1;
             }
-            if claiming && !claim_in_flight && queue.is_empty() && jobs_in_flight < concurrency {
+            // The next batch is claimed as soon as the queue is empty, while the slots are still
+            // busy: it is there when they free up, instead of every slot waiting for a claim
+            // round trip after each batch (at most one batch waits, well inside its lease).
+            if claiming && !claim_in_flight && queue.is_empty() {
                 let claim = self.claim_next(deadline, stop, &paused);
                 tasks.push(Either::Right(claim.map(Task::Claim)));
                 claim_in_flight = true;
@@ -261,15 +264,11 @@ impl<P: Provider> Worker<P> {
                 Outcome::Released,
             );
         }
-        // Article step 4: the line that saves money.
-        if finish::result_exists(&client, &job).await? {
-            tracing::info!(key = %job.key, outbox_id = job.id.0, "result exists: no call");
-            return fenced(
-                finish::complete_from_existing_result(&client, &job).await?,
-                Outcome::DedupHit,
-            );
-        }
         let Some(prompt) = self.prompts.get(job.prompt_version.as_str()) else {
+            // A result made by a build that knew the version still answers this job.
+            if finish::result_exists(&client, &job).await? {
+                return dedup_hit(&client, &job).await;
+            }
             let error = format!(
                 "prompt version {:?} is not in this build",
                 job.prompt_version
@@ -286,7 +285,13 @@ impl<P: Provider> Worker<P> {
             timeout: policy.call_timeout,
         };
 
-        let call = ledger::start_call(&client, &job, &self.id, self.provider.name()).await?;
+        // Article step 4, the line that saves money, in the same statement as the ledger row.
+        let Some(call) =
+            ledger::start_call_unless_evaluated(&client, &job, &self.id, self.provider.name())
+                .await?
+        else {
+            return dedup_hit(&client, &job).await;
+        };
         // The connection goes back to the pool while the provider thinks: a slow model must not
         // pin one connection per call in flight.
         drop(client);
@@ -322,22 +327,32 @@ impl<P: Provider> Worker<P> {
                     cost_usd: self.config.provider.prices.cost(&model.model, reply.usage),
                     latency,
                 };
-                ledger::finish_call(&client, call, &record).await?;
                 metric::provider_call(latency, reply.usage, record.cost_usd);
-                breaker::record_success(&client, self.provider.name()).await?;
-                match checked {
-                    Ok(evaluation) => {
-                        let fencing =
-                            finish::complete(&mut client, &job, &evaluation, &self.config.versions)
+                // Independent writes, pipelined on one connection: one round trip, not three.
+                let (_, _, outcome) = tokio::try_join!(
+                    ledger::finish_call(&client, call, &record),
+                    breaker::record_success(&client, self.provider.name()),
+                    async {
+                        match checked {
+                            Ok(evaluation) => {
+                                let fencing = finish::complete(
+                                    &client,
+                                    &job,
+                                    &evaluation,
+                                    &self.config.versions,
+                                )
                                 .await?;
-                        tracing::info!(key = %job.key, outbox_id = job.id.0, latency_ms = latency.as_millis() as u64, "evaluated");
-                        fenced(fencing, Outcome::Evaluated)
+                                tracing::info!(key = %job.key, outbox_id = job.id.0, latency_ms = latency.as_millis() as u64, "evaluated");
+                                fenced(fencing, Outcome::Evaluated)
+                            }
+                            Err(violation) => {
+                                let reason = FailureKind::ContractViolation.reason();
+                                dead(&client, &job, &violation.to_string(), reason).await
+                            }
+                        }
                     }
-                    Err(violation) => {
-                        let reason = FailureKind::ContractViolation.reason();
-                        dead(&client, &job, &violation.to_string(), reason).await
-                    }
-                }
+                )?;
+                Ok(outcome)
             }
             Err(error) => {
                 let class = error.kind.class();
@@ -402,6 +417,14 @@ impl<P: Provider> Worker<P> {
             Outcome::Rescheduled { reason },
         )
     }
+}
+
+async fn dedup_hit(client: &db::Client, job: &ClaimedJob) -> Result<Outcome> {
+    tracing::info!(key = %job.key, outbox_id = job.id.0, "result exists: no call");
+    fenced(
+        finish::complete_from_existing_result(client, job).await?,
+        Outcome::DedupHit,
+    )
 }
 
 async fn dead(

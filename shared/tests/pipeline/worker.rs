@@ -119,9 +119,9 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         department: "sales".into(),
         urgency_score: 0.1,
     };
-    let mut conn = app.pool.get().await.unwrap();
+    let conn = app.pool.get().await.unwrap();
     assert_eq!(
-        finish::complete(&mut conn, &stale, &evaluation, &app.config.versions)
+        finish::complete(&conn, &stale, &evaluation, &app.config.versions)
             .await
             .unwrap(),
         Fencing::Lost
@@ -152,7 +152,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         urgency_score: 0.8,
     };
     assert_eq!(
-        finish::complete(&mut conn, &fresh, &evaluation, &app.config.versions)
+        finish::complete(&conn, &fresh, &evaluation, &app.config.versions)
             .await
             .unwrap(),
         Fencing::Held
@@ -633,4 +633,43 @@ async fn calls_in_flight_do_not_hold_database_connections() {
     }
     let report = app.run_worker_once(&app.worker()).await;
     assert_eq!((report.claimed, report.evaluated), (6, 6));
+}
+
+#[tokio::test]
+async fn the_next_batch_is_claimed_while_the_slots_are_busy_and_no_more_than_one() {
+    let fake = FakeProvider::start().await;
+    fake.set_default(Behavior::Classify.after(Duration::from_millis(150)));
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.worker.concurrency = 2;
+        config.worker.batch_size = 2;
+    })
+    .await;
+    for n in 0..10 {
+        post(&app, &format!("ticket {n}")).await;
+    }
+    let worker = app.worker();
+    let invocation = app.run_worker_once(&worker);
+    tokio::pin!(invocation);
+    // Sampled all through the invocation: claimed and unfinished jobs never exceed the calls
+    // in flight (C) plus one waiting batch, and reach that while the first calls are running.
+    let processing = "SELECT count(*) FROM evaluation_outbox WHERE status = 'processing'";
+    let (mut most, mut while_calling) = (0, 0);
+    let report = loop {
+        tokio::select! {
+            report = &mut invocation => break report,
+            _ = tokio::time::sleep(Duration::from_millis(2)) => {
+                let now = app.count(processing).await;
+                most = most.max(now);
+                if fake.calls().len() == 2 {
+                    while_calling = while_calling.max(now);
+                }
+            }
+        }
+    };
+    assert_eq!(report.evaluated, 10, "{report:?}");
+    assert_eq!(
+        while_calling, 4,
+        "a batch waited while the first two calls ran"
+    );
+    assert_eq!(most, 4, "never more than C calls and one batch claimed");
 }
