@@ -22,15 +22,18 @@ pub struct Health {
     /// Age of the oldest item that could be claimed now; delayed retries don't count, so they
     /// raise no false alarm.
     pub oldest_pending_age_seconds: f64,
+    /// Jobs closed without a call because the result existed (retained rows only).
     pub dedup_hits: i64,
-    /// Tickets that shared a job with an earlier ticket of the same content.
+    /// Tickets whose content (under their versions) had been seen before: each one a call not
+    /// made.
     pub duplicate_tickets: i64,
     pub billed_calls: i64,
     /// Calls whose outcome is unknown (in flight, crashed, or timed out): possibly billed.
     pub possibly_billed_calls: i64,
     pub cost_usd: f64,
-    /// Calls not made thanks to the key: dedup hits and duplicate tickets, at the average
-    /// cost of a successful call.
+    /// Calls not made thanks to the key, at the average cost of a successful call: one per
+    /// duplicate ticket, whether its job was never created (ingest) or found the result when
+    /// claimed (a dedup hit, after retention), so no dedup hit is counted twice.
     pub saved_usd: f64,
     pub breakers: Vec<BreakerState>,
 }
@@ -105,7 +108,6 @@ pub async fn health(pool: &Pool) -> Result<Health> {
             open_until: row.get(3),
         })
         .collect();
-    let dedup_hits: i64 = queue.get(6);
     let average_cost: f64 = ledger.get(3);
     Ok(Health {
         pending: queue.get(0),
@@ -115,12 +117,12 @@ pub async fn health(pool: &Pool) -> Result<Health> {
         done: queue.get(4),
         dead: queue.get(5),
         oldest_pending_age_seconds: oldest,
-        dedup_hits,
+        dedup_hits: queue.get(6),
         duplicate_tickets,
         billed_calls: ledger.get(0),
         possibly_billed_calls: ledger.get(1),
         cost_usd: ledger.get(2),
-        saved_usd: (dedup_hits + duplicate_tickets) as f64 * average_cost,
+        saved_usd: duplicate_tickets as f64 * average_cost,
         breakers,
     })
 }

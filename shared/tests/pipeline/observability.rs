@@ -49,6 +49,17 @@ async fn a_duplicate_arriving_after_retention_is_a_dedup_hit_without_a_call() {
     assert_eq!(fake.calls().len(), 1, "no second model call");
     let shown = app.get_ticket(again.body["id"].as_str().unwrap()).await;
     assert_eq!(shown.body["evaluation"]["status"], "done");
+
+    // One call not made, counted once: the duplicate ticket and its dedup hit are the same
+    // saving.
+    let health = report::health(&app.pool).await.unwrap();
+    assert_eq!((health.dedup_hits, health.duplicate_tickets), (1, 1));
+    assert!(
+        (health.saved_usd - health.cost_usd).abs() < 1e-9,
+        "saved {} for one call of {}",
+        health.saved_usd,
+        health.cost_usd
+    );
 }
 
 #[tokio::test]
