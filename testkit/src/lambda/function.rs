@@ -125,13 +125,25 @@ impl Function {
     /// say little about Lambda), the init time (process start to the first poll for an
     /// event) and the size of the binary.
     pub async fn print_init_and_size(&self, api: &RuntimeApi) {
-        let init = api.first_poll(PATIENCE).await - self.started;
+        let init = self.init_time(api).await;
         println!(
             "{}: init {:.1} ms (process start to first /next), binary {:.1} MB",
             self.name,
             init.as_secs_f64() * 1e3,
             self.size as f64 / 1e6
         );
+    }
+}
+
+impl Function {
+    /// Process start to the first poll for an event: what Lambda reports as Init Duration.
+    pub async fn init_time(&self, api: &RuntimeApi) -> Duration {
+        api.first_poll(PATIENCE).await - self.started
+    }
+
+    /// The binary's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
     }
 }
 
