@@ -17,6 +17,7 @@ use crate::{
     report::{self, DeadLetterGroup, Health},
     reprocess,
     shadow::{self, ShadowDiff},
+    telemetry::metric,
 };
 
 /// Reprocess and redrive spread new work over this window by default (article step 6).
@@ -72,6 +73,20 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// The `op` of the payload, for metrics and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Reprocess { .. } => "reprocess",
+            Request::ShadowDiff { .. } => "shadow_diff",
+            Request::Promote { .. } => "promote",
+            Request::Redrive { .. } => "redrive",
+            Request::Stats => "stats",
+            Request::DeadLetters { .. } => "dead_letters",
+        }
+    }
+}
+
 /// What an operation did. Serialised as the report alone (the caller knows what it asked).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -85,6 +100,8 @@ pub enum Outcome {
 }
 
 pub async fn run(pool: &Pool, config: &Config, request: Request) -> Result<Outcome> {
+    // Every operation leaves a trace on the dashboard, whoever ran it and however it ended.
+    metric::operation(request.name());
     let model_or_configured = |model: Option<String>| -> Result<String> {
         let model = model.unwrap_or_else(|| config.versions.model.clone());
         // Keys of `gpt-6-luna` and `gpt-6-luna@medium` differ: a missing effort is a typo

@@ -84,6 +84,9 @@ pub mod metric {
     pub fn oldest_claimable_age(seconds: f64) {
         gauge!("outbox.oldest_claimable_age_seconds").set(seconds);
     }
+    pub fn operation(op: &'static str) {
+        counter!("ops.run", "op" => op).increment(1);
+    }
     pub fn breaker_open(open: bool) {
         gauge!("provider.breaker_open").set(if open { 1.0 } else { 0.0 });
     }

@@ -9,11 +9,12 @@ use triage::{config::Config, db, ops, telemetry};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
+    let metrics = telemetry::lambda_metrics("ops")?;
     let config = Config::load().await?;
     let pool = db::pool(&config.database)?;
     let (pool, config) = (&pool, &config);
     let handler = service_fn(move |event: LambdaEvent<ops::Request>| async move {
         ops::run(pool, config, event.payload).await
     });
-    lambda_runtime::run(handler).await
+    metrics_cloudwatch_embedded::lambda::service::run(metrics, handler).await
 }

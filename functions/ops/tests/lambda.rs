@@ -1,0 +1,68 @@
+//! The ops Lambda as Lambda runs it: the real binary, operation payloads through the Runtime
+//! API emulator, a real PostgreSQL.
+
+use std::time::Duration;
+
+use serde_json::json;
+use testkit::lambda::{Function, RuntimeApi};
+use triage::{
+    config::Config,
+    db,
+    ingest::{create_ticket, NewTicket},
+    telemetry::NAMESPACE,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn stats_answer_with_the_queue_and_count_the_operation_and_a_bad_request_is_a_config_error() {
+    let url = testkit::fresh_database().await;
+    let config = Config::local(&url);
+    db::migrate(&config.database).await.unwrap();
+    let pool = db::pool(&config.database).unwrap();
+    let (subject, message) = ("Zanzibar invoice", "Quokka account locked since Tuesday");
+    let ticket = NewTicket {
+        subject: subject.into(),
+        message: message.into(),
+    };
+    create_ticket(&pool, &config.versions, &ticket)
+        .await
+        .unwrap();
+    let runtime = RuntimeApi::start().await;
+    let function = Function::spawn(
+        env!("CARGO_BIN_EXE_triage-ops"),
+        &runtime,
+        [("DATABASE_URL", &url)],
+    );
+
+    let stats = runtime.invoke(json!({"op": "stats"}), TIMEOUT).await;
+    let health = stats.result.expect("stats answered");
+    assert_eq!(
+        (&health["pending"], &health["done"]),
+        (&json!(1), &json!(0))
+    );
+    let emf = function.stdout().wait_for("ops.run").await;
+    assert!(emf.contains(r#""op":"stats""#), "{emf}");
+    function.assert_telemetry(&stats.request_id, NAMESPACE, &[subject, message]);
+
+    // A prompt version this build does not have: refused before anything is written.
+    let refused = runtime
+        .invoke(
+            json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v99"}),
+            TIMEOUT,
+        )
+        .await;
+    let error = refused
+        .result
+        .expect_err("an unknown prompt version is refused");
+    assert_eq!(error.error_type, "Config", "{error:?}");
+    assert!(error.error_message.contains("triage-v99"), "{error:?}");
+    let client = pool.get().await.unwrap();
+    let jobs: i64 = client
+        .query_one("SELECT count(*) FROM evaluation_outbox", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(jobs, 1, "nothing was queued");
+    function.print_init_and_size(&runtime).await;
+}
