@@ -135,7 +135,7 @@ impl CallRecord {
     /// A request header, e.g. `authorization` or `x-api-key`. Holds secrets in real use:
     /// compare it, never print it.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name)?.to_str().ok()
+        server::header_value(&self.headers, name)
     }
 }
 

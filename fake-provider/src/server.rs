@@ -140,7 +140,7 @@ async fn handle(
     }
 }
 
-fn header_value<'a>(headers: &'a hyper::HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn header_value<'a>(headers: &'a hyper::HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name)?.to_str().ok()
 }
 
