@@ -295,7 +295,7 @@ impl Config {
                     .string("TRIAGE_PROVIDER_URL", default_url)
                     .trim_end_matches('/')
                     .to_string(),
-                api_key: ApiKey::Fixed(Secret::new(env.string("TRIAGE_PROVIDER_API_KEY", ""))),
+                api_key: Secret::new(env.string("TRIAGE_PROVIDER_API_KEY", "")).into(),
                 api_key_secret_arn: env.optional("TRIAGE_PROVIDER_SECRET_ARN"),
                 model: model.clone(),
                 effort: effort.clone(),

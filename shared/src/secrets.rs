@@ -161,7 +161,8 @@ pub async fn resolve_with(config: &mut Config, source: &SecretsManager) -> Resul
 /// Secrets Manager and re-read when the provider refuses it.
 #[derive(Clone, Debug)]
 pub enum ApiKey {
-    Fixed(Secret),
+    /// In an `Arc` like a rotating key, so a call takes the key without copying it.
+    Fixed(Arc<Secret>),
     Rotating(Arc<RotatingSecret<Secret>>),
 }
 
@@ -169,7 +170,7 @@ impl ApiKey {
     /// The key to call with, and its generation (to hand back to [`Self::refused`]).
     pub fn current(&self) -> (u64, Arc<Secret>) {
         match self {
-            ApiKey::Fixed(key) => (0, Arc::new(key.clone())),
+            ApiKey::Fixed(key) => (0, key.clone()),
             ApiKey::Rotating(secret) => secret.current(),
         }
     }
@@ -185,7 +186,7 @@ impl ApiKey {
 
 impl From<Secret> for ApiKey {
     fn from(key: Secret) -> Self {
-        ApiKey::Fixed(key)
+        ApiKey::Fixed(Arc::new(key))
     }
 }
 
