@@ -24,6 +24,13 @@ type Graph = BTreeMap<String, BTreeSet<String>>;
 fn no_module_reaches_a_higher_layer_and_there_is_no_circle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let graph = crate_graph(&src);
+    // `cargo test --test architecture -- --nocapture` prints the graph.
+    for (from, targets) in &graph {
+        println!(
+            "{from} -> {}",
+            Vec::from_iter(targets.iter().cloned()).join(", ")
+        );
+    }
     let rank = |module: &str| {
         LAYERS
             .iter()
