@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     backoff, breaker,
-    config::{Config, RULES_MODEL_VERSION},
+    config::Config,
     db,
     error::{ConfigError, Result},
     evaluate::{
@@ -237,11 +237,7 @@ impl<P: Provider> Worker<P> {
                 return Ok((Vec::new(), false));
             }
         };
-        let serves = if self.config.versions.model == RULES_MODEL_VERSION {
-            Serves::RulesOnly
-        } else {
-            Serves::Models
-        };
+        let serves = Serves::for_model_version(&self.config.versions.model);
         let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
         let more = batch > 1 && jobs.len() as i64 == batch;
         Ok((jobs, more))

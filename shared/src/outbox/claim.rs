@@ -7,7 +7,7 @@ use std::time::Duration;
 use deadpool_postgres::GenericClient;
 
 use super::{ClaimedJob, OutboxId};
-use crate::{error::Result, key::IdempotencyKey, ticket::TicketId};
+use crate::{config::RULES_MODEL_VERSION, error::Result, key::IdempotencyKey, ticket::TicketId};
 
 /// Which jobs a worker may take: the offline classifier only serves its own model version,
 /// real providers everything else.
@@ -15,6 +15,19 @@ use crate::{error::Result, key::IdempotencyKey, ticket::TicketId};
 pub enum Serves {
     RulesOnly,
     Models,
+}
+
+impl Serves {
+    /// What a worker configured with `model_version` (`model@effort`) claims. The sweeper's
+    /// queue report asks the same question, so its age metric counts only jobs that some
+    /// deployed worker will take.
+    pub fn for_model_version(model_version: &str) -> Self {
+        if model_version == RULES_MODEL_VERSION {
+            Serves::RulesOnly
+        } else {
+            Serves::Models
+        }
+    }
 }
 
 const CLAIM: &str = r#"
