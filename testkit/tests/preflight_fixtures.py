@@ -1,0 +1,71 @@
+"""Resources for scripts/preflight's test, created in moto (testkit/tests/preflight.rs).
+
+    python preflight_fixtures.py good|bad      (endpoint and region from the environment)
+
+Prints what the samconfig.toml under test needs, as JSON. `good` is a deployable account;
+`bad` gets one thing wrong per check.
+"""
+import json
+import sys
+
+import boto3
+
+mode = sys.argv[1]
+ec2 = boto3.client("ec2")
+sm = boto3.client("secretsmanager")
+rds = boto3.client("rds")
+sns = boto3.client("sns")
+region = ec2.meta.region_name
+
+vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+subnets = [
+    ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"{region}{az}")["Subnet"]["SubnetId"]
+    for i, az in enumerate("ab")
+]
+sg = ec2.create_security_group(GroupName=f"triage-lambda-{mode}", Description="t", VpcId=vpc)["GroupId"]
+rt = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+for subnet in subnets:
+    ec2.associate_route_table(RouteTableId=rt, SubnetId=subnet)
+if mode == "good":
+    public = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.9.0/24")["Subnet"]["SubnetId"]
+    eip = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    nat = ec2.create_nat_gateway(SubnetId=public, AllocationId=eip)["NatGateway"]["NatGatewayId"]
+    ec2.create_route(RouteTableId=rt, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
+    ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{region}.s3", VpcEndpointType="Gateway", RouteTableIds=[rt])
+else:
+    # No NAT and no endpoints: nothing reaches Secrets Manager, S3 or the provider.
+    pass
+
+# The password is what the test looks for in the script's output: it must never appear.
+password = "pw-" + mode + "-never-printed"
+login = {"username": "triage", "password": password, "host": None, "port": 5432, "dbname": "triage"}
+instance = rds.create_db_instance(
+    DBInstanceIdentifier=f"triage-{mode}", Engine="postgres",
+    EngineVersion="16.4" if mode == "good" else "15.8",
+    DBInstanceClass="db.t4g.small", AllocatedStorage=20,
+    MasterUsername="triage_admin", MasterUserPassword="master-pw-never-printed", DBName="triage",
+)["DBInstance"]
+host = rds.describe_db_instances(DBInstanceIdentifier=instance["DBInstanceIdentifier"])["DBInstances"][0]["Endpoint"]["Address"]
+login["host"] = host
+if mode == "bad":
+    del login["username"]
+    login["port"] = "not-a-port"
+db_secret = sm.create_secret(Name=f"triage/db-{mode}", SecretString=json.dumps(login))["ARN"]
+out = {
+    "region": region,
+    "subnets": ",".join(subnets),
+    "sg": sg,
+    "db_secret": db_secret,
+    "password": password,
+    "db_instance": instance["DBInstanceIdentifier"],
+}
+if mode == "good":
+    out["provider_secret"] = sm.create_secret(Name="triage/provider", SecretString="sk-never-printed")["ARN"]
+    topic = sns.create_topic(Name="triage-alarms")["TopicArn"]
+    sns.subscribe(TopicArn=topic, Protocol="email", Endpoint="oncall@example.com")
+    out["topic"] = topic
+else:
+    account = db_secret.split(":")[4]
+    out["provider_secret"] = f"arn:aws:secretsmanager:{region}:{account}:secret:triage/provider-AbCdEf"
+    out["topic"] = f"arn:aws:sns:{region}:{account}:no-such-topic"
+print(json.dumps(out))
