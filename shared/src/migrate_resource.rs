@@ -120,7 +120,8 @@ fn skip_reason(request: &Request, function_version: Option<&str>) -> Option<Stri
     }
 }
 
-/// The request being handled and its invocation's deadline, for the panic hook.
+/// The request being handled and its invocation's deadline, for the panic hook. One slot:
+/// Lambda hands a process one request at a time.
 static IN_HAND: Mutex<Option<(Request, Instant)>> = Mutex::new(None);
 
 fn in_hand() -> std::sync::MutexGuard<'static, Option<(Request, Instant)>> {

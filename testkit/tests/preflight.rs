@@ -158,6 +158,38 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
 }
 
 #[tokio::test]
+async fn a_dev_smoke_test_passes_on_endpoints_alone_with_warnings_for_what_prod_would_refuse() {
+    let Some((env, tools)) = setup(990).await else {
+        return;
+    };
+    let f = fixtures("dev", &env, &tools).await;
+    let config = samconfig(&[
+        "Stage=dev".into(),
+        format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
+        format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
+        format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
+        format!("DbHost={}", f["db_host"].as_str().unwrap()),
+        "DbName=triage".into(),
+        "Provider=rules".into(),
+        "WorkerReservedConcurrency=1".into(),
+    ]);
+    let (passed, out) = preflight(&config, &env).await;
+    std::fs::remove_file(&config).unwrap();
+    assert!(passed, "{out}");
+    for seen in [
+        "Secrets Manager through its interface endpoint",
+        "S3 (the migration's answer to CloudFormation) through the gateway endpoint",
+        "ok    DbSecretArn: the RDS shape",
+        "ok    Provider=rules: no provider secret needed",
+        "warn  the functions log in as the master user triage_admin",
+        "warn  no AlarmTopicArn",
+    ] {
+        assert!(out.contains(seen), "no {seen:?} in:\n{out}");
+    }
+    assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
+}
+
+#[tokio::test]
 async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() {
     let Some((env, tools)) = setup(10).await else {
         return;
@@ -196,9 +228,14 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "NAT gateway",
         ),
         (
-            "DbSecretArn: username missing or not a string; port is neither",
+            "DbSecretArn: port is neither a number nor a string of digits",
             "put-secret-value",
         ),
+        (
+            "logs in as the master user triage_admin",
+            "docs/sql/roles.sql",
+        ),
+        ("0.0.0.0/0 to the internet gateway", "use private subnets"),
         ("ProviderSecretArn", "create it"),
         (
             "RDS triage-bad runs postgres 15.8",
@@ -211,6 +248,6 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "no {problem:?} / {fix:?} in:\n{out}"
         );
     }
-    assert!(out.contains("preflight: 9 problem(s)"), "{out}");
+    assert!(out.contains("preflight: 11 problem(s)"), "{out}");
     assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
 }

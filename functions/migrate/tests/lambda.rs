@@ -94,6 +94,14 @@ async fn a_deploy_migrates_with_the_login_from_secrets_manager_and_a_rollback_do
     assert!(answers[1].body["Data"]["Applied"].as_u64().unwrap() > 0);
 }
 
+/// This build's binary, which unwinds on panic, or `MIGRATE_BINARY`: the deployed build aborts
+/// on panic, and the hook must answer before that. Built that way (with the debug-only panic
+/// trigger) by `CARGO_PROFILE_DEV_PANIC=abort cargo build -p triage-migrate --target-dir
+/// target/abort-check`, then `MIGRATE_BINARY=$PWD/target/abort-check/debug/triage-migrate`.
+fn binary_under_test() -> String {
+    std::env::var("MIGRATE_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_triage-migrate").into())
+}
+
 #[tokio::test]
 async fn a_panic_in_the_migration_is_answered_failed_at_once_and_ends_the_process() {
     let url = testkit::fresh_database().await;
@@ -104,7 +112,7 @@ async fn a_panic_in_the_migration_is_answered_failed_at_once_and_ends_the_proces
         // Honoured by debug builds only (src/main.rs).
         ("TRIAGE_TEST_PANIC_IN_MIGRATION", "1"),
     ];
-    let mut function = Function::spawn(env!("CARGO_BIN_EXE_triage-migrate"), &runtime, env);
+    let mut function = Function::spawn(binary_under_test(), &runtime, env);
     let s3 = ResponseUrl::start(0).await;
 
     // The function never returns a result (it aborts, as the release profile would), so the
