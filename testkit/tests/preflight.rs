@@ -136,7 +136,7 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
             "ProviderSecretArn={}",
             f["provider_secret"].as_str().unwrap()
         ),
-        "SweeperSchedule=rate(1 minute)".into(),
+        r#"SweeperSchedule=\"rate(1 minute)\""#.into(),
         format!("AlarmTopicArn={}", f["topic"].as_str().unwrap()),
     ]);
     let (passed, out) = preflight(&config, &env).await;
@@ -199,6 +199,7 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
         "Stage=prod".into(),
         format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
         "SecurityGroupIds=sg-EDIT-ME".into(),
+        "WorkerSchedule=rate(5 minutes)".into(),
         format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
         format!(
             "ProviderSecretArn={}",
@@ -211,6 +212,10 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
     assert!(!passed, "{out}");
     for (problem, fix) in [
         ("placeholders: SecurityGroupIds", "replace each EDIT-ME"),
+        (
+            "WorkerSchedule has spaces but no quotes",
+            "escaped double quotes",
+        ),
         (
             "Lambda concurrency: 10 of 1000 unreserved",
             "--quota-code L-B99A9384",
@@ -248,6 +253,6 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "no {problem:?} / {fix:?} in:\n{out}"
         );
     }
-    assert!(out.contains("preflight: 11 problem(s)"), "{out}");
+    assert!(out.contains("preflight: 12 problem(s)"), "{out}");
     assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
 }
