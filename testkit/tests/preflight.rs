@@ -148,6 +148,7 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
         "ok    DbSecretArn: the RDS shape",
         "ok    ProviderSecretArn exists",
         "ok    RDS triage-good: postgres 16.4",
+        "admits the functions' security group sg-",
         "ok    AlarmTopicArn: 1 confirmed subscription(s)",
         "all checks passed",
     ] {
@@ -241,6 +242,10 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "docs/sql/roles.sql",
         ),
         ("0.0.0.0/0 to the internet gateway", "use private subnets"),
+        (
+            "do not admit the functions'",
+            "authorize-security-group-ingress",
+        ),
         ("ProviderSecretArn", "create it"),
         (
             "RDS triage-bad runs postgres 15.8",
@@ -253,6 +258,6 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "no {problem:?} / {fix:?} in:\n{out}"
         );
     }
-    assert!(out.contains("preflight: 12 problem(s)"), "{out}");
+    assert!(out.contains("preflight: 13 problem(s)"), "{out}");
     assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
 }

@@ -24,6 +24,10 @@ subnets = [
     for i, az in enumerate("ab")
 ]
 sg = ec2.create_security_group(GroupName=f"triage-lambda-{mode}", Description="t", VpcId=vpc)["GroupId"]
+db_sg = ec2.create_security_group(GroupName=f"triage-db-{mode}", Description="t", VpcId=vpc)["GroupId"]
+if mode != "bad":
+    ec2.authorize_security_group_ingress(GroupId=db_sg, IpPermissions=[
+        {"IpProtocol": "tcp", "FromPort": 5432, "ToPort": 5432, "UserIdGroupPairs": [{"GroupId": sg}]}])
 rt = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
 for subnet in subnets:
     ec2.associate_route_table(RouteTableId=rt, SubnetId=subnet)
@@ -55,7 +59,7 @@ login = {"username": "triage", "password": password, "host": None, "port": 5432,
 instance = rds.create_db_instance(
     DBInstanceIdentifier=f"triage-{mode}", Engine="postgres",
     EngineVersion="15.8" if mode == "bad" else "16.4",
-    DBInstanceClass="db.t4g.small", AllocatedStorage=20,
+    DBInstanceClass="db.t4g.small", AllocatedStorage=20, VpcSecurityGroupIds=[db_sg],
     MasterUsername="triage_admin", MasterUserPassword="master-pw-never-printed", DBName="triage",
 )["DBInstance"]
 host = rds.describe_db_instances(DBInstanceIdentifier=instance["DBInstanceIdentifier"])["DBInstances"][0]["Endpoint"]["Address"]
