@@ -76,6 +76,10 @@ pub fn health(h: &Health) -> String {
             "oldest claimable age",
             format!("{:.1} s", h.oldest_pending_age_seconds),
         ),
+        (
+            "unserved (no worker here claims them)",
+            h.unserved_pending.to_string(),
+        ),
         ("dedup hits", h.dedup_hits.to_string()),
         ("duplicate tickets", h.duplicate_tickets.to_string()),
         ("billed calls", h.billed_calls.to_string()),

@@ -1,7 +1,10 @@
 //! CloudFormation's side of a custom resource: the request event it sends, and a stand-in for
 //! the pre-signed S3 ResponseURL it waits on (a loopback server keeping every answer).
 
-use std::sync::{Arc, Mutex};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use axum::{
     extract::State,
@@ -10,6 +13,7 @@ use axum::{
     Router,
 };
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
 /// The ARN of the migrate function; `MigrateVersion` is this plus `:VERSION`.
 pub const FUNCTION_ARN: &str =
@@ -45,11 +49,12 @@ pub struct Answer {
     pub body: Value,
 }
 
-#[derive(Default)]
 struct Bucket {
     refuse: usize,
     requests: usize,
     answers: Vec<Answer>,
+    /// How many answers were accepted, for `wait_for_answers`.
+    accepted: watch::Sender<usize>,
 }
 
 /// The stand-in for S3, serving until dropped with the test's runtime.
@@ -63,7 +68,9 @@ impl ResponseUrl {
     pub async fn start(refuse: usize) -> Self {
         let bucket = Arc::new(Mutex::new(Bucket {
             refuse,
-            ..Bucket::default()
+            requests: 0,
+            answers: Vec::new(),
+            accepted: watch::Sender::new(0),
         }));
         let app = Router::new()
             .route("/bucket/answer", put(store))
@@ -80,6 +87,18 @@ impl ResponseUrl {
     /// The answers accepted so far.
     pub fn answers(&self) -> Vec<Answer> {
         self.bucket.lock().unwrap().answers.clone()
+    }
+
+    /// The answers, once at least `count` were accepted; panics after `timeout`. For a function
+    /// that answers and then ends without returning (a panic), where no invocation result
+    /// says when to look.
+    pub async fn wait_for_answers(&self, count: usize, timeout: Duration) -> Vec<Answer> {
+        let mut accepted = self.bucket.lock().unwrap().accepted.subscribe();
+        tokio::time::timeout(timeout, accepted.wait_for(|n| *n >= count))
+            .await
+            .unwrap_or_else(|_| panic!("fewer than {count} answers within {timeout:?}"))
+            .expect("the stand-in is running");
+        self.answers()
     }
 
     /// PUTs received, refused ones included.
@@ -103,5 +122,6 @@ async fn store(
         .map(|v| v.to_str().unwrap_or_default().to_string());
     let body = serde_json::from_str(&body).expect("the answer is JSON");
     bucket.answers.push(Answer { content_type, body });
+    bucket.accepted.send_replace(bucket.answers.len());
     StatusCode::OK
 }

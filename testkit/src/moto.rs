@@ -46,12 +46,40 @@ fn endpoint() -> Option<&'static str> {
         .as_deref()
 }
 
-fn start() -> Result<String, String> {
+/// The moto_server binary: `MOTO_SERVER`, else the one `scripts/test` installs, else PATH's.
+fn binary() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let binary = std::env::var_os("MOTO_SERVER")
+    std::env::var_os("MOTO_SERVER")
         .map(PathBuf::from)
         .or_else(|| Some(root.join("target/test-tools/bin/moto_server")).filter(|p| p.exists()))
-        .unwrap_or_else(|| "moto_server".into());
+        .unwrap_or_else(|| "moto_server".into())
+}
+
+/// A tool installed beside moto (`scripts/test` installs the AWS CLI there, and moto brings
+/// python with boto3): its path, or `None` when moto itself is missing (see [`aws_env`]).
+/// Under `MOTO_SERVER`, a missing tool is a failure, like a missing moto.
+pub fn tool(name: &str) -> Option<PathBuf> {
+    aws_env()?;
+    let path = binary().parent().map(|dir| dir.join(name))?;
+    if path.exists() {
+        Some(path)
+    } else if std::env::var_os("MOTO_SERVER").is_some() {
+        panic!(
+            "{} is missing beside MOTO_SERVER (scripts/test installs it)",
+            path.display()
+        )
+    } else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n!!!!! SKIPPING: {} is missing; `scripts/test` installs it.\n",
+            path.display()
+        );
+        None
+    }
+}
+
+fn start() -> Result<String, String> {
+    let binary = binary();
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?

@@ -13,19 +13,24 @@ use triage::{
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
+    migrate_resource::install_panic_hook();
     let http = tls::https_client_builder().build()?;
     let version = std::env::var("AWS_LAMBDA_FUNCTION_VERSION").ok();
     let (http, version) = (&http, version.as_deref());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Request>| async move {
         let deadline = lambda::deadline(&event.context);
-        migrate_resource::handle(
-            event.payload,
-            version,
-            deadline,
-            http,
-            migrate_resource::migrate_from_env,
-        )
-        .await
+        migrate_resource::handle(event.payload, version, deadline, http, migrate).await
     }))
     .await
+}
+
+async fn migrate() -> triage::Result<usize> {
+    // The only way the tests can make a migration panic (functions/migrate/tests/lambda.rs).
+    // Compiled into debug builds only: `sam build` deploys release builds, where no variable
+    // can crash a deploy.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("TRIAGE_TEST_PANIC_IN_MIGRATION").is_some() {
+        panic!("TRIAGE_TEST_PANIC_IN_MIGRATION is set");
+    }
+    migrate_resource::migrate_from_env().await
 }

@@ -93,3 +93,61 @@ async fn a_deploy_migrates_with_the_login_from_secrets_manager_and_a_rollback_do
     assert_eq!(answers[1].body, returned);
     assert!(answers[1].body["Data"]["Applied"].as_u64().unwrap() > 0);
 }
+
+/// This build's binary, which unwinds on panic, or `MIGRATE_BINARY`: the deployed build aborts
+/// on panic, and the hook must answer before that. Built that way (with the debug-only panic
+/// trigger) by `CARGO_PROFILE_DEV_PANIC=abort cargo build -p triage-migrate --target-dir
+/// target/abort-check`, then `MIGRATE_BINARY=$PWD/target/abort-check/debug/triage-migrate`.
+fn binary_under_test() -> String {
+    std::env::var("MIGRATE_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_triage-migrate").into())
+}
+
+#[tokio::test]
+async fn a_panic_in_the_migration_is_answered_failed_at_once_and_ends_the_process() {
+    let url = testkit::fresh_database().await;
+    let runtime = RuntimeApi::start().await;
+    let env = [
+        ("DATABASE_URL", url.as_str()),
+        ("AWS_LAMBDA_FUNCTION_VERSION", VERSION),
+        // Honoured by debug builds only (src/main.rs).
+        ("TRIAGE_TEST_PANIC_IN_MIGRATION", "1"),
+    ];
+    let mut function = Function::spawn(binary_under_test(), &runtime, env);
+    let s3 = ResponseUrl::start(0).await;
+
+    // The function never returns a result (it aborts, as the release profile would), so the
+    // invocation runs on its own while the answer is awaited at the ResponseURL, well inside
+    // the invocation's own timeout: CloudFormation is not left waiting for ServiceTimeout.
+    let invocation = tokio::spawn({
+        let event = event("Create", VERSION, &s3.url);
+        async move { runtime.invoke(event, TIMEOUT).await }
+    });
+    let answers = s3.wait_for_answers(1, TIMEOUT / 2).await;
+    let body = &answers[0].body;
+    assert_eq!(body["Status"], "FAILED", "{body}");
+    let reason = body["Reason"].as_str().unwrap();
+    assert!(
+        reason.contains("panicked") && reason.contains("TRIAGE_TEST_PANIC_IN_MIGRATION"),
+        "{reason}"
+    );
+    assert_eq!(
+        (
+            body["RequestId"].as_str(),
+            body["PhysicalResourceId"].as_str()
+        ),
+        (
+            Some("unique-id-for-this-request"),
+            Some("triage-migrations")
+        )
+    );
+    assert_eq!(table_count(&url).await, 0, "nothing was migrated");
+    let status = function.exit_status(TIMEOUT).await;
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(6),
+        "SIGABRT, as with panic = \"abort\": {status:?}"
+    );
+    invocation.abort();
+    // Exactly one answer: nothing else (a retry, a late success) reached the ResponseURL.
+    assert_eq!(s3.requests(), 1);
+}

@@ -9,9 +9,14 @@
 //!   migrating (the schema only moves forward), so a failed migration cannot also fail its
 //!   rollback.
 //! - Delete: SUCCESS, and nothing touched (the data outlives the stack).
+//! - A panic while a request is in hand is answered FAILED too ([`install_panic_hook`]): the
+//!   release profile aborts on panic, so neither `catch_unwind` nor a task's `JoinError` ever
+//!   sees it, and without an answer CloudFormation would wait for the whole `ServiceTimeout`.
 
 use std::{
     future::Future,
+    panic::PanicHookInfo,
+    sync::{Mutex, PoisonError},
     time::{Duration, Instant},
 };
 
@@ -115,6 +120,76 @@ fn skip_reason(request: &Request, function_version: Option<&str>) -> Option<Stri
     }
 }
 
+/// The request being handled and its invocation's deadline, for the panic hook. One slot:
+/// Lambda hands a process one request at a time.
+static IN_HAND: Mutex<Option<(Request, Instant)>> = Mutex::new(None);
+
+fn in_hand() -> std::sync::MutexGuard<'static, Option<(Request, Instant)>> {
+    // Nothing panics while holding it; if something did, the slot is still what we want.
+    IN_HAND.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Makes any panic while a request is in hand answer that request FAILED, then abort. The
+/// release profile (`panic = "abort"`) would abort right after the hook anyway; aborting in
+/// every build keeps tests (which unwind) on the deployed path, and a process that panicked
+/// mid-migration is not one to keep serving. Call once, before the runtime starts.
+pub fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        previous(info); // the message and location, on stderr as usual
+        if let Some((request, deadline)) = in_hand().take() {
+            answer_after_panic(request, deadline, info);
+            std::process::abort();
+        }
+    }));
+}
+
+/// Delivers FAILED from inside the panic hook. The panicking thread may be a runtime worker
+/// (where no runtime can be entered), and the runtime's own client may be in any state: a
+/// fresh thread with a fresh runtime and client does the one PUT.
+fn answer_after_panic(request: Request, deadline: Instant, info: &PanicHookInfo<'_>) {
+    let what = info
+        .payload()
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into());
+    let location = info
+        .location()
+        .map(|l| format!(" at {}:{}", l.file(), l.line()))
+        .unwrap_or_default();
+    let reason = format!("the migrate function panicked{location}: {what}");
+    let response = answer(request.clone(), Status::Failed, reason, 0);
+    let delivered = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| AnswerNotDelivered(e.to_string()))?;
+        let http = crate::tls::https_client_builder()
+            .build()
+            .map_err(|e| AnswerNotDelivered(e.to_string()))?;
+        runtime.block_on(deliver(&http, &request.response_url, &response, deadline))
+    })
+    .join();
+    match delivered {
+        Ok(Ok(())) => eprintln!("migrate: answered FAILED after the panic"),
+        Ok(Err(error)) => eprintln!("migrate: {error}"),
+        Err(_) => eprintln!("migrate: delivering the answer after the panic panicked too"),
+    }
+}
+
+fn answer(request: Request, status: Status, reason: String, applied: usize) -> Response {
+    Response {
+        status,
+        reason: truncate(reason),
+        physical_resource_id: PHYSICAL_RESOURCE_ID.into(),
+        stack_id: request.stack_id,
+        request_id: request.request_id,
+        logical_resource_id: request.logical_resource_id,
+        data: Data { applied },
+    }
+}
+
 /// Handles one request and delivers its answer. `migrate` applies the migrations (in Lambda:
 /// [`migrate_from_env`]); `function_version` is `AWS_LAMBDA_FUNCTION_VERSION`; `deadline` the
 /// invocation's. The answer is returned too, for the log.
@@ -129,6 +204,7 @@ where
     M: FnOnce() -> F,
     F: Future<Output = Result<usize>>,
 {
+    *in_hand() = Some((request.clone(), deadline));
     let (status, reason, applied) = match skip_reason(&request, function_version) {
         Some(reason) => (Status::Success, reason, 0),
         None => {
@@ -153,17 +229,12 @@ where
             }
         }
     };
-    let response = Response {
-        status,
-        reason: truncate(reason),
-        physical_resource_id: PHYSICAL_RESOURCE_ID.into(),
-        stack_id: request.stack_id,
-        request_id: request.request_id,
-        logical_resource_id: request.logical_resource_id,
-        data: Data { applied },
-    };
+    // From here on a panic is no longer the migration's: the answer below is the one.
+    in_hand().take();
+    let url = request.response_url.clone();
+    let response = answer(request, status, reason, applied);
     tracing::info!(status = ?response.status, reason = %response.reason, "custom resource answer");
-    deliver(http, &request.response_url, &response, deadline).await?;
+    deliver(http, &url, &response, deadline).await?;
     Ok(response)
 }
 

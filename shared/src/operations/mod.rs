@@ -25,7 +25,10 @@ use crate::{
         versions::{ModelVersion, PromptVersion, VersionPair},
     },
     evaluate::Prompt,
-    pipeline::report::{self, DeadLetterGroup, Health},
+    pipeline::{
+        outbox::claim::Serves,
+        report::{self, DeadLetterGroup, Health},
+    },
     telemetry::metric,
 };
 
@@ -103,7 +106,10 @@ pub async fn run(pool: &Pool, config: &Config, request: Request) -> Result<Outco
             };
             Outcome::Redrive(redrive::redrive(pool, &selection).await?)
         }
-        Request::Stats => Outcome::Stats(report::health(pool).await?),
+        Request::Stats => {
+            let serves = Serves::for_model_version(&config.versions.model);
+            Outcome::Stats(report::health(pool, serves).await?)
+        }
         Request::DeadLetters { since } => {
             let since = since.map_or(DEFAULT_DEAD_LETTER_WINDOW, |s| s.0);
             Outcome::DeadLetters(report::dead_letters(pool, since).await?)

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
-use crate::{db, domain::error::Result, telemetry::metric};
+use crate::{db, domain::error::Result, pipeline::outbox::claim::Serves, telemetry::metric};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Health {
@@ -19,9 +19,13 @@ pub struct Health {
     pub live_leases: i64,
     pub done: i64,
     pub dead: i64,
-    /// Age of the oldest item that could be claimed now; delayed retries don't count, so they
-    /// raise no false alarm.
+    /// Age of the oldest item that could be claimed now by a worker of this configuration;
+    /// delayed retries don't count, so they raise no false alarm, and neither do unserved jobs.
     pub oldest_pending_age_seconds: f64,
+    /// Pending jobs that no worker of this configuration claims: `rules@…` jobs left by a
+    /// smoke test with `Provider=rules` once a real provider is deployed (or model jobs while
+    /// `rules` is). They would otherwise age the headline alarm forever (docs/runbook.md).
+    pub unserved_pending: i64,
     /// Jobs closed without a call because the result existed (retained rows only).
     pub dedup_hits: i64,
     /// Tickets whose content (under their versions) had been seen before: each one a call not
@@ -60,14 +64,16 @@ SELECT count(*) FILTER (WHERE status = 'pending'),
        count(*) FILTER (WHERE status = 'processing' AND locked_until >= now()),
        count(*) FILTER (WHERE status = 'done'),
        count(*) FILTER (WHERE status = 'dead'),
-       count(*) FILTER (WHERE finished_by = 'dedup')
+       count(*) FILTER (WHERE finished_by = 'dedup'),
+       count(*) FILTER (WHERE status = 'pending' AND (model_version LIKE 'rules@%') <> $1)
 FROM evaluation_outbox
 "#;
 
-/// Served by the partial claim index.
+/// Served by the partial claim index; the same model filter as the claim (`outbox::claim`).
 const OLDEST_CLAIMABLE: &str = r#"
 SELECT coalesce(extract(epoch FROM now() - min(available_at)), 0)::float8
-FROM evaluation_outbox WHERE status = 'pending' AND available_at <= now()
+FROM evaluation_outbox
+WHERE status = 'pending' AND available_at <= now() AND (model_version LIKE 'rules@%') = $1
 "#;
 
 const LEDGER: &str = r#"
@@ -91,10 +97,13 @@ GROUP BY 1
 ORDER BY 2 DESC, 1
 "#;
 
-pub async fn health(pool: &Pool) -> Result<Health> {
+/// The queue as the workers that `serves` describes see it (the deployed configuration's:
+/// `Serves::for_model_version(&config.versions.model)`).
+pub async fn health(pool: &Pool, serves: Serves) -> Result<Health> {
+    let rules = serves == Serves::RulesOnly;
     let client = db::client(pool).await?;
-    let queue = client.query_one(QUEUE, &[]).await?;
-    let oldest: f64 = client.query_one(OLDEST_CLAIMABLE, &[]).await?.get(0);
+    let queue = client.query_one(QUEUE, &[&rules]).await?;
+    let oldest: f64 = client.query_one(OLDEST_CLAIMABLE, &[&rules]).await?.get(0);
     let ledger = client.query_one(LEDGER, &[]).await?;
     let duplicate_tickets: i64 = client.query_one(DUPLICATE_TICKETS, &[]).await?.get(0);
     let breakers = client
@@ -117,6 +126,7 @@ pub async fn health(pool: &Pool) -> Result<Health> {
         done: queue.get(4),
         dead: queue.get(5),
         oldest_pending_age_seconds: oldest,
+        unserved_pending: queue.get(7),
         dedup_hits: queue.get(6),
         duplicate_tickets,
         billed_calls: ledger.get(0),
@@ -136,6 +146,7 @@ impl Health {
             ("processing", self.processing),
             ("done", self.done),
             ("dead", self.dead),
+            ("unserved", self.unserved_pending),
         ] {
             metric::queue_depth(status, depth);
         }

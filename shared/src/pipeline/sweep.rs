@@ -12,6 +12,7 @@ use crate::{
     domain::error::Result,
     pipeline::{
         ingest,
+        outbox::claim::Serves,
         report::{self, Health},
     },
     telemetry::metric,
@@ -106,7 +107,8 @@ pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
     let retention_deleted = apply_retention(pool, &config.retention).await?;
     let request_keys_expired =
         ingest::expire_request_keys(pool, config.retention.batch_size).await?;
-    let health = report::health(pool).await?;
+    let serves = Serves::for_model_version(&config.versions.model);
+    let health = report::health(pool, serves).await?;
     let dead_letters =
         report::dead_letters(pool, std::time::Duration::from_secs(24 * 3600)).await?;
     health.emit();

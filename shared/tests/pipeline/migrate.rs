@@ -1,6 +1,8 @@
-use triage::db;
+use std::sync::Arc;
 
-use crate::helpers::{fresh_database, spawn_app};
+use triage::{config::Config, db};
+
+use crate::helpers::{fresh_database, spawn_app, TestApp};
 
 #[tokio::test]
 async fn migrating_twice_is_a_no_op() {
@@ -61,4 +63,151 @@ async fn an_older_build_migrating_a_newer_schema_succeeds() {
         0,
         "a rollback deploy is not blocked"
     );
+}
+
+/// `url` with another user; the test server trusts every loopback login.
+fn as_user(url: &str, user: &str) -> String {
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let tokio_postgres::config::Host::Tcp(host) = &config.get_hosts()[0] else {
+        panic!("a TCP test server")
+    };
+    let (port, db) = (config.get_ports()[0], config.get_dbname().unwrap());
+    format!("postgres://{user}@{host}:{port}/{db}?sslmode=disable")
+}
+
+/// psql from PATH, or from the server's own bin directory (Debian keeps it there too).
+fn psql() -> std::path::PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join("psql"))
+        .find(|p| p.exists());
+    on_path
+        .or_else(|| {
+            let mut found: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")
+                .ok()?
+                .filter_map(|e| Some(e.ok()?.path().join("bin/psql")))
+                .filter(|p| p.exists())
+                .collect();
+            found.sort();
+            found.pop()
+        })
+        .expect("psql (scripts/local-postgres installs PostgreSQL with it)")
+}
+
+/// Runs docs/sql/roles.sql as the operator would, as the database's owner.
+fn run_roles_sql(url: &str, role: &str) {
+    let sql = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/sql/roles.sql");
+    let out = std::process::Command::new(psql())
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+        .args(["-v", &format!("app_role={role}")])
+        .args(["-v", "app_password=not-checked-by-trust-auth"])
+        .arg("-f")
+        .arg(sql)
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "roles.sql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The ingest → worker → sweeper path, as `url`'s user.
+async fn run_the_pipeline_as(url: &str) {
+    let config = Config::local(url);
+    db::migrate(&config.database).await.expect("migrates");
+    let app = TestApp {
+        pool: db::pool(&config.database).unwrap(),
+        config: Arc::new(config),
+    };
+    assert_eq!(app.post_ticket("Charged twice", "refund").await.status, 201);
+    let report = app.run_worker_once(&app.worker()).await;
+    assert_eq!(report.evaluated, 1);
+    let swept = triage::pipeline::sweep::sweep(&app.pool, &app.config)
+        .await
+        .unwrap();
+    assert_eq!((swept.health.done, swept.health.pending), (1, 0));
+}
+
+fn role_name() -> String {
+    format!(
+        "triage_app_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
+#[tokio::test]
+async fn the_application_role_of_roles_sql_migrates_and_runs_the_pipeline() {
+    let url = fresh_database().await;
+    let role = role_name();
+    // A bare login cannot: since PostgreSQL 15 only the owner creates tables in `public`.
+    let (admin, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    admin
+        .batch_execute(&format!("CREATE ROLE {role} LOGIN"))
+        .await
+        .unwrap();
+    let version: i32 = admin
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .unwrap()
+        .get(0);
+    if version >= 150000 {
+        let bare = db::migrate(&Config::local(&as_user(&url, &role)).database).await;
+        assert!(
+            bare.as_ref()
+                .is_err_and(|e| format!("{e:?}").contains("permission denied for schema public")),
+            "{bare:?}"
+        );
+    }
+
+    run_roles_sql(&url, &role);
+    run_the_pipeline_as(&as_user(&url, &role)).await;
+    let super_user: bool = admin
+        .query_one(
+            "SELECT rolsuper OR rolcreatedb OR rolcreaterole FROM pg_roles WHERE rolname = $1",
+            &[&role],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!super_user, "the role can log in and nothing more");
+}
+
+#[tokio::test]
+async fn roles_sql_hands_tables_made_by_the_master_user_to_the_application_role() {
+    // A first deploy ran with the RDS master secret: the owner made the tables.
+    let url = fresh_database().await;
+    db::migrate(&Config::local(&url).database).await.unwrap();
+    let role = role_name();
+    run_roles_sql(&url, &role);
+    let (admin, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let foreign: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner <> $1",
+            &[&role],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(foreign, 0, "every table now belongs to {role}");
+    run_the_pipeline_as(&as_user(&url, &role)).await;
+    // A later migration can change what it owns.
+    let (client, conn) = tokio_postgres::connect(&as_user(&url, &role), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute("ALTER TABLE evaluation_outbox ADD COLUMN later_migration int")
+        .await
+        .unwrap();
+    // Running it again changes nothing and fails on nothing.
+    run_roles_sql(&url, &role);
 }

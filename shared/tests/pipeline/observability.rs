@@ -8,7 +8,11 @@ use std::{
 };
 
 use fake_provider::{Behavior, FakeProvider};
-use triage::pipeline::{report, sweep};
+use triage::pipeline::{
+    outbox::claim::Serves,
+    report::{self, Health},
+    sweep,
+};
 
 use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
 
@@ -20,6 +24,12 @@ async fn exec(app: &TestApp, sql: &str) {
         .batch_execute(sql)
         .await
         .unwrap();
+}
+
+/// The queue as this app's own workers see it.
+async fn queue_health(app: &TestApp) -> Health {
+    let serves = Serves::for_model_version(&app.config.versions.model);
+    report::health(&app.pool, serves).await.unwrap()
 }
 
 #[tokio::test]
@@ -52,7 +62,7 @@ async fn a_duplicate_arriving_after_retention_is_a_dedup_hit_without_a_call() {
 
     // One call not made, counted once: the duplicate ticket and its dedup hit are the same
     // saving.
-    let health = report::health(&app.pool).await.unwrap();
+    let health = queue_health(&app).await;
     assert_eq!((health.dedup_hits, health.duplicate_tickets), (1, 1));
     assert!(
         (health.saved_usd - health.cost_usd).abs() < 1e-9,
@@ -132,7 +142,7 @@ async fn queue_health_ignores_delayed_retries_when_aging_the_queue() {
     app.ingest_many(&tickets).await;
     // A retry waiting out its backoff is not a stuck queue.
     exec(&app, "UPDATE evaluation_outbox SET available_at = now() + interval '10 minutes', created_at = now() - interval '1 hour'").await;
-    let health = report::health(&app.pool).await.unwrap();
+    let health = queue_health(&app).await;
     assert_eq!((health.pending, health.delayed), (3, 3));
     assert_eq!(health.oldest_pending_age_seconds, 0.0);
     exec(
@@ -140,12 +150,52 @@ async fn queue_health_ignores_delayed_retries_when_aging_the_queue() {
         "UPDATE evaluation_outbox SET available_at = now() - interval '90 seconds' WHERE id = 1",
     )
     .await;
-    let health = report::health(&app.pool).await.unwrap();
+    let health = queue_health(&app).await;
     assert!(
         health.oldest_pending_age_seconds >= 90.0,
         "{}",
         health.oldest_pending_age_seconds
     );
+}
+
+#[tokio::test]
+async fn rules_jobs_left_by_a_smoke_test_do_not_age_a_model_deployments_queue() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    let tickets: Vec<_> = (0..3).map(|i| (format!("t{i}"), "m".to_string())).collect();
+    app.ingest_many(&tickets).await;
+    // Two jobs as a `Provider=rules` smoke test left them an hour ago: no model worker will
+    // ever claim them. The third is a model job, waiting 90 s.
+    exec(&app, "UPDATE evaluation_outbox SET model_version = 'rules@offline', available_at = now() - interval '1 hour' WHERE id <= 2").await;
+    exec(
+        &app,
+        "UPDATE evaluation_outbox SET available_at = now() - interval '90 seconds' WHERE id = 3",
+    )
+    .await;
+
+    // The sweeper reports (and emits) what the deployed workers can claim.
+    let swept = sweep::sweep(&app.pool, &app.config).await.unwrap().health;
+    assert_eq!((swept.pending, swept.unserved_pending), (3, 2));
+    assert!(
+        (90.0..3600.0).contains(&swept.oldest_pending_age_seconds),
+        "the model job's age, not the leftovers': {}",
+        swept.oldest_pending_age_seconds
+    );
+    // Once the model job is done, nothing claimable waits: the age alarm can clear.
+    exec(
+        &app,
+        "UPDATE evaluation_outbox SET status = 'done', finished_at = now() WHERE id = 3",
+    )
+    .await;
+    let swept = sweep::sweep(&app.pool, &app.config).await.unwrap().health;
+    assert_eq!(
+        (swept.oldest_pending_age_seconds, swept.unserved_pending),
+        (0.0, 2)
+    );
+    // A rules deployment sees the same two jobs as its own backlog.
+    let rules = report::health(&app.pool, Serves::RulesOnly).await.unwrap();
+    assert_eq!(rules.unserved_pending, 0);
+    assert!(rules.oldest_pending_age_seconds >= 3600.0);
 }
 
 #[tokio::test]
@@ -157,7 +207,7 @@ async fn stats_count_billed_calls_spend_and_what_the_key_saved() {
     }
     app.post_ticket("Other", "content").await;
     app.drain(&app.worker(), Duration::from_secs(10)).await;
-    let health = report::health(&app.pool).await.unwrap();
+    let health = queue_health(&app).await;
     assert_eq!(
         (health.done, health.billed_calls, health.duplicate_tickets),
         (2, 2, 2)

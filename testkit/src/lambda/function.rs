@@ -141,6 +141,23 @@ impl Function {
         api.first_poll(PATIENCE).await - self.started
     }
 
+    /// How the process ended, once it ends on its own (a crash, an abort); panics after
+    /// `timeout`. The child has no async handle, so its status is polled.
+    pub async fn exit_status(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the child's status") {
+                return status;
+            }
+            assert!(
+                Instant::now() < until,
+                "{} still runs after {timeout:?}",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The binary's size in bytes.
     pub fn size(&self) -> u64 {
         self.size

@@ -7,7 +7,12 @@ use std::time::Duration;
 use deadpool_postgres::GenericClient;
 
 use super::{ClaimedJob, OutboxId};
-use crate::domain::{error::Result, key::IdempotencyKey, ticket::TicketId, versions::VersionPair};
+use crate::domain::{
+    error::Result,
+    key::IdempotencyKey,
+    ticket::TicketId,
+    versions::{ModelVersion, VersionPair},
+};
 
 /// Which jobs a worker may take: the offline classifier only serves its own model version,
 /// real providers everything else.
@@ -15,6 +20,19 @@ use crate::domain::{error::Result, key::IdempotencyKey, ticket::TicketId, versio
 pub enum Serves {
     RulesOnly,
     Models,
+}
+
+impl Serves {
+    /// What a worker configured with `model_version` (`model@effort`) claims. The sweeper's
+    /// queue report asks the same question, so its age metric counts only jobs that some
+    /// deployed worker will take.
+    pub fn for_model_version(model_version: &ModelVersion) -> Self {
+        if model_version.is_rules() {
+            Serves::RulesOnly
+        } else {
+            Serves::Models
+        }
+    }
 }
 
 const CLAIM: &str = r#"

@@ -265,11 +265,7 @@ impl<P: Provider> Worker<P> {
                 return Ok((Vec::new(), false));
             }
         };
-        let serves = if self.config.versions.model.is_rules() {
-            Serves::RulesOnly
-        } else {
-            Serves::Models
-        };
+        let serves = Serves::for_model_version(&self.config.versions.model);
         let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
         let more = batch > 1 && jobs.len() as i64 == batch;
         Ok((jobs, more))

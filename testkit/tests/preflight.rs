@@ -1,0 +1,263 @@
+//! `scripts/preflight` against moto: an account that can carry the stack passes, and one that
+//! gets every check wrong fails each with its fix, without ever printing a secret. The AWS
+//! CLI, python and boto3 come from `target/test-tools/` (scripts/test); moto has no Lambda
+//! account settings, so a loopback stand-in answers `GetAccountSettings`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+use axum::{routing::get, Json, Router};
+use serde_json::{json, Value};
+
+/// The repository root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `GET /2016-08-19/account-settings` as Lambda answers it, with `unreserved` executions left.
+async fn lambda_account_settings(unreserved: u32) -> String {
+    let settings = json!({
+        "AccountLimit": {"ConcurrentExecutions": 1000, "UnreservedConcurrentExecutions": unreserved,
+                         "TotalCodeSize": 80530636800_u64, "CodeSizeUnzipped": 262144000, "CodeSizeZipped": 52428800},
+        "AccountUsage": {"TotalCodeSize": 0, "FunctionCount": 0},
+    });
+    let app = Router::new().route(
+        "/2016-08-19/account-settings",
+        get(move || async move { Json(settings) }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// The environment that points the AWS CLI and boto3 at moto (and Lambda at `lambda`). Not
+/// us-east-1: there the AWS CLI v1 pins some services (RDS) to their global host whatever
+/// the endpoint variables say.
+fn aws_env(moto: &[(&'static str, String)], lambda: &str, tools: &Path) -> Vec<(String, String)> {
+    let path = format!(
+        "{}:{}",
+        tools.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    moto.iter()
+        .filter(|(name, _)| *name != "AWS_REGION")
+        .map(|(name, value)| (name.to_string(), value.clone()))
+        .chain([
+            ("AWS_REGION".into(), "eu-west-1".into()),
+            ("AWS_DEFAULT_REGION".into(), "eu-west-1".into()),
+            ("AWS_ENDPOINT_URL_LAMBDA".into(), lambda.into()),
+            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+            ("PATH".into(), path),
+        ])
+        .collect()
+}
+
+/// Runs a command off the runtime's thread (the Lambda stand-in serves on it meanwhile).
+async fn run(mut command: Command) -> Output {
+    tokio::task::spawn_blocking(move || command.output().expect("the command starts"))
+        .await
+        .unwrap()
+}
+
+/// Creates `mode`'s resources in moto (testkit/tests/preflight_fixtures.py).
+async fn fixtures(mode: &str, env: &[(String, String)], tools: &Path) -> Value {
+    let mut command = Command::new(tools.join("python"));
+    command
+        .arg(root().join("testkit/tests/preflight_fixtures.py"))
+        .arg(mode)
+        .envs(env.iter().cloned());
+    let out = run(command).await;
+    assert!(
+        out.status.success(),
+        "fixtures: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A samconfig.toml with the env `t`, the same shape as the repository's.
+fn samconfig(parameters: &[String]) -> PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("preflight-{}.toml", uuid::Uuid::new_v4().simple()));
+    let list: String = parameters.iter().map(|p| format!("  \"{p}\",\n")).collect();
+    std::fs::write(
+        &path,
+        format!(
+            "[t.global.parameters]\nstack_name = \"triage-t\"\nregion = \"eu-west-1\"\n\n\
+             [t.deploy.parameters]\nconfirm_changeset = false\n# a comment\n\
+             parameter_overrides = [\n{list}]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+async fn preflight(config: &Path, env: &[(String, String)]) -> (bool, String) {
+    let mut command = Command::new("bash");
+    command
+        .arg(root().join("scripts/preflight"))
+        .args(["--config-env", "t", "--config-file"])
+        .arg(config)
+        .envs(env.iter().cloned());
+    let out = run(command).await;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Moto, the tools and the Lambda stand-in with `unreserved` executions; `None` (skipped
+/// loudly) without moto outside `scripts/test`.
+async fn setup(unreserved: u32) -> Option<(Vec<(String, String)>, PathBuf)> {
+    let moto = testkit::moto::aws_env()?;
+    let tools = testkit::moto::tool("aws")?.parent().unwrap().to_path_buf();
+    let lambda = lambda_account_settings(unreserved).await;
+    Some((aws_env(&moto, &lambda, &tools), tools))
+}
+
+#[tokio::test]
+async fn an_account_ready_for_the_stack_passes_every_check() {
+    let Some((env, tools)) = setup(990).await else {
+        return;
+    };
+    let f = fixtures("good", &env, &tools).await;
+    let config = samconfig(&[
+        "Stage=prod".into(),
+        format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
+        format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
+        format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
+        "Provider=openai".into(),
+        format!(
+            "ProviderSecretArn={}",
+            f["provider_secret"].as_str().unwrap()
+        ),
+        r#"SweeperSchedule=\"rate(1 minute)\""#.into(),
+        format!("AlarmTopicArn={}", f["topic"].as_str().unwrap()),
+    ]);
+    let (passed, out) = preflight(&config, &env).await;
+    std::fs::remove_file(&config).unwrap();
+    assert!(passed, "{out}");
+    for seen in [
+        "ok    Lambda concurrency: 990 of 1000 unreserved",
+        "egress through nat-",
+        "ok    DbSecretArn: the RDS shape",
+        "ok    ProviderSecretArn exists",
+        "ok    RDS triage-good: postgres 16.4",
+        "admits the functions' security group sg-",
+        "ok    AlarmTopicArn: 1 confirmed subscription(s)",
+        "all checks passed",
+    ] {
+        assert!(out.contains(seen), "no {seen:?} in:\n{out}");
+    }
+    assert!(!out.contains("FAIL"), "{out}");
+    assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
+}
+
+#[tokio::test]
+async fn a_dev_smoke_test_passes_on_endpoints_alone_with_warnings_for_what_prod_would_refuse() {
+    let Some((env, tools)) = setup(990).await else {
+        return;
+    };
+    let f = fixtures("dev", &env, &tools).await;
+    let config = samconfig(&[
+        "Stage=dev".into(),
+        format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
+        format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
+        format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
+        format!("DbHost={}", f["db_host"].as_str().unwrap()),
+        "DbName=triage".into(),
+        "Provider=rules".into(),
+        "WorkerReservedConcurrency=1".into(),
+    ]);
+    let (passed, out) = preflight(&config, &env).await;
+    std::fs::remove_file(&config).unwrap();
+    assert!(passed, "{out}");
+    for seen in [
+        "Secrets Manager through its interface endpoint",
+        "S3 (the migration's answer to CloudFormation) through the gateway endpoint",
+        "ok    DbSecretArn: the RDS shape",
+        "ok    Provider=rules: no provider secret needed",
+        "warn  the functions log in as the master user triage_admin",
+        "warn  no AlarmTopicArn",
+    ] {
+        assert!(out.contains(seen), "no {seen:?} in:\n{out}");
+    }
+    assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
+}
+
+#[tokio::test]
+async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() {
+    let Some((env, tools)) = setup(10).await else {
+        return;
+    };
+    let f = fixtures("bad", &env, &tools).await;
+    let config = samconfig(&[
+        "Stage=prod".into(),
+        format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
+        "SecurityGroupIds=sg-EDIT-ME".into(),
+        "WorkerSchedule=rate(5 minutes)".into(),
+        format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
+        format!(
+            "ProviderSecretArn={}",
+            f["provider_secret"].as_str().unwrap()
+        ),
+        format!("AlarmTopicArn={}", f["topic"].as_str().unwrap()),
+    ]);
+    let (passed, out) = preflight(&config, &env).await;
+    std::fs::remove_file(&config).unwrap();
+    assert!(!passed, "{out}");
+    for (problem, fix) in [
+        ("placeholders: SecurityGroupIds", "replace each EDIT-ME"),
+        (
+            "WorkerSchedule has spaces but no quotes",
+            "escaped double quotes",
+        ),
+        (
+            "Lambda concurrency: 10 of 1000 unreserved",
+            "--quota-code L-B99A9384",
+        ),
+        (
+            "reaches no Secrets Manager",
+            "com.amazonaws.eu-west-1.secretsmanager",
+        ),
+        (
+            "reaches no S3",
+            "--vpc-endpoint-type Gateway --service-name com.amazonaws.eu-west-1.s3",
+        ),
+        (
+            "has no egress: the worker cannot reach the openai API",
+            "NAT gateway",
+        ),
+        (
+            "DbSecretArn: port is neither a number nor a string of digits",
+            "put-secret-value",
+        ),
+        (
+            "logs in as the master user triage_admin",
+            "docs/sql/roles.sql",
+        ),
+        ("0.0.0.0/0 to the internet gateway", "use private subnets"),
+        (
+            "do not admit the functions'",
+            "authorize-security-group-ingress",
+        ),
+        ("ProviderSecretArn", "create it"),
+        (
+            "RDS triage-bad runs postgres 15.8",
+            "--allow-major-version-upgrade",
+        ),
+        ("AlarmTopicArn", "aws sns create-topic --name no-such-topic"),
+    ] {
+        assert!(
+            out.contains(problem) && out.contains(fix),
+            "no {problem:?} / {fix:?} in:\n{out}"
+        );
+    }
+    assert!(out.contains("preflight: 13 problem(s)"), "{out}");
+    assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
+}

@@ -1,0 +1,95 @@
+"""Resources for scripts/preflight's test, created in moto (testkit/tests/preflight.rs).
+
+    python preflight_fixtures.py good|dev|bad      (endpoint and region from the environment)
+
+Prints what the samconfig.toml under test needs, as JSON. `good` is an account ready for
+production; `dev` one for a smoke test (endpoints instead of NAT, the master secret, no
+topic); `bad` gets something wrong in every check.
+"""
+import json
+import sys
+
+import boto3
+
+mode = sys.argv[1]
+ec2 = boto3.client("ec2")
+sm = boto3.client("secretsmanager")
+rds = boto3.client("rds")
+sns = boto3.client("sns")
+region = ec2.meta.region_name
+
+vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+subnets = [
+    ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"{region}{az}")["Subnet"]["SubnetId"]
+    for i, az in enumerate("ab")
+]
+sg = ec2.create_security_group(GroupName=f"triage-lambda-{mode}", Description="t", VpcId=vpc)["GroupId"]
+db_sg = ec2.create_security_group(GroupName=f"triage-db-{mode}", Description="t", VpcId=vpc)["GroupId"]
+if mode != "bad":
+    ec2.authorize_security_group_ingress(GroupId=db_sg, IpPermissions=[
+        {"IpProtocol": "tcp", "FromPort": 5432, "ToPort": 5432, "UserIdGroupPairs": [{"GroupId": sg}]}])
+rt = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+for subnet in subnets:
+    ec2.associate_route_table(RouteTableId=rt, SubnetId=subnet)
+if mode == "good":
+    public = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.9.0/24")["Subnet"]["SubnetId"]
+    eip = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    nat = ec2.create_nat_gateway(SubnetId=public, AllocationId=eip)["NatGateway"]["NatGatewayId"]
+    ec2.create_route(RouteTableId=rt, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
+if mode in ("good", "dev"):
+    ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{region}.s3", VpcEndpointType="Gateway", RouteTableIds=[rt])
+if mode == "dev":
+    # No NAT: endpoints alone, enough for Provider=rules.
+    ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{region}.secretsmanager",
+                            VpcEndpointType="Interface", SubnetIds=subnets, SecurityGroupIds=[sg],
+                            PrivateDnsEnabled=True)
+if mode == "bad":
+    # One more subnet, public: its default route goes to an internet gateway.
+    igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc)
+    public_rt = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.create_route(RouteTableId=public_rt, DestinationCidrBlock="0.0.0.0/0", GatewayId=igw)
+    public = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.9.0/24", AvailabilityZone=f"{region}a")["Subnet"]["SubnetId"]
+    ec2.associate_route_table(RouteTableId=public_rt, SubnetId=public)
+    subnets.append(public)
+
+# The password is what the test looks for in the script's output: it must never appear.
+password = "pw-" + mode + "-never-printed"
+login = {"username": "triage", "password": password, "host": None, "port": 5432, "dbname": "triage"}
+instance = rds.create_db_instance(
+    DBInstanceIdentifier=f"triage-{mode}", Engine="postgres",
+    EngineVersion="15.8" if mode == "bad" else "16.4",
+    DBInstanceClass="db.t4g.small", AllocatedStorage=20, VpcSecurityGroupIds=[db_sg],
+    MasterUsername="triage_admin", MasterUserPassword="master-pw-never-printed", DBName="triage",
+)["DBInstance"]
+host = rds.describe_db_instances(DBInstanceIdentifier=instance["DBInstanceIdentifier"])["DBInstances"][0]["Endpoint"]["Address"]
+login["host"] = host
+if mode == "bad":
+    # The master user, and a port that is no number.
+    login["username"] = "triage_admin"
+    login["port"] = "not-a-port"
+if mode == "dev":
+    # What RDS keeps for --manage-master-user-password: DbHost and DbName complete it.
+    login = {"username": "triage_admin", "password": password}
+db_secret = sm.create_secret(Name=f"triage/db-{mode}", SecretString=json.dumps(login))["ARN"]
+out = {
+    "region": region,
+    "subnets": ",".join(subnets),
+    "sg": sg,
+    "db_secret": db_secret,
+    "password": password,
+    "db_instance": instance["DBInstanceIdentifier"],
+    "db_host": host,
+}
+if mode == "dev":
+    pass
+elif mode == "good":
+    out["provider_secret"] = sm.create_secret(Name="triage/provider", SecretString="sk-never-printed")["ARN"]
+    topic = sns.create_topic(Name="triage-alarms")["TopicArn"]
+    sns.subscribe(TopicArn=topic, Protocol="email", Endpoint="oncall@example.com")
+    out["topic"] = topic
+else:
+    account = db_secret.split(":")[4]
+    out["provider_secret"] = f"arn:aws:secretsmanager:{region}:{account}:secret:triage/provider-AbCdEf"
+    out["topic"] = f"arn:aws:sns:{region}:{account}:no-such-topic"
+print(json.dumps(out))
