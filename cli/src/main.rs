@@ -16,7 +16,7 @@ use triage::{
     config::{Config, Secret},
     db,
     evaluate::AnyProvider,
-    http,
+    http::{self, admin},
     ops::{self, HumanDuration, Since, VersionSpec},
     shutdown, sweep, telemetry,
     worker::{self, Worker},
@@ -37,10 +37,12 @@ struct Cli {
 enum Command {
     /// Apply migrations/ (idempotent, safe to run concurrently).
     Migrate,
-    /// Serve the HTTP API only.
+    /// Serve the HTTP API, and the operator console at /admin (loopback only by default).
     Serve {
         #[arg(long, default_value = "127.0.0.1:3000")]
         listen: SocketAddr,
+        #[command(flatten)]
+        console: ConsoleAccess,
     },
     /// Evaluate pending tickets: one invocation with --once, else until SIGTERM/SIGINT.
     Worker {
@@ -121,7 +123,19 @@ enum Command {
     Dev {
         #[arg(long, default_value = "127.0.0.1:3000")]
         listen: SocketAddr,
+        #[command(flatten)]
+        console: ConsoleAccess,
     },
+}
+
+/// Who may reach the console (docs/console.md). The token is read from TRIAGE_ADMIN_TOKEN
+/// only, never from a flag, so it does not show in the process list.
+#[derive(Args)]
+struct ConsoleAccess {
+    /// Also serve /admin when --listen is not a loopback address; requires TRIAGE_ADMIN_TOKEN
+    /// (at least 24 characters). Without it, such a server has the API only.
+    #[arg(long)]
+    allow_remote_admin: bool,
 }
 
 /// How reprocess and redrive put work back in the queue.
@@ -158,7 +172,9 @@ async fn main() -> anyhow::Result<()> {
             let applied = db::migrate(&config.database).await?;
             println!("migrations applied: {applied}");
         }
-        Command::Serve { listen } => serve(Arc::new(Config::load().await?), listen, stop).await?,
+        Command::Serve { listen, console } => {
+            serve(Arc::new(Config::load().await?), listen, &console, stop).await?
+        }
         Command::Worker { once } => {
             let config = Arc::new(Config::load().await?);
             let worker = build_worker(&config)?;
@@ -230,7 +246,7 @@ async fn main() -> anyhow::Result<()> {
             };
             operate(request, json).await?
         }
-        Command::Dev { listen } => {
+        Command::Dev { listen, console } => {
             let mut config = Config::load().await?;
             let _local = if config.database.url.is_empty() {
                 let pg = local_postgres::LocalPostgres::start()?;
@@ -245,7 +261,7 @@ async fn main() -> anyhow::Result<()> {
             let worker = build_worker(&config)?;
             let pool = db::pool(&config.database)?;
             let (served, worked, ()) = tokio::join!(
-                serve(config.clone(), listen, stop.clone()),
+                serve(config.clone(), listen, &console, stop.clone()),
                 worker::run_until_stopped(&worker, WORKER_IDLE, stop.clone()),
                 sweep_until_stopped(&pool, &config, stop.clone()),
             );
@@ -280,15 +296,42 @@ fn build_worker(config: &Arc<Config>) -> anyhow::Result<Worker<AnyProvider>> {
 async fn serve(
     config: Arc<Config>,
     listen: SocketAddr,
+    access: &ConsoleAccess,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    let token = std::env::var(admin::security::TOKEN_ENV)
+        .ok()
+        .map(Secret::new);
+    let console = match admin::Exposure::decide(listen, access.allow_remote_admin, token)
+        .map_err(anyhow::Error::msg)?
+    {
+        admin::Exposure::Served { token } => {
+            let signed = if token.is_some() {
+                " (token required)"
+            } else {
+                ""
+            };
+            eprintln!("triage: operator console at http://{listen}/admin{signed}");
+            Some(admin::Guard::new(token))
+        }
+        admin::Exposure::NotServed { why } => {
+            eprintln!("triage: {why}");
+            None
+        }
+    };
     let pool = db::pool(&config.database)?;
     let state = http::AppState { pool, config };
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
     eprintln!("triage: API listening on http://{listen}");
-    http::serve(listener, state, async move { stop.cancelled().await }).await?;
+    http::serve(
+        listener,
+        state,
+        console,
+        async move { stop.cancelled().await },
+    )
+    .await?;
     Ok(())
 }
 
