@@ -11,7 +11,7 @@ pub struct Bar {
 }
 
 const WIDTH: f64 = 720.0;
-const HEIGHT: f64 = 160.0;
+const HEIGHT: f64 = 120.0;
 const AXIS: f64 = 20.0;
 
 /// Vertical bars scaled to the largest value; `unit` formats the top of the scale.
@@ -26,7 +26,7 @@ pub fn bars(title: &str, bars: &[Bar], unit: impl Fn(f64) -> String) -> Markup {
         figure.chart {
             figcaption { (title) " — total " (unit(total)) ", peak " (unit(max)) }
             svg role="img" viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) width="100%"
-                preserveAspectRatio="none" aria-label=(format!("{title}: total {}", unit(total))) {
+                aria-label=(format!("{title}: total {}", unit(total))) {
                 line x1="0" y1=(plot) x2=(WIDTH) y2=(plot) class="axis" {}
                 @for (i, bar) in bars.iter().enumerate() {
                     @let h = if max > 0.0 { bar.value / max * (plot - 4.0) } else { 0.0 };
@@ -62,8 +62,8 @@ mod tests {
             format!("{v}")
         })
         .into_string();
-        assert!(svg.contains(r#"height="136.0""#), "{svg}");
-        assert!(svg.contains(r#"height="68.0""#), "{svg}");
+        assert!(svg.contains(r#"height="96.0""#), "{svg}");
+        assert!(svg.contains(r#"height="48.0""#), "{svg}");
         assert!(svg.contains("total 6, peak 4"));
         let empty = bars("calls", &[bar("00", 0.0)], |v| format!("{v}")).into_string();
         assert!(empty.contains(r#"height="0.0""#), "{empty}");

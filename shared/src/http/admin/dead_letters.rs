@@ -75,7 +75,7 @@ pub(super) async fn show(
                         @for e in examples.iter().filter(|e| e.reason == group.reason) {
                             tr {
                                 td.num { (e.outbox_id) }
-                                td { a href=(format!("/admin/tickets/{}", e.ticket_id)) { (e.ticket_id) } }
+                                td.id { a href=(format!("/admin/tickets/{}", e.ticket_id)) { (e.ticket_id) } }
                                 td { code { (e.idempotency_key) } }
                                 td.num { (e.attempts) }
                                 td { (e.died_at.format("%H:%M:%S")) }

@@ -68,13 +68,16 @@ fn in_use(versions: &[VersionInUse], configured: &str) -> Markup {
         p { "New tickets are keyed under the configured version " code { (configured) } "." }
         table {
             thead { tr { th scope="col" { "Prompt" } th scope="col" { "Model" }
-                         th.num scope="col" { "Tickets" } th.num scope="col" { "Results" } th scope="col" { "Shown to readers" } } }
+                         th.num scope="col" { "Tickets" } th.num scope="col" { "Results" } th scope="col" { "Role" } } }
             tbody {
                 @for v in versions {
                     tr {
                         td { code { (v.prompt_version) } } td { code { (v.model_version) } }
                         td.num { (v.tickets) } td.num { (v.results) }
-                        td { @if v.promoted { "promoted" } }
+                        td {
+                            @if v.promoted { "promoted: readers see it. " }
+                            @if format!("{}/{}", v.prompt_version, v.model_version) == configured { "configured: new tickets." }
+                        }
                     }
                 }
             }

@@ -100,7 +100,7 @@ impl Driver {
             "--no-sandbox",
             "--disable-gpu",
             "--disable-dev-shm-usage",
-            "--window-size=1280,1800",
+            "--window-size=1280,1600",
         ];
         args.push("--hide-scrollbars");
         let mut options = json!({ "args": args });
@@ -185,6 +185,7 @@ async fn in_chromium_the_overview_counts_and_a_redrive_from_the_page_requeues_de
     screenshot(&browser, "redrive-confirm").await;
     click(&browser, "#confirm-redrive").await;
     assert_eq!(text(&browser, "[data-moved]").await, "3");
+    screenshot(&browser, "redrive-done").await;
     let counts = seeded.app.status_counts().await;
     assert_eq!(
         (counts.get("pending"), counts.get("dead")),
