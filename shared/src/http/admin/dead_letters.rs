@@ -15,9 +15,8 @@ use maud::html;
 use serde::Deserialize;
 
 use super::{
-    form,
     layout::{html_response, page, PageError, Section},
-    queries, with_csrf, ConsoleState,
+    posted, queries, with_csrf, ConsoleState, Posted,
 };
 use crate::{
     ops::{self, HumanDuration, Outcome},
@@ -185,16 +184,18 @@ pub(super) struct RedriveForm {
     spread: Option<String>,
 }
 
+impl Posted for RedriveForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 pub(super) async fn redrive(
     State(state): State<ConsoleState>,
     headers: HeaderMap,
     body: Result<Form<RedriveForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let body = form(body)?;
-    state
-        .guard
-        .check_post(&headers, &body.csrf)
-        .map_err(PageError::forbidden)?;
+    let body = posted(&state.guard, &headers, body)?;
     let reason = reason(&body.reason)?;
     let window = since(body.since.as_deref())?;
     let spread = match body.spread.as_deref().filter(|s| !s.is_empty()) {

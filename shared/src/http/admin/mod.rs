@@ -104,10 +104,23 @@ fn with_csrf(
     response
 }
 
-/// Any form whose fields do not parse is a 400 that names the problem.
-fn form<T>(form: Result<Form<T>, FormRejection>) -> Result<T, PageError> {
-    form.map(|Form(value)| value)
-        .map_err(|rejection| PageError::bad_request(rejection.body_text()))
+/// A form that changes something: it carries the page's CSRF token.
+trait Posted {
+    fn csrf(&self) -> &str;
+}
+
+/// A POSTed form, parsed (a 400 that names the field otherwise) and checked against
+/// cross-site requests (a 403 that says which check failed).
+fn posted<T: Posted>(
+    guard: &Guard,
+    headers: &HeaderMap,
+    form: Result<Form<T>, FormRejection>,
+) -> Result<T, PageError> {
+    let Form(value) = form.map_err(|rejection| PageError::bad_request(rejection.body_text()))?;
+    guard
+        .check_post(headers, value.csrf())
+        .map_err(PageError::forbidden)?;
+    Ok(value)
 }
 
 async fn login_form(State(state): State<ConsoleState>, headers: HeaderMap) -> Response {
@@ -149,16 +162,18 @@ struct LoginForm {
     csrf: String,
 }
 
+impl Posted for LoginForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 async fn login(
     State(state): State<ConsoleState>,
     headers: HeaderMap,
     body: Result<Form<LoginForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let body = form(body)?;
-    state
-        .guard
-        .check_post(&headers, &body.csrf)
-        .map_err(PageError::forbidden)?;
+    let body = posted(&state.guard, &headers, body)?;
     if !state.guard.token_matches(&body.token) {
         tracing::warn!("console sign-in refused: wrong token");
         return Ok(sign_in_page(

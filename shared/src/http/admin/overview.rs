@@ -79,24 +79,33 @@ fn provider(h: &Health, rate_limits: &[queries::RateLimitTable]) -> Markup {
     }
 }
 
+/// One bar per hour, labelled with the hour it starts.
+fn hourly(
+    hours: &[Hour],
+    value: impl Fn(&Hour) -> f64,
+    text: impl Fn(&Hour) -> String,
+) -> Vec<Bar> {
+    hours
+        .iter()
+        .map(|h| Bar {
+            label: h.start.format("%H:00").to_string(),
+            value: value(h),
+            text: text(h),
+        })
+        .collect()
+}
+
 fn activity(hours: &[Hour]) -> Markup {
-    let label = |h: &Hour| h.start.format("%H:00").to_string();
-    let evaluations: Vec<Bar> = hours
-        .iter()
-        .map(|h| Bar {
-            label: label(h),
-            value: h.evaluations as f64,
-            text: format!("{} evaluations", h.evaluations),
-        })
-        .collect();
-    let calls: Vec<Bar> = hours
-        .iter()
-        .map(|h| Bar {
-            label: label(h),
-            value: h.calls as f64,
-            text: format!("{} calls, {} failed", h.calls, h.failed_calls),
-        })
-        .collect();
+    let evaluations = hourly(
+        hours,
+        |h| h.evaluations as f64,
+        |h| format!("{} evaluations", h.evaluations),
+    );
+    let calls = hourly(
+        hours,
+        |h| h.calls as f64,
+        |h| format!("{} calls, {} failed", h.calls, h.failed_calls),
+    );
     let count = |v: f64| format!("{v:.0}");
     html! {
         h2 { "Last 24 hours (UTC)" }
@@ -106,14 +115,7 @@ fn activity(hours: &[Hour]) -> Markup {
 }
 
 fn money(h: &Health, hours: &[Hour]) -> Markup {
-    let spend: Vec<Bar> = hours
-        .iter()
-        .map(|hour| Bar {
-            label: hour.start.format("%H:00").to_string(),
-            value: hour.cost_usd,
-            text: usd(hour.cost_usd),
-        })
-        .collect();
+    let spend = hourly(hours, |h| h.cost_usd, |h| usd(h.cost_usd));
     html! {
         h2 { "Spend and savings" }
         (charts::bars("Spend per hour", &spend, usd))

@@ -23,9 +23,8 @@ pub struct Seeded {
     pub app: TestApp,
     /// Kept alive: the worker talked to it and the pages link its calls.
     pub _fake: FakeProvider,
-    /// A ticket evaluated under both versions, and its words (never outside its own page).
+    /// A ticket evaluated under both versions.
     pub ticket_id: String,
-    pub secret_words: Vec<String>,
 }
 
 /// Every ticket's text carries a marker, so a test can prove lists never show ticket text.
@@ -95,7 +94,6 @@ pub async fn seeded_run() -> Seeded {
         app,
         _fake: fake,
         ticket_id,
-        secret_words: vec![MARKER.to_string()],
     }
 }
 
