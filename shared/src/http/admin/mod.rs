@@ -70,12 +70,19 @@ pub fn router(app: AppState, guard: Guard) -> Router {
         .with_state(state)
 }
 
-/// Without a session, a page view goes to the sign-in form; anything else is a 401.
+/// Without a session, a page view goes to the sign-in form; anything else is a 401. Without a
+/// token (loopback only), the request must also be addressed to loopback.
 async fn require_sign_in(
     State(state): State<ConsoleState>,
     request: Request,
     next: Next,
 ) -> Response {
+    if !state.guard.requires_token() && !security::host_is_loopback(request.headers()) {
+        return PageError::forbidden(
+            "this console answers requests addressed to 127.0.0.1 or localhost only",
+        )
+        .into_response();
+    }
     if state.guard.is_signed_in(request.headers()) {
         return next.run(request).await;
     }

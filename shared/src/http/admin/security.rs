@@ -184,6 +184,24 @@ fn same_origin(headers: &HeaderMap) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Whether the request names this machine's loopback as its host (`127.0.0.1:3000`,
+/// `[::1]:3000`, `localhost:3000`). Without a token the console trusts loopback; a page from
+/// another site that re-points its own name at 127.0.0.1 (DNS rebinding) would send its own
+/// name here, and is refused.
+pub fn host_is_loopback(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _port)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 fn equal(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
@@ -242,6 +260,27 @@ mod tests {
             Exposure::decide(any, true, token()),
             Ok(Exposure::Served { token: Some(_) })
         ));
+    }
+
+    #[test]
+    fn only_loopback_host_names_count_as_loopback() {
+        for (host, loopback) in [
+            ("127.0.0.1:3000", true),
+            ("127.0.0.1", true),
+            ("[::1]:3000", true),
+            ("localhost:8080", true),
+            ("LOCALHOST", true),
+            ("attacker.example:3000", false),
+            ("10.0.0.5:3000", false),
+            ("127.0.0.1.attacker.example", false),
+        ] {
+            assert_eq!(
+                host_is_loopback(&headers(&[("host", host)])),
+                loopback,
+                "{host}"
+            );
+        }
+        assert!(!host_is_loopback(&HeaderMap::new()));
     }
 
     #[test]

@@ -68,7 +68,7 @@ impl Driver {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
-        let driver = Driver {
+        let mut driver = Driver {
             child,
             url: format!("http://127.0.0.1:{port}"),
         };
@@ -76,8 +76,8 @@ impl Driver {
         Some(driver)
     }
 
-    /// Polls `/status` until chromedriver says it is ready.
-    async fn wait_until_ready(&self) {
+    /// Polls `/status` until chromedriver says it is ready; fails at once if it exited.
+    async fn wait_until_ready(&mut self) {
         let http = triage::tls::https_client_builder().build().unwrap();
         let until = Instant::now() + Duration::from_secs(15);
         loop {
@@ -86,6 +86,9 @@ impl Driver {
                 if status["value"]["ready"] == true {
                     return;
                 }
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("chromedriver exited before it was ready: {status}");
             }
             assert!(Instant::now() < until, "chromedriver never became ready");
             tokio::time::sleep(Duration::from_millis(50)).await;

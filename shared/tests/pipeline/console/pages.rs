@@ -204,6 +204,25 @@ async fn a_redrive_post_from_another_site_or_without_its_csrf_token_changes_noth
 }
 
 #[tokio::test]
+async fn without_a_token_a_request_addressed_to_another_host_name_is_refused() {
+    let app = spawn_app().await;
+    let base = serve_console(&app, None).await;
+    let rebound = client()
+        .get(format!("{base}/admin"))
+        .header(header::HOST, "attacker.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+    assert!(rebound
+        .text()
+        .await
+        .unwrap()
+        .contains("127.0.0.1 or localhost only"));
+    assert_eq!(get(&format!("{base}/admin")).await.0, 200);
+}
+
+#[tokio::test]
 async fn with_a_token_the_console_needs_sign_in_and_refuses_a_wrong_token() {
     let app = spawn_app().await;
     let base = serve_console(&app, Some(TOKEN)).await;
