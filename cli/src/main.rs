@@ -1,6 +1,7 @@
 //! `triage`: the whole pipeline from one binary, configured by SPEC's environment names.
 
 mod local_postgres;
+mod shutdown;
 mod tables;
 
 use std::{
@@ -13,13 +14,18 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use triage::{
-    config::{Config, Secret},
+    aws::lambda::config_from_env,
+    config::Config,
     db,
     evaluate::AnyProvider,
     http::{self, admin},
-    ops::{self, HumanDuration, Since, VersionSpec},
-    shutdown, sweep, telemetry,
-    worker::{self, Worker},
+    operations,
+    pipeline::{
+        sweep,
+        worker::{self, Worker},
+    },
+    secret::{ExposeSecret, Secret},
+    telemetry,
 };
 
 #[derive(Parser)]
@@ -31,6 +37,9 @@ use triage::{
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Print the operation's result as JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -54,70 +63,8 @@ enum Command {
         #[arg(long)]
         once: bool,
     },
-    /// Queue health: depth, oldest claimable age, dedup, billed calls and spend.
-    Stats {
-        #[arg(long)]
-        json: bool,
-    },
-    /// Dead letters grouped by reason.
-    DeadLetters {
-        /// How far back, e.g. 90s, 30m, 2h, 1d.
-        #[arg(long, default_value = "1d")]
-        since: HumanDuration,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Queue tickets again under a new prompt/model version (new keys; old results stay).
-    Reprocess {
-        /// Tickets created since: an RFC 3339 time or a duration back from now (2h, 30d).
-        #[arg(long)]
-        since: Since,
-        #[arg(long)]
-        prompt_version: String,
-        /// model@effort; default: the configured model version.
-        #[arg(long)]
-        model_version: Option<String>,
-        #[command(flatten)]
-        pacing: Pacing,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Compare two versions on the tickets evaluated under both.
-    ShadowDiff {
-        /// prompt or prompt/model, e.g. triage-v3/gpt-6-luna@medium.
-        #[arg(long)]
-        from: VersionSpec,
-        #[arg(long)]
-        to: VersionSpec,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Make GET /tickets/{id} show this version (recorded in the database).
-    Promote {
-        #[arg(long)]
-        prompt_version: String,
-        /// model@effort; default: the configured model version.
-        #[arg(long)]
-        model_version: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Move dead letters back to the queue with attempts reset.
-    Redrive {
-        /// Only this reason, as `triage dead-letters` groups them.
-        #[arg(long)]
-        reason: Option<String>,
-        /// Only jobs that died within this long, e.g. 2h.
-        #[arg(long)]
-        since: Option<HumanDuration>,
-        /// At most this many jobs.
-        #[arg(long)]
-        limit: Option<i64>,
-        #[command(flatten)]
-        pacing: Pacing,
-        #[arg(long)]
-        json: bool,
-    },
+    #[command(flatten)]
+    Operation(operations::Request),
     /// Everything locally: a throwaway PostgreSQL when DATABASE_URL is unset, migrations,
     /// the API, and worker and sweeper on a short schedule.
     Dev {
@@ -138,18 +85,6 @@ struct ConsoleAccess {
     allow_remote_admin: bool,
 }
 
-/// How reprocess and redrive put work back in the queue.
-#[derive(Args)]
-struct Pacing {
-    /// Jobs become claimable at random within this window (default 30m), so the provider is
-    /// not hit at once.
-    #[arg(long)]
-    spread: Option<HumanDuration>,
-    /// Count what would change; write nothing.
-    #[arg(long)]
-    dry_run: bool,
-}
-
 /// How often the long-running worker and sweeper look again when idle.
 const WORKER_IDLE: Duration = Duration::from_secs(1);
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
@@ -168,15 +103,15 @@ async fn main() -> anyhow::Result<()> {
     });
     match cli.command {
         Command::Migrate => {
-            let config = Config::load().await?;
+            let config = config_from_env().await?;
             let applied = db::migrate(&config.database).await?;
             println!("migrations applied: {applied}");
         }
         Command::Serve { listen, console } => {
-            serve(Arc::new(Config::load().await?), listen, &console, stop).await?
+            serve(Arc::new(config_from_env().await?), listen, &console, stop).await?
         }
         Command::Worker { once } => {
-            let config = Arc::new(Config::load().await?);
+            let config = Arc::new(config_from_env().await?);
             let worker = build_worker(&config)?;
             if once {
                 let deadline = Instant::now() + config.worker.invocation_budget;
@@ -187,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Sweeper { once } => {
-            let config = Config::load().await?;
+            let config = config_from_env().await?;
             let pool = db::pool(&config.database)?;
             if once {
                 let report = sweep::sweep(&pool, &config).await?;
@@ -196,61 +131,12 @@ async fn main() -> anyhow::Result<()> {
                 sweep_until_stopped(&pool, &config, stop).await;
             }
         }
-        Command::Stats { json } => operate(ops::Request::Stats, json).await?,
-        Command::DeadLetters { since, json } => {
-            operate(ops::Request::DeadLetters { since: Some(since) }, json).await?
-        }
-        Command::Reprocess {
-            since,
-            prompt_version,
-            model_version,
-            pacing,
-            json,
-        } => {
-            let request = ops::Request::Reprocess {
-                since,
-                prompt_version,
-                model_version,
-                spread: pacing.spread,
-                dry_run: pacing.dry_run,
-            };
-            operate(request, json).await?
-        }
-        Command::ShadowDiff { from, to, json } => {
-            operate(ops::Request::ShadowDiff { from, to }, json).await?
-        }
-        Command::Promote {
-            prompt_version,
-            model_version,
-            json,
-        } => {
-            let request = ops::Request::Promote {
-                prompt_version,
-                model_version,
-            };
-            operate(request, json).await?
-        }
-        Command::Redrive {
-            reason,
-            since,
-            limit,
-            pacing,
-            json,
-        } => {
-            let request = ops::Request::Redrive {
-                reason,
-                since,
-                limit,
-                spread: pacing.spread,
-                dry_run: pacing.dry_run,
-            };
-            operate(request, json).await?
-        }
+        Command::Operation(request) => operate(request, cli.json).await?,
         Command::Dev { listen, console } => {
-            let mut config = Config::load().await?;
-            let _local = if config.database.url.is_empty() {
+            let mut config = config_from_env().await?;
+            let _local = if config.database.url.expose_secret().is_empty() {
                 let pg = local_postgres::LocalPostgres::start()?;
-                config.database.url = Secret::new(pg.url.clone());
+                config.database.url = Secret::from(pg.url.clone());
                 eprintln!("triage dev: throwaway PostgreSQL at {}", pg.url);
                 Some(pg)
             } else {
@@ -273,9 +159,9 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// The operations run here exactly as in the ops Lambda; only the printing differs.
-async fn operate(request: ops::Request, json: bool) -> anyhow::Result<()> {
-    let config = Config::load().await?;
-    let outcome = ops::run(&db::pool(&config.database)?, &config, request).await?;
+async fn operate(request: operations::Request, json: bool) -> anyhow::Result<()> {
+    let config = config_from_env().await?;
+    let outcome = operations::run(&db::pool(&config.database)?, &config, request).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {
@@ -301,7 +187,7 @@ async fn serve(
 ) -> anyhow::Result<()> {
     let token = std::env::var(admin::security::TOKEN_ENV)
         .ok()
-        .map(Secret::new);
+        .map(Secret::from);
     let console = match admin::Exposure::decide(listen, access.allow_remote_admin, token)
         .map_err(anyhow::Error::msg)?
     {

@@ -2,13 +2,10 @@
 
 use std::fmt::Write;
 
+use comfy_table::{presets::NOTHING, CellAlignment, Table};
 use triage::{
-    ops::Outcome,
-    promote::Promotion,
-    redrive,
-    report::{DeadLetterGroup, Health},
-    reprocess,
-    shadow::ShadowDiff,
+    operations::{promote::Promotion, redrive, reprocess, shadow::ShadowDiff, Outcome},
+    pipeline::report::{DeadLetterGroup, Health},
 };
 
 pub fn outcome(outcome: &Outcome) -> String {
@@ -22,12 +19,45 @@ pub fn outcome(outcome: &Outcome) -> String {
     }
 }
 
+/// Columns aligned with spaces, no borders: output people read and `grep` alike. Columns
+/// after the first are right-aligned when `numbers` says so.
+fn table<R: IntoIterator<Item = String>>(
+    header: Option<Vec<&str>>,
+    rows: impl IntoIterator<Item = R>,
+    numbers: &[usize],
+) -> String {
+    let mut table = Table::new();
+    table.load_style(NOTHING);
+    if let Some(header) = header {
+        table.set_header(header);
+    }
+    for row in rows {
+        table.add_row(row.into_iter().collect::<Vec<_>>());
+    }
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, 2));
+        if numbers.contains(&i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    // comfy-table pads every line to the full width; trailing blanks help nobody.
+    let mut out: String = table
+        .lines()
+        .map(|line| line.trim_end().to_string() + "\n")
+        .collect();
+    if out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
 /// `key  value` lines, keys aligned.
 fn pairs(rows: &[(&str, String)]) -> String {
-    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    rows.iter()
-        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
-        .collect()
+    table(
+        None,
+        rows.iter().map(|(k, v)| [k.to_string(), v.clone()]),
+        &[],
+    )
 }
 
 pub fn health(h: &Health) -> String {
@@ -73,22 +103,14 @@ pub fn dead_letters(groups: &[DeadLetterGroup]) -> String {
     if groups.is_empty() {
         return "no dead letters\n".into();
     }
-    let width = groups
-        .iter()
-        .map(|g| g.reason.len())
-        .max()
-        .unwrap_or(0)
-        .max("reason".len());
-    let mut out = format!("{:<width$}  {:>7}  newest\n", "reason", "count");
-    for g in groups {
-        out += &format!(
-            "{:<width$}  {:>7}  {}\n",
-            g.reason,
-            g.count,
-            g.newest.format("%Y-%m-%d %H:%M:%S UTC")
-        );
-    }
-    out
+    let rows = groups.iter().map(|g| {
+        [
+            g.reason.clone(),
+            g.count.to_string(),
+            g.newest.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        ]
+    });
+    table(Some(vec!["reason", "count", "newest"]), rows, &[1])
 }
 
 fn dry_run_note(dry_run: bool) -> &'static str {
@@ -101,9 +123,8 @@ fn dry_run_note(dry_run: bool) -> &'static str {
 
 fn reprocess(r: &reprocess::Report) -> String {
     format!(
-        "reprocess under {}/{} of tickets since {}{}\n",
-        r.prompt_version,
-        r.model_version,
+        "reprocess under {} of tickets since {}{}\n",
+        r.versions,
         r.since.format("%Y-%m-%d %H:%M:%S UTC"),
         dry_run_note(r.dry_run)
     ) + &pairs(&[
@@ -164,29 +185,18 @@ fn shadow_diff(d: &ShadowDiff) -> String {
         .collect();
     departments.sort_unstable();
     departments.dedup();
-    let width = departments
-        .iter()
-        .map(|d| d.len())
-        .max()
-        .unwrap_or(0)
-        .max("from \\ to".len());
-    let _ = write!(out, "{:<width$}", "from \\ to");
-    for to in &departments {
-        let _ = write!(out, "  {to:>w$}", w = to.len().max(5));
-    }
-    out.push('\n');
-    for from in &departments {
-        let _ = write!(out, "{from:<width$}");
-        for to in &departments {
-            let n = d
-                .confusion
+    let header = std::iter::once("from \\ to").chain(departments.iter().copied());
+    let rows = departments.iter().map(|from| {
+        std::iter::once(from.to_string()).chain(departments.iter().map(|to| {
+            d.confusion
                 .iter()
                 .find(|c| c.from == *from && c.to == *to)
-                .map_or(0, |c| c.count);
-            let _ = write!(out, "  {n:>w$}", w = to.len().max(5));
-        }
-        out.push('\n');
-    }
+                .map_or(0, |c| c.count)
+                .to_string()
+        }))
+    });
+    let numbers: Vec<usize> = (1..=departments.len()).collect();
+    out += &table(Some(header.collect()), rows, &numbers);
 
     let u = &d.urgency_diff;
     let stat = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:+.3}"));
@@ -207,7 +217,7 @@ fn shadow_diff(d: &ShadowDiff) -> String {
         .max()
         .unwrap_or(0)
         .max(1);
-    for b in &u.histogram {
+    let histogram = u.histogram.iter().map(|b| {
         let range = match (b.lower, b.upper) {
             (None, Some(upper)) => format!("< {upper:+.2}"),
             (Some(lower), None) => format!(">= {lower:+.2}"),
@@ -216,8 +226,9 @@ fn shadow_diff(d: &ShadowDiff) -> String {
         };
         // Rounded up, so a bucket with any ticket shows.
         let bar = "#".repeat(((b.count * 40 + most - 1) / most) as usize);
-        let _ = writeln!(out, "  {range:>14}  {:>7}  {bar}", b.count);
-    }
+        [range, b.count.to_string(), bar]
+    });
+    out += &table(None, histogram, &[0, 1]);
 
     if !d.largest_disagreements.is_empty() {
         let _ = writeln!(out, "\nlargest disagreements:");

@@ -1,54 +1,21 @@
-//! One typed configuration, built in one place from SPEC's environment names.
+//! One typed configuration, built in one place from SPEC's environment names: plain data,
+//! built without I/O (the binaries resolve the secrets it names through `crate::aws`).
 //! Every policy number has its home here, with the article's default.
+//! Uses db and evaluate (their settings types), secret and domain; used by the pipeline and
+//! the entry points.
 
-use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
+use std::{str::FromStr, time::Duration};
 
 use crate::{
-    error::{ConfigError, Error},
-    ledger::PriceTable,
-    secrets::{self, ApiKey, DbCredentials},
+    db::{DatabaseConfig, DbSecretRef, DbTls},
+    domain::{
+        error::ConfigError,
+        versions::{ModelVersion, Versions},
+    },
+    evaluate::{PriceTable, ProviderConfig, ProviderKind},
+    secret::Secret,
+    tls::CaRoots,
 };
-
-/// A value that must never reach a log line.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-/// Model version of the offline keyword classifier.
-pub const RULES_MODEL_VERSION: &str = "rules@offline";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderKind {
-    Rules,
-    OpenAi,
-    Anthropic,
-}
-
-/// The versions an evaluation is computed (and its key derived) under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Versions {
-    pub prompt: String,
-    /// `model@effort`, e.g. `gpt-6-luna@medium`.
-    pub model: String,
-    pub policy: String,
-}
 
 /// Input limits of the HTTP API.
 #[derive(Debug, Clone, Copy)]
@@ -67,64 +34,6 @@ impl Default for Limits {
             max_subject_chars: 500,
             max_message_chars: 20_000,
             idempotency_key_ttl: Duration::from_secs(24 * 3600),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct DatabaseConfig {
-    /// `DATABASE_URL`: the local path (CLI, tests, `triage dev`).
-    pub url: Secret,
-    /// `TRIAGE_DB_SECRET_ARN` (+ `TRIAGE_DB_HOST`, `TRIAGE_DB_NAME`): the Lambda path. Takes
-    /// precedence over `url`; [`Config::load`] fetches it.
-    pub secret: Option<DbSecretRef>,
-    /// Filled by [`Config::load`] from `secret`; shared by every clone, so a refresh after a
-    /// rotation serves all pools of the process.
-    pub credentials: Option<Arc<DbCredentials>>,
-    /// `TRIAGE_DB_TLS`. Unset: `sslmode=disable` in `DATABASE_URL` means [`DbTls::Disable`],
-    /// anything else (libpq's `prefer` and `require` included) verify-full with the RDS CAs.
-    pub tls: Option<DbTls>,
-    pub pool_size: usize,
-    pub connect_timeout: Duration,
-    pub statement_timeout: Duration,
-}
-
-/// Where the database secret is, and what the environment adds to it: an RDS-managed master
-/// secret holds only username and password, and an RDS Proxy endpoint replaces the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DbSecretRef {
-    pub arn: String,
-    pub host: Option<String>,
-    pub dbname: Option<String>,
-}
-
-/// Transport security to PostgreSQL. There is no opportunistic mode: TLS either is verified
-/// or was explicitly turned off.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DbTls {
-    /// Plain TCP, for a local server.
-    Disable,
-    /// TLS whose certificate chains to one of `roots` and names the host we connected to.
-    VerifyFull { roots: CaRoots },
-}
-
-/// PEM certificates trusted for the database: the RDS and RDS Proxy CAs embedded from
-/// `certs/rds-ca-bundle.pem` (refreshed by `scripts/refresh-rds-ca`), or a test's own CA.
-#[derive(Clone, PartialEq, Eq)]
-pub struct CaRoots(pub Cow<'static, [u8]>);
-
-impl CaRoots {
-    pub const RDS: CaRoots = CaRoots(Cow::Borrowed(include_bytes!(
-        "../../certs/rds-ca-bundle.pem"
-    )));
-}
-
-impl fmt::Debug for CaRoots {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if *self == Self::RDS {
-            f.write_str("CaRoots(rds-ca-bundle.pem)")
-        } else {
-            write!(f, "CaRoots({} bytes)", self.0.len())
         }
     }
 }
@@ -181,18 +90,6 @@ impl Default for RetentionPolicy {
 }
 
 #[derive(Debug, Clone)]
-pub struct ProviderConfig {
-    pub kind: ProviderKind,
-    pub url: String,
-    pub api_key: ApiKey,
-    /// `TRIAGE_PROVIDER_SECRET_ARN`: [`Config::load`] reads `api_key` from it.
-    pub api_key_secret_arn: Option<String>,
-    pub model: String,
-    pub effort: String,
-    pub prices: PriceTable,
-}
-
-#[derive(Debug, Clone)]
 pub struct Config {
     pub database: DatabaseConfig,
     pub provider: ProviderConfig,
@@ -205,16 +102,6 @@ pub struct Config {
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// [`Config::from_env`], then the secrets it names fetched from Secrets Manager (once per
-    /// process; the database secret again after a rotation). Without secret ARNs this is
-    /// `from_env` and touches no network.
-    pub async fn load() -> Result<Self, Error> {
-        let mut config = Self::from_env()?;
-        // Boxed: the SDK's deeply nested futures would otherwise be part of every caller's.
-        Box::pin(secrets::resolve(&mut config)).await?;
-        Ok(config)
     }
 
     /// Builds the configuration from any name lookup, so tests need not touch the process env.
@@ -237,6 +124,14 @@ impl Config {
         };
         let model = env.string("TRIAGE_MODEL", "gpt-6-luna");
         let effort = env.string("TRIAGE_EFFORT", "medium");
+        let model_version = if provider_kind == ProviderKind::Rules {
+            // The offline classifier is not the named model; its results must not be cached
+            // under the real model's keys.
+            ModelVersion::rules()
+        } else {
+            ModelVersion::new(&model, &effort)
+                .map_err(|e| ConfigError::invalid("TRIAGE_MODEL/TRIAGE_EFFORT", e.reason))?
+        };
         let defaults = WorkerPolicy::default();
         let worker = WorkerPolicy {
             batch_size: env.number("TRIAGE_BATCH_SIZE", defaults.batch_size)?,
@@ -273,7 +168,7 @@ impl Config {
         };
         Ok(Self {
             database: DatabaseConfig {
-                url: Secret::new(env.string("DATABASE_URL", "")),
+                url: Secret::from(env.string("DATABASE_URL", "")),
                 secret: env.optional("TRIAGE_DB_SECRET_ARN").map(|arn| DbSecretRef {
                     arn,
                     host: env.optional("TRIAGE_DB_HOST"),
@@ -295,25 +190,17 @@ impl Config {
                     .string("TRIAGE_PROVIDER_URL", default_url)
                     .trim_end_matches('/')
                     .to_string(),
-                api_key: Secret::new(env.string("TRIAGE_PROVIDER_API_KEY", "")).into(),
+                api_key: Secret::from(env.string("TRIAGE_PROVIDER_API_KEY", "")).into(),
                 api_key_secret_arn: env.optional("TRIAGE_PROVIDER_SECRET_ARN"),
-                model: model.clone(),
-                effort: effort.clone(),
                 prices: match get("TRIAGE_PRICES") {
                     Some(spec) if !spec.is_empty() => PriceTable::parse(&spec)?,
                     _ => PriceTable::default(),
                 },
             },
             versions: Versions {
-                prompt: env.string("TRIAGE_PROMPT_VERSION", "triage-v3"),
-                model: if provider_kind == ProviderKind::Rules {
-                    // The offline classifier is not the named model; its results must not be
-                    // cached under the real model's keys.
-                    RULES_MODEL_VERSION.to_string()
-                } else {
-                    format!("{model}@{effort}")
-                },
-                policy: env.string("TRIAGE_POLICY_VERSION", "policy-v1"),
+                prompt: env.parsed("TRIAGE_PROMPT_VERSION", "triage-v3")?,
+                model: model_version,
+                policy: env.parsed("TRIAGE_POLICY_VERSION", "policy-v1")?,
             },
             limits: Limits::default(),
             worker,
@@ -346,7 +233,17 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         self.optional(name).unwrap_or_else(|| default.to_string())
     }
 
-    fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ConfigError> {
+    fn parsed<T: FromStr<Err: std::fmt::Display>>(
+        &self,
+        name: &str,
+        default: &str,
+    ) -> Result<T, ConfigError> {
+        self.string(name, default)
+            .parse()
+            .map_err(|e| ConfigError::invalid(name, format!("{e}")))
+    }
+
+    fn number<T: FromStr>(&self, name: &str, default: T) -> Result<T, ConfigError> {
         match self.optional(name) {
             None => Ok(default),
             Some(raw) => raw
@@ -377,7 +274,7 @@ mod tests {
         assert_eq!(c.worker.jitter_max, Duration::from_secs(30));
         assert_eq!(c.versions.prompt, "triage-v3");
         assert_eq!(c.versions.policy, "policy-v1");
-        assert_eq!(c.versions.model, RULES_MODEL_VERSION);
+        assert_eq!(c.versions.model, ModelVersion::RULES);
     }
 
     #[test]

@@ -1,36 +1,28 @@
 //! triage: LLM ticket triage outside the request path, on a transactional outbox with a
 //! content-derived idempotency key.
 //!
-//! A ticket's path through the modules: [`key`] → [`ingest`] → [`outbox`] (claim, finish,
-//! reschedule, dead letter) → [`evaluate`] → [`sweep`]; [`ticket`] is the read side and
-//! [`http`] the API over both. Operations on the pipeline ([`reprocess`], [`shadow`],
-//! [`promote`], [`redrive`], [`prompt_registry`]) meet in [`ops`].
+//! Layers, top to bottom (docs/architecture.md); a module uses only those below it:
+//! - entry points: [`http`] (the API router), [`operations`] (what on-call runs), [`aws`]
+//!   (Secrets Manager, the migration custom resource, Lambda glue);
+//! - the pipeline: [`pipeline`] (ingest → outbox → worker → sweep, and its reports);
+//! - [`config`]: the one typed configuration, plain data read from the environment;
+//! - evaluation and infrastructure: [`evaluate`] (prompts, providers, contract, prices),
+//!   [`db`] (pool, migrations), [`tls`], [`secret`], [`telemetry`];
+//! - [`domain`]: the key, ticket ids, versions, errors.
+//!
+//! A ticket's path by file name: `domain/key` → `pipeline/ingest` → `pipeline/outbox/claim`
+//! → `pipeline/worker` (`evaluate/*`, `pipeline/outbox/job`) → `pipeline/sweep`.
 
-pub mod backoff;
-pub mod breaker;
+pub mod aws;
 pub mod config;
 pub mod db;
-pub mod error;
+pub mod domain;
 pub mod evaluate;
 pub mod http;
-pub mod ingest;
-pub mod key;
-pub mod ledger;
-pub mod migrate_resource;
-pub mod ops;
-pub mod outbox;
-pub mod promote;
-pub mod prompt_registry;
-pub mod redrive;
-pub mod report;
-pub mod reprocess;
-pub mod secrets;
-pub mod shadow;
-pub mod shutdown;
-pub mod sweep;
+pub mod operations;
+pub mod pipeline;
+pub mod secret;
 pub mod telemetry;
-pub mod ticket;
 pub mod tls;
-pub mod worker;
 
-pub use error::{Error, Result};
+pub use domain::error::{Error, Result};

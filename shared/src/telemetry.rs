@@ -1,6 +1,7 @@
 //! Telemetry: structured JSON logs on stderr, and metrics in CloudWatch Embedded Metric
 //! Format on stdout (flushed after every Lambda invocation). Ticket text and secrets never
 //! go into a span, an event or a metric: handlers log ids and keys only.
+//! Uses only the domain: callers pass plain numbers.
 
 use tracing_subscriber::{fmt, util::SubscriberInitExt, EnvFilter};
 
@@ -40,7 +41,7 @@ pub fn lambda_metrics(
         .with_dimension("function", function)
         .with_lambda_request_id("requestId")
         .init()
-        .map_err(|e| crate::error::ConfigError::invalid("metrics", e.to_string()).into())
+        .map_err(|e| crate::domain::error::ConfigError::invalid("metrics", e.to_string()).into())
 }
 
 /// Every metric the pipeline emits, by name, in one place.
@@ -48,8 +49,6 @@ pub mod metric {
     use std::time::Duration;
 
     use metrics::{counter, gauge, histogram};
-
-    use crate::evaluate::Usage;
 
     pub fn dedup_hit() {
         counter!("outbox.dedup_hit").increment(1);
@@ -70,12 +69,11 @@ pub mod metric {
     pub fn lease_expired(count: i64) {
         counter!("outbox.lease_expired").increment(count.max(0) as u64);
     }
-    pub fn provider_call(latency: Duration, usage: Usage, cost_usd: f64) {
+    /// One provider call: its latency, tokens in and out, and cost.
+    pub fn provider_call(latency: Duration, tokens: (i64, i64), cost_usd: f64) {
         histogram!("provider.latency_ms").record(latency.as_secs_f64() * 1000.0);
-        counter!("provider.tokens", "direction" => "input")
-            .increment(usage.input_tokens.max(0) as u64);
-        counter!("provider.tokens", "direction" => "output")
-            .increment(usage.output_tokens.max(0) as u64);
+        counter!("provider.tokens", "direction" => "input").increment(tokens.0.max(0) as u64);
+        counter!("provider.tokens", "direction" => "output").increment(tokens.1.max(0) as u64);
         histogram!("provider.cost_usd").record(cost_usd);
     }
     pub fn queue_depth(status: &'static str, depth: i64) {

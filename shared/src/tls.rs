@@ -5,14 +5,12 @@
 //! cold start, not OpenSSL's ~200 ms. (The Secrets Manager client keeps the SDK's default: the
 //! image's CA store, loaded on its first request.)
 
-use std::sync::Arc;
+use std::{borrow::Cow, fmt, sync::Arc};
 
 use rustls::{
     pki_types::{pem::PemObject, CertificateDer},
     ClientConfig, RootCertStore,
 };
-
-use crate::config::CaRoots;
 
 /// A client configuration trusting exactly `roots` (TLS 1.2 and 1.3, rustls' safe defaults).
 fn client_config(roots: RootCertStore) -> ClientConfig {
@@ -46,4 +44,25 @@ pub fn https_client_builder() -> reqwest::ClientBuilder {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
     reqwest::Client::builder().tls_backend_preconfigured(client_config(roots))
+}
+
+/// PEM certificates trusted for the database: the RDS and RDS Proxy CAs embedded from
+/// `certs/rds-ca-bundle.pem` (refreshed by `scripts/refresh-rds-ca`), or a test's own CA.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CaRoots(pub Cow<'static, [u8]>);
+
+impl CaRoots {
+    pub const RDS: CaRoots = CaRoots(Cow::Borrowed(include_bytes!(
+        "../../certs/rds-ca-bundle.pem"
+    )));
+}
+
+impl fmt::Debug for CaRoots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Self::RDS {
+            f.write_str("CaRoots(rds-ca-bundle.pem)")
+        } else {
+            write!(f, "CaRoots({} bytes)", self.0.len())
+        }
+    }
 }

@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 use fake_provider::{classify, usage_for, Api, Behavior, FakeProvider};
 use serde_json::{json, Value};
 use triage::{
-    config::{ProviderConfig, ProviderKind, Secret},
+    domain::versions::ModelVersion,
     evaluate::{
-        contract, ticket_text, AnyProvider, EvaluationRequest, FailureKind, ModelOutput,
-        ModelVersion, Policy, Prompt, Provider, ProviderError, ProviderReply, Usage,
+        contract, ticket_text, AnyProvider, EvaluationRequest, FailureKind, ModelOutput, Policy,
+        Prompt, Provider, ProviderConfig, ProviderError, ProviderKind, ProviderReply, Usage,
     },
+    secret::Secret,
 };
 
 const SUBJECT: &str = "Card charged twice";
@@ -36,10 +37,8 @@ fn provider(api: Api, url: &str) -> AnyProvider {
             Api::Anthropic => ProviderKind::Anthropic,
         },
         url: url.to_owned(),
-        api_key: Secret::new(API_KEY).into(),
+        api_key: Secret::from(API_KEY).into(),
         api_key_secret_arn: None,
-        model: "configured-model".into(),
-        effort: "low".into(),
         prices: Default::default(),
     };
     AnyProvider::from_config(&config, CALL_TIMEOUT).unwrap()
@@ -53,7 +52,7 @@ async fn evaluate_as(
 ) -> Result<ProviderReply, ProviderError> {
     let policy = policy();
     let prompt = Prompt::load("triage-v3", &policy).unwrap();
-    let model = ModelVersion::parse(model);
+    let model = ModelVersion::from_stored(model);
     provider(api, url)
         .evaluate(EvaluationRequest {
             subject: SUBJECT,

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use triage::{config::Config, db, http, telemetry};
+use triage::{aws::lambda::config_from_env, db, http, telemetry};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     telemetry::init();
     let metrics = telemetry::lambda_metrics("api")?;
-    let config = Config::load().await?;
+    let config = config_from_env().await?;
     let pool = db::pool(&config.database)?;
     let router = http::router(http::AppState {
         pool,

@@ -1,11 +1,13 @@
 //! Migrate Lambda: the `Migration` custom resource's handler (migrations on every deploy that
-//! changes them). The contract and its rollback rule live in `triage::migrate_resource`.
+//! changes them). The contract and its rollback rule live in `triage::aws::migrate_resource`.
 
 use lambda_runtime::{service_fn, LambdaEvent};
 use triage::{
-    migrate_resource::{self, Request},
+    aws::{
+        lambda,
+        migrate_resource::{self, Request},
+    },
     telemetry, tls,
-    worker::deadline_from_epoch_ms,
 };
 
 #[tokio::main]
@@ -15,7 +17,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let version = std::env::var("AWS_LAMBDA_FUNCTION_VERSION").ok();
     let (http, version) = (&http, version.as_deref());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Request>| async move {
-        let deadline = deadline_from_epoch_ms(event.context.deadline);
+        let deadline = lambda::deadline(&event.context);
         migrate_resource::handle(
             event.payload,
             version,

@@ -9,7 +9,7 @@ use testkit::{
     cloudformation::{event, ResponseUrl},
     lambda::{Function, RuntimeApi},
 };
-use triage::secrets::SecretsManager;
+use triage::aws::secrets::SecretsManager;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -2,13 +2,13 @@
 //! queue health and the dead-letter report as EMF metrics and a log line.
 
 use lambda_runtime::{service_fn, LambdaEvent};
-use triage::{config::Config, db, sweep, telemetry};
+use triage::{aws::lambda::config_from_env, db, pipeline::sweep, telemetry};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
     let metrics = telemetry::lambda_metrics("sweeper")?;
-    let config = Config::load().await?;
+    let config = config_from_env().await?;
     let pool = db::pool(&config.database)?;
     let (pool, config) = (&pool, &config);
     let handler = service_fn(move |_: LambdaEvent<serde_json::Value>| async move {

@@ -7,8 +7,8 @@ use testkit::lambda::{events, Function, RuntimeApi};
 use triage::{
     config::Config,
     db,
-    ingest::{create_ticket, NewTicket},
-    outbox::claim::{claim, Serves},
+    pipeline::ingest::{create_ticket, NewTicket},
+    pipeline::outbox::claim::{claim, Serves},
     telemetry::NAMESPACE,
 };
 

@@ -6,23 +6,23 @@ use std::sync::Arc;
 use lambda_runtime::{service_fn, LambdaEvent};
 use tokio_util::sync::CancellationToken;
 use triage::{
-    config::Config,
+    aws::lambda::{self, config_from_env},
     db,
     evaluate::AnyProvider,
+    pipeline::worker::Worker,
     telemetry,
-    worker::{deadline_from_epoch_ms, Worker},
 };
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
     let metrics = telemetry::lambda_metrics("worker")?;
-    let config = Arc::new(Config::load().await?);
+    let config = Arc::new(config_from_env().await?);
     let provider = AnyProvider::from_config(&config.provider, config.worker.call_timeout)?;
     let worker = Worker::new(db::pool(&config.database)?, provider, config)?;
     let worker = &worker;
     let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
-        let deadline = deadline_from_epoch_ms(event.context.deadline);
+        let deadline = lambda::deadline(&event.context);
         worker
             .run_invocation(deadline, &CancellationToken::new())
             .await

@@ -9,7 +9,7 @@ use testkit::lambda::{events, Function, Invocation, RuntimeApi};
 use triage::{
     config::Config,
     db,
-    ingest::{create_ticket, NewTicket},
+    pipeline::ingest::{create_ticket, NewTicket},
     telemetry::NAMESPACE,
 };
 

@@ -36,7 +36,7 @@ fn authorize(request: RequestBuilder, api_key: &str) -> RequestBuilder {
 
 fn request_body(request: &EvaluationRequest<'_>) -> Value {
     json!({
-        "model": request.model.model,
+        "model": request.model.model(),
         "max_tokens": MAX_TOKENS,
         "system": request.prompt.text,
         "messages": [

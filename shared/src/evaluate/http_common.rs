@@ -15,9 +15,10 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use super::{
-    EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderError, ProviderReply, Usage,
+    ApiKey, EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderConfig, ProviderError,
+    ProviderReply, Usage,
 };
-use crate::{config::ProviderConfig, secrets::ApiKey};
+use crate::secret::ExposeSecret;
 
 /// What differs between the providers' HTTP APIs. Everything else — one request per call,
 /// timeouts, the status table — is [`HttpProvider`]'s.
@@ -75,7 +76,7 @@ impl Provider for HttpProvider {
             .await?;
         let started = Instant::now();
         let (key_generation, key) = self.api_key.current();
-        let http = (self.wire.authorize)(client.post(self.endpoint.clone()), key.expose())
+        let http = (self.wire.authorize)(client.post(self.endpoint.clone()), key.expose_secret())
             .json(&(self.wire.request_body)(&request));
         let exchange = send(http, request.timeout).await?;
         if !exchange.status.is_success() {

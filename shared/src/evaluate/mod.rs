@@ -1,43 +1,27 @@
 //! Evaluating one ticket: the versioned prompt and policy, the providers behind one trait,
 //! the output contract, and the one table that says what each failure means for the outbox.
+//! Owns prompts, providers (and their settings and prices), the contract and the failure
+//! classes; uses tls, secret and the domain. Never the database: the pipeline records calls.
 
 pub mod anthropic;
-pub mod classify;
 pub mod contract;
+pub mod failure;
 mod http_common;
 pub mod openai;
+pub mod prices;
 pub mod prompt;
+mod provider;
 pub mod rules;
 
 use std::{future::Future, time::Duration};
 
-pub use classify::{ErrorClass, FailureKind};
 pub use contract::{ContractViolation, Evaluation};
+pub use failure::{ErrorClass, FailureKind};
+pub use prices::PriceTable;
 pub use prompt::{Policy, Prompt};
+pub use provider::{ApiKey, ProviderConfig, ProviderKind};
 
-use crate::config::{ProviderConfig, ProviderKind};
-
-/// `model@effort`, split.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelVersion {
-    pub model: String,
-    pub effort: String,
-}
-
-impl ModelVersion {
-    pub fn parse(version: &str) -> Self {
-        match version.rsplit_once('@') {
-            Some((model, effort)) => Self {
-                model: model.into(),
-                effort: effort.into(),
-            },
-            None => Self {
-                model: version.into(),
-                effort: String::new(),
-            },
-        }
-    }
-}
+use crate::domain::versions::ModelVersion;
 
 /// Everything a provider needs for one call.
 #[derive(Debug, Clone, Copy)]
@@ -81,8 +65,9 @@ pub struct ProviderReply {
     pub http_status: u16,
 }
 
-/// A call that failed. `kind` decides the class (see [`classify`]).
-#[derive(Debug, Clone, PartialEq)]
+/// A call that failed. `kind` decides the class (see [`failure`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{kind:?}{}: {detail}", http_status.map(|s| format!(" (HTTP {s})")).unwrap_or_default())]
 pub struct ProviderError {
     pub kind: FailureKind,
     pub http_status: Option<u16>,
@@ -99,17 +84,6 @@ impl ProviderError {
             http_status: None,
             retry_after: None,
             detail: detail.into(),
-        }
-    }
-}
-
-impl std::error::Error for ProviderError {}
-
-impl std::fmt::Display for ProviderError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.http_status {
-            Some(status) => write!(f, "{:?} (HTTP {status}): {}", self.kind, self.detail),
-            None => write!(f, "{:?}: {}", self.kind, self.detail),
         }
     }
 }

@@ -24,7 +24,7 @@ fn authorize(request: RequestBuilder, api_key: &str) -> RequestBuilder {
 
 fn request_body(request: &EvaluationRequest<'_>) -> Value {
     let mut body = json!({
-        "model": request.model.model,
+        "model": request.model.model(),
         "messages": [
             {"role": "developer", "content": request.prompt.text},
             {"role": "user", "content": ticket_text(request.subject, request.message)},
@@ -39,8 +39,8 @@ fn request_body(request: &EvaluationRequest<'_>) -> Value {
         },
     });
     // Non-reasoning models reject the field, so a version without effort sends none.
-    if !request.model.effort.is_empty() {
-        body["reasoning_effort"] = json!(request.model.effort);
+    if !request.model.effort().is_empty() {
+        body["reasoning_effort"] = json!(request.model.effort());
     }
     body
 }

@@ -1,5 +1,6 @@
 //! The HTTP API: one router, served by the api Lambda (through lambda_http) and by
-//! `triage serve` / `triage dev`.
+//! `triage serve` / `triage dev`. An entry point: maps requests onto the pipeline (ingest,
+//! read) and its errors onto problem+json; uses config and the domain too.
 
 pub mod admin;
 mod caller;

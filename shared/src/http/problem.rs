@@ -6,7 +6,7 @@ use axum::{
 };
 use serde_json::json;
 
-use crate::error::Error;
+use crate::domain::error::Error;
 
 #[derive(Debug, Clone)]
 pub struct Problem {
@@ -55,15 +55,19 @@ impl IntoResponse for Problem {
 
 impl From<Error> for Problem {
     fn from(err: Error) -> Self {
-        if err.is_unavailable() {
-            tracing::warn!(error = %err, "database unavailable");
-            Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the ticket store is temporarily unavailable; retry later",
-            )
-        } else {
-            tracing::error!(error = %err, "request failed");
-            Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        match &err {
+            Error::InvalidRequest(invalid) => Problem::bad_request(invalid.to_string()),
+            err if err.is_unavailable() => {
+                tracing::warn!(error = %err.report(), "database unavailable");
+                Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the ticket store is temporarily unavailable; retry later",
+                )
+            }
+            err => {
+                tracing::error!(error = %err.report(), "request failed");
+                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+            }
         }
     }
 }

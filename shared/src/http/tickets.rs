@@ -15,8 +15,11 @@ use serde::Deserialize;
 use super::{AppState, Caller, Problem};
 use crate::{
     config::Limits,
-    ingest::{self, KeyedOutcome, NewTicket},
-    ticket::{self, TicketId},
+    domain::ticket::TicketId,
+    pipeline::{
+        ingest::{self, KeyedOutcome, NewTicket},
+        read,
+    },
 };
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -99,7 +102,7 @@ pub async fn show(
         .ok()
         .and_then(|Path(id)| id.parse().ok())
         .ok_or_else(|| Problem::bad_request("ticket id must be a UUID"))?;
-    match ticket::find(&state.pool, &state.config.versions, id).await? {
+    match read::find(&state.pool, &state.config.versions, id).await? {
         Some(view) => Ok(Json(view).into_response()),
         None => Err(Problem::not_found(format!("no ticket with id {id}"))),
     }

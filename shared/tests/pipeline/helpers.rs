@@ -8,9 +8,10 @@ use deadpool_postgres::Pool;
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 use triage::{
-    config::{Config, Secret},
+    config::Config,
     db,
     http::{router, AppState},
+    secret::Secret,
 };
 
 pub use testkit::fresh_database;
@@ -131,7 +132,7 @@ impl TestApp {
 /// A configuration whose database cannot be reached (nothing listens on port 1).
 pub fn unreachable_config() -> Config {
     let mut config = Config::local("postgres://triage@127.0.0.1:1/nowhere");
-    config.database.url = Secret::new("postgres://triage@127.0.0.1:1/nowhere");
+    config.database.url = Secret::from("postgres://triage@127.0.0.1:1/nowhere");
     config.database.connect_timeout = std::time::Duration::from_millis(500);
     config
 }
@@ -160,31 +161,31 @@ pub async fn spawn_app_with_fake(
     let url = fake.url();
     spawn_app_with(move |config| {
         fast_policy(config);
-        config.provider.kind = triage::config::ProviderKind::OpenAi;
+        config.provider.kind = triage::evaluate::ProviderKind::OpenAi;
         config.provider.url = url;
-        config.provider.api_key = Secret::new("sk-test-secret").into();
-        config.versions.model = format!("{}@{}", config.provider.model, config.provider.effort);
+        config.provider.api_key = Secret::from("sk-test-secret").into();
+        config.versions.model = "gpt-6-luna@medium".parse().unwrap();
         adjust(config);
     })
     .await
 }
 
 impl TestApp {
-    pub fn worker(&self) -> triage::worker::Worker<triage::evaluate::AnyProvider> {
+    pub fn worker(&self) -> triage::pipeline::worker::Worker<triage::evaluate::AnyProvider> {
         let provider = triage::evaluate::AnyProvider::from_config(
             &self.config.provider,
             self.config.worker.call_timeout,
         )
         .expect("provider builds");
-        triage::worker::Worker::new(self.pool.clone(), provider, self.config.clone())
+        triage::pipeline::worker::Worker::new(self.pool.clone(), provider, self.config.clone())
             .expect("worker config is valid")
     }
 
     /// One worker invocation with the configured budget.
     pub async fn run_worker_once(
         &self,
-        worker: &triage::worker::Worker<triage::evaluate::AnyProvider>,
-    ) -> triage::worker::Report {
+        worker: &triage::pipeline::worker::Worker<triage::evaluate::AnyProvider>,
+    ) -> triage::pipeline::worker::Report {
         let deadline = std::time::Instant::now() + self.config.worker.invocation_budget;
         worker
             .run_invocation(deadline, &tokio_util::sync::CancellationToken::new())
@@ -196,7 +197,7 @@ impl TestApp {
     /// breaker pauses by polling the queue), or panics after `limit`.
     pub async fn drain(
         &self,
-        worker: &triage::worker::Worker<triage::evaluate::AnyProvider>,
+        worker: &triage::pipeline::worker::Worker<triage::evaluate::AnyProvider>,
         limit: std::time::Duration,
     ) {
         let until = std::time::Instant::now() + limit;
@@ -222,14 +223,18 @@ impl TestApp {
     pub async fn ingest_many(&self, tickets: &[(String, String)]) {
         for chunk in tickets.chunks(50) {
             let inserts = chunk.iter().map(|(subject, message)| {
-                let ticket = triage::ingest::NewTicket {
+                let ticket = triage::pipeline::ingest::NewTicket {
                     subject: subject.clone(),
                     message: message.clone(),
                 };
                 async move {
-                    triage::ingest::create_ticket(&self.pool, &self.config.versions, &ticket)
-                        .await
-                        .unwrap()
+                    triage::pipeline::ingest::create_ticket(
+                        &self.pool,
+                        &self.config.versions,
+                        &ticket,
+                    )
+                    .await
+                    .unwrap()
                 }
             });
             futures::future::join_all(inserts).await;

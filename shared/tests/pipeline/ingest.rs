@@ -1,4 +1,5 @@
 use std::collections::HashSet;
+use triage::secret::ExposeSecret;
 
 use crate::helpers::{spawn_app, unreachable_config};
 
@@ -176,10 +177,12 @@ async fn a_connection_the_server_dropped_is_replaced_on_the_next_request() {
     let app = crate::helpers::spawn_app_with(|c| c.database.pool_size = 1).await;
     assert_eq!(app.post_ticket("before", "b").await.status, 201);
     // Terminate every pooled backend, as a failover or an idle timeout would.
-    let (admin, conn) =
-        tokio_postgres::connect(app.config.database.url.expose(), tokio_postgres::NoTls)
-            .await
-            .unwrap();
+    let (admin, conn) = tokio_postgres::connect(
+        app.config.database.url.expose_secret(),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
     tokio::spawn(conn);
     admin
         .execute(

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use testkit::cloudformation::{event, ResponseUrl};
 use triage::{
+    aws::migrate_resource::{handle, Request, Status, PHYSICAL_RESOURCE_ID},
     config::Config,
     db,
-    migrate_resource::{handle, Request, Status, PHYSICAL_RESOURCE_ID},
 };
 
 use crate::helpers::{fresh_database, unreachable_config};

@@ -8,7 +8,7 @@ use std::{
 };
 
 use fake_provider::{Behavior, FakeProvider};
-use triage::{report, sweep};
+use triage::pipeline::{report, sweep};
 
 use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
 

@@ -8,9 +8,9 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use triage::{
+    domain::key::IdempotencyKey,
     evaluate::{Policy, Prompt},
-    key::IdempotencyKey,
-    ops,
+    operations,
 };
 
 use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
@@ -22,9 +22,9 @@ async fn op(app: &TestApp, payload: Value) -> Value {
     serde_json::to_value(try_op(app, payload).await.expect("operation succeeds")).unwrap()
 }
 
-async fn try_op(app: &TestApp, payload: Value) -> triage::Result<ops::Outcome> {
-    let request: ops::Request = serde_json::from_value(payload).expect("payload parses");
-    ops::run(&app.pool, &app.config, request).await
+async fn try_op(app: &TestApp, payload: Value) -> triage::Result<operations::Outcome> {
+    let request: operations::Request = serde_json::from_value(payload).expect("payload parses");
+    operations::run(&app.pool, &app.config, request).await
 }
 
 fn tickets(prefix: &str, n: usize) -> Vec<(String, String)> {
@@ -226,20 +226,20 @@ async fn reprocess_pages_through_more_tickets_than_one_batch() {
 #[tokio::test]
 async fn reprocess_refuses_an_unknown_prompt_version_or_a_model_without_effort() {
     let app = spawn_app().await;
-    for payload in [
-        json!({"op": "reprocess", "since": "1d", "prompt_version": "triage-v9"}),
-        json!({"op": "reprocess", "since": "1d", "prompt_version": "triage-v4", "model_version": "gpt-6-luna"}),
-    ] {
-        let error = try_op(&app, payload).await.unwrap_err();
-        assert!(matches!(error, triage::Error::Config(_)), "{error}");
-    }
     let error = try_op(
         &app,
         json!({"op": "reprocess", "since": "1d", "prompt_version": "triage-v9"}),
     )
     .await
     .unwrap_err();
+    assert!(matches!(error, triage::Error::InvalidRequest(_)), "{error}");
     assert!(error.to_string().contains("not in this build"), "{error}");
+    // A model version without its effort is refused where the payload is read, before
+    // anything runs: it would key every ticket anew.
+    let payload = r#"{"op": "reprocess", "since": "1d", "prompt_version": "triage-v4", "model_version": "gpt-6-luna"}"#;
+    let error = serde_json::from_str::<operations::Request>(payload).unwrap_err();
+    assert!(error.to_string().contains("model@effort"), "{error}");
+    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 0);
 }
 
 #[tokio::test]
@@ -444,7 +444,7 @@ async fn promote_refuses_a_version_without_any_result() {
     )
     .await
     .unwrap_err();
-    assert!(matches!(error, triage::Error::Config(_)), "{error}");
+    assert!(matches!(error, triage::Error::InvalidRequest(_)), "{error}");
     assert!(
         error.to_string().contains("no evaluation exists"),
         "{error}"
@@ -630,7 +630,7 @@ async fn the_ops_lambda_accepts_every_payload_in_the_runbook() {
     let ops: std::collections::BTreeSet<String> = payloads
         .iter()
         .map(|payload| {
-            let parsed: Result<ops::Request, _> = serde_json::from_str(payload);
+            let parsed: Result<operations::Request, _> = serde_json::from_str(payload);
             assert!(parsed.is_ok(), "{payload}: {}", parsed.unwrap_err());
             serde_json::from_str::<Value>(payload).unwrap()["op"]
                 .as_str()
@@ -669,7 +669,7 @@ fn the_ops_lambda_refuses_unknown_ops_fields_and_malformed_values() {
         r#"{"op": "redrive", "spread": "soon"}"#,
     ] {
         assert!(
-            serde_json::from_str::<ops::Request>(payload).is_err(),
+            serde_json::from_str::<operations::Request>(payload).is_err(),
             "{payload} parsed"
         );
     }

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use axum::{body::Body, http::Request};
 use serde_json::json;
 use triage::{
-    config::{Config, DbTls},
-    db, secrets,
-    secrets::SecretsManager,
+    aws::secrets::{self, SecretsManager},
+    config::Config,
+    db,
+    db::DbTls,
+    secret::ExposeSecret,
 };
 
 use crate::{
@@ -153,7 +155,7 @@ async fn provider_key_comes_from_its_secret_plain_or_json() {
         let arn = create_secret(&sm, stored).await;
         let config = load(&sm, &[("TRIAGE_PROVIDER_SECRET_ARN", &arn)]).await;
         assert_eq!(
-            config.provider.api_key.current().1.expose(),
+            config.provider.api_key.current().1.expose_secret(),
             "sk-from-secret"
         );
         assert!(!format!("{config:?}").contains("sk-from-secret"));
@@ -233,7 +235,10 @@ async fn a_rotated_password_is_picked_up_by_the_next_connection() {
     assert_eq!(user, rotation.role);
     before.query_one("SELECT 1", &[]).await.unwrap();
     let credentials = rotation.config.database.credentials.as_ref().unwrap();
-    assert_eq!(credentials.current().1.password.expose(), "second-password");
+    assert_eq!(
+        credentials.current().1.password.expose_secret(),
+        "second-password"
+    );
 }
 
 #[tokio::test]

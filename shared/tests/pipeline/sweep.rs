@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use triage::{outbox::claim, sweep};
+use triage::pipeline::{outbox::claim, sweep};
 
 use crate::helpers::{spawn_app, TestApp};
 
-async fn claim_with_expired_lease(app: &TestApp) -> triage::outbox::ClaimedJob {
+async fn claim_with_expired_lease(app: &TestApp) -> triage::pipeline::outbox::ClaimedJob {
     app.post_ticket("Sweep me", "body").await;
     let client = app.pool.get().await.unwrap();
     let job = claim::claim(

@@ -1,10 +1,7 @@
 //! TLS to the database is verify-full: the certificate must chain to a trusted CA and name the
 //! host. Plain TCP happens only when the configuration says so.
 
-use triage::{
-    config::{Config, DbTls},
-    db,
-};
+use triage::{config::Config, db, db::DbTls};
 
 use crate::{
     helpers::fresh_database,
@@ -67,7 +64,7 @@ async fn a_url_without_sslmode_disable_never_falls_back_to_plain_tcp() {
         (
             url.clone(),
             Some(DbTls::VerifyFull {
-                roots: triage::config::CaRoots::RDS,
+                roots: triage::tls::CaRoots::RDS,
             }),
         ),
     ] {

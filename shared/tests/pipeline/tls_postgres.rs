@@ -8,7 +8,7 @@ use std::{
     sync::OnceLock,
 };
 
-use triage::config::{CaRoots, Config, DbTls};
+use triage::{config::Config, db::DbTls, tls::CaRoots};
 
 pub const PASSWORD: &str = "triage-tls-test";
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use fake_provider::{Behavior, FakeProvider};
 use tokio_util::sync::CancellationToken;
-use triage::outbox::{claim, finish, Fencing};
+use triage::pipeline::outbox::{claim, Fencing};
 
 use crate::helpers::{spawn_app_with_fake, TestApp};
 
@@ -99,7 +99,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         .remove(0);
     // The stale worker stalls past its lease; the sweeper returns the job; another claims it.
     app.wait_until_lease_expired().await;
-    triage::sweep::return_expired_leases(&app.pool, &app.config.worker)
+    triage::pipeline::sweep::return_expired_leases(&app.pool, &app.config.worker)
         .await
         .unwrap();
     let fresh = claim::claim(
@@ -121,7 +121,8 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
     };
     let conn = app.pool.get().await.unwrap();
     assert_eq!(
-        finish::complete(&conn, &stale, &evaluation, &app.config.versions)
+        stale
+            .complete(&conn, &evaluation, &app.config.versions.policy)
             .await
             .unwrap(),
         Fencing::Lost
@@ -131,14 +132,12 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         0,
         "stale result not stored"
     );
-    let late =
-        triage::outbox::reschedule::reschedule(&**conn, &stale, Duration::ZERO, "late", "timeout")
-            .await
-            .unwrap();
-    assert_eq!(late, Fencing::Lost);
-    let late = triage::outbox::dead_letter::dead_letter(&**conn, &stale, "late", "timeout")
+    let late = stale
+        .reschedule(&conn, Duration::ZERO, "late", "timeout")
         .await
         .unwrap();
+    assert_eq!(late, Fencing::Lost);
+    let late = stale.dead_letter(&conn, "late", "timeout").await.unwrap();
     assert_eq!(late, Fencing::Lost);
     assert_eq!(
         app.status_counts().await.get("processing"),
@@ -152,7 +151,8 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         urgency_score: 0.8,
     };
     assert_eq!(
-        finish::complete(&conn, &fresh, &evaluation, &app.config.versions)
+        fresh
+            .complete(&conn, &evaluation, &app.config.versions.policy)
             .await
             .unwrap(),
         Fencing::Held
@@ -182,7 +182,7 @@ async fn a_job_that_crashes_every_worker_is_dead_lettered_after_max_attempts() {
         .unwrap();
         assert_eq!(claimed.len(), 1, "still claimable");
         app.wait_until_lease_expired().await;
-        triage::sweep::return_expired_leases(&app.pool, &app.config.worker)
+        triage::pipeline::sweep::return_expired_leases(&app.pool, &app.config.worker)
             .await
             .unwrap();
     }

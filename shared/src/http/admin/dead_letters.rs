@@ -1,7 +1,7 @@
 //! `GET /admin/dead-letters`: dead letters grouped by reason with the newest examples (ids,
 //! keys, errors; never ticket text), and redrive per reason in two steps: a confirmation page
 //! that counts what would move (a dry run), then a CSRF-protected POST. Both steps run the
-//! same operation as `triage redrive` (`ops::run`).
+//! same operation as `triage redrive` (`operations::run`).
 
 use std::time::Duration;
 
@@ -19,8 +19,9 @@ use super::{
     posted, queries, with_csrf, ConsoleState, Posted,
 };
 use crate::{
-    ops::{self, HumanDuration, Outcome},
-    report, Result,
+    operations::{self, HumanDuration, Outcome, Request},
+    pipeline::report,
+    Result,
 };
 
 /// The window shown and redriven unless the page says otherwise, as `triage dead-letters`.
@@ -123,14 +124,14 @@ async fn run_redrive(
     spread: Duration,
     dry_run: bool,
 ) -> Result<i64, PageError> {
-    let request = ops::Request::Redrive {
+    let request = Request::Redrive {
         reason: Some(reason),
         since: Some(HumanDuration(since)),
         limit: None,
         spread: Some(HumanDuration(spread)),
         dry_run,
     };
-    match ops::run(&state.app.pool, &state.app.config, request).await? {
+    match operations::run(&state.app.pool, &state.app.config, request).await? {
         Outcome::Redrive(report) => Ok(report.moved),
         other => unreachable!("redrive answered {other:?}"),
     }
@@ -145,8 +146,15 @@ pub(super) async fn confirm(
     let reason = reason(&query.reason)?;
     let since_text = query.since.unwrap_or_else(|| DEFAULT_SINCE.into());
     let window = since(Some(&since_text))?;
-    let count = run_redrive(&state, reason.clone(), window, ops::DEFAULT_SPREAD, true).await?;
-    let spread_default = HumanDuration(ops::DEFAULT_SPREAD).to_string();
+    let count = run_redrive(
+        &state,
+        reason.clone(),
+        window,
+        operations::DEFAULT_SPREAD,
+        true,
+    )
+    .await?;
+    let spread_default = HumanDuration(operations::DEFAULT_SPREAD).to_string();
     Ok(with_csrf(&state.guard, &headers, StatusCode::OK, |csrf| {
         page(
             Section::DeadLetters,
@@ -199,7 +207,7 @@ pub(super) async fn redrive(
     let reason = reason(&body.reason)?;
     let window = since(body.since.as_deref())?;
     let spread = match body.spread.as_deref().filter(|s| !s.is_empty()) {
-        None => ops::DEFAULT_SPREAD,
+        None => operations::DEFAULT_SPREAD,
         Some(text) => {
             text.parse::<HumanDuration>()
                 .map_err(|e| PageError::bad_request(format!("spread: {e}")))?

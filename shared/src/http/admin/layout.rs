@@ -6,7 +6,7 @@ use axum::{
 };
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use crate::{error::Error, http::Problem};
+use crate::{domain::error::Error, http::Problem};
 
 const CSS: &str = include_str!("console.css");
 

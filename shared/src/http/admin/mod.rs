@@ -2,9 +2,9 @@
 //! `triage dev` only (never by the API Lambda, whose router has no such route).
 //!
 //! Owns: the console's pages, its sign-in and CSRF protection ([`security`]), its charts and
-//! its few reads that no report already makes ([`queries`]). Uses the pipeline's reports and
-//! operations (`report`, `ops`, `shadow`, `ticket`) as the CLI does; nothing uses it but
-//! `http::serve`. Ticket text appears on the one-ticket page only.
+//! its few reads that no report already makes ([`queries`]). An entry point beside the API:
+//! uses the operations (`operations::run`, `shadow`), the pipeline's reads (`report`,
+//! `read`), db and the domain, as the CLI does; nothing uses it but `http::serve`. Ticket text appears on the one-ticket page only.
 
 mod charts;
 mod dead_letters;

@@ -10,7 +10,7 @@ use super::{
     queries::{self, Hour},
     ConsoleState,
 };
-use crate::report::{self, Health};
+use crate::pipeline::report::{self, Health};
 
 pub(super) async fn show(State(state): State<ConsoleState>) -> Result<Response, PageError> {
     let pool = &state.app.pool;

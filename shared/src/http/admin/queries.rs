@@ -7,7 +7,10 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use uuid::Uuid;
 
-use crate::{db, error::Result, ticket::TicketId};
+use crate::{
+    db,
+    domain::{error::Result, ticket::TicketId},
+};
 
 /// One hour of the last 24.
 #[derive(Debug, Clone, PartialEq)]

@@ -16,7 +16,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::Secret;
+use crate::secret::{ExposeSecret, Secret};
 
 pub const SESSION_COOKIE: &str = "triage_admin";
 pub const CSRF_COOKIE: &str = "triage_csrf";
@@ -43,9 +43,9 @@ impl Exposure {
         allow_remote: bool,
         token: Option<Secret>,
     ) -> Result<Self, String> {
-        let token = token.filter(|t| !t.is_empty());
+        let token = token.filter(|t| !t.expose_secret().is_empty());
         if let Some(t) = &token {
-            if t.expose().len() < MIN_TOKEN_LEN {
+            if t.expose_secret().len() < MIN_TOKEN_LEN {
                 return Err(format!(
                     "{TOKEN_ENV} must be at least {MIN_TOKEN_LEN} characters"
                 ));
@@ -83,7 +83,7 @@ impl Guard {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).expect("the OS random source is available");
         Self {
-            token_digest: token.map(|t| Sha256::digest(t.expose().as_bytes()).into()),
+            token_digest: token.map(|t| Sha256::digest(t.expose_secret().as_bytes()).into()),
             key,
         }
     }
@@ -245,7 +245,7 @@ mod tests {
     fn the_console_is_served_on_loopback_and_elsewhere_only_when_asked_with_a_token() {
         let loopback: SocketAddr = "127.0.0.1:3000".parse().unwrap();
         let any: SocketAddr = "0.0.0.0:3000".parse().unwrap();
-        let token = || Some(Secret::new(TOKEN));
+        let token = || Some(Secret::from(TOKEN));
         assert!(matches!(
             Exposure::decide(loopback, false, None),
             Ok(Exposure::Served { token: None })
@@ -255,7 +255,7 @@ mod tests {
             Ok(Exposure::NotServed { .. })
         ));
         assert!(Exposure::decide(any, true, None).is_err());
-        assert!(Exposure::decide(any, true, Some(Secret::new("short"))).is_err());
+        assert!(Exposure::decide(any, true, Some(Secret::from("short"))).is_err());
         assert!(matches!(
             Exposure::decide(any, true, token()),
             Ok(Exposure::Served { token: Some(_) })
@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn a_bearer_token_or_the_session_cookie_signs_in_and_nothing_else_does() {
-        let guard = Guard::new(Some(Secret::new(TOKEN)));
+        let guard = Guard::new(Some(Secret::from(TOKEN)));
         assert!(!guard.is_signed_in(&HeaderMap::new()));
         assert!(guard.is_signed_in(&headers(&[("authorization", &format!("Bearer {TOKEN}"))])));
         assert!(!guard.is_signed_in(&headers(&[("authorization", "Bearer wrong")])));

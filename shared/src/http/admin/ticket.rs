@@ -1,5 +1,5 @@
 //! `GET /admin/tickets/{id}`: one ticket (its text is shown here and nowhere else in the
-//! console), the evaluation readers see (`ticket::find`, as `GET /tickets/{id}`), its jobs
+//! console), the evaluation readers see (`pipeline::read::find`, as `GET /tickets/{id}`), its jobs
 //! and the attempt ledger of its content.
 
 use axum::{
@@ -14,7 +14,7 @@ use super::{
     layout::{html_response, optional, page, usd, PageError, Section},
     queries, ConsoleState,
 };
-use crate::ticket::{self, TicketId};
+use crate::{domain::ticket::TicketId, pipeline::read};
 
 #[derive(Deserialize)]
 pub(super) struct Lookup {
@@ -52,7 +52,7 @@ pub(super) async fn show(
 ) -> Result<Response, PageError> {
     let id = parse(&id)?;
     let pool = &state.app.pool;
-    let Some(view) = ticket::find(pool, &state.app.config.versions, id).await? else {
+    let Some(view) = read::find(pool, &state.app.config.versions, id).await? else {
         return Err(PageError::not_found(format!("no ticket {id}")));
     };
     let (jobs, calls) = queries::ledger(pool, id).await?;

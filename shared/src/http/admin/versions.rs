@@ -18,8 +18,8 @@ use super::{
     ConsoleState,
 };
 use crate::{
-    ops::VersionSpec,
-    shadow::{self, Bucket, ShadowDiff},
+    domain::versions::VersionSpec,
+    operations::shadow::{self, Bucket, ShadowDiff},
 };
 
 #[derive(Deserialize)]
@@ -43,14 +43,15 @@ pub(super) async fn show(
     let versions = queries::versions_in_use(pool).await?;
     let diff = match (compare.from.as_deref(), compare.to.as_deref()) {
         (Some(from), Some(to)) if !from.is_empty() && !to.is_empty() => {
-            let from = spec("from", from)?.resolve(config);
-            let to = spec("to", to)?.resolve(config);
+            let configured = &config.versions.model;
+            let from = spec("from", from)?.resolve(configured);
+            let to = spec("to", to)?.resolve(configured);
             Some(shadow::shadow_diff(pool, &from, &to).await?)
         }
         (None, None) => None,
         _ => return Err(PageError::bad_request("give both from and to versions")),
     };
-    let configured = format!("{}/{}", config.versions.prompt, config.versions.model);
+    let configured = config.versions.pair().to_string();
     let body = html! {
         (in_use(&versions, &configured))
         (picker(&versions, &compare))

@@ -9,9 +9,9 @@ use std::time::Duration;
 use fake_provider::{Behavior, FakeProvider};
 use serde_json::json;
 use triage::{
-    config::Secret,
     http::{self, admin::Guard},
-    ops,
+    operations,
+    secret::Secret,
 };
 
 use crate::helpers::{spawn_app_with_fake, TestApp};
@@ -58,7 +58,7 @@ pub async fn seeded_run() -> Seeded {
     );
     let reprocess =
         json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v4", "spread": "0s"});
-    ops::run(
+    operations::run(
         &app.pool,
         &app.config,
         serde_json::from_value(reprocess).unwrap(),
@@ -102,7 +102,7 @@ pub async fn seeded_run() -> Seeded {
 pub async fn serve_console(app: &TestApp, token: Option<&str>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let guard = Guard::new(token.map(Secret::new));
+    let guard = Guard::new(token.map(Secret::from));
     tokio::spawn(http::serve(
         listener,
         app.state(),

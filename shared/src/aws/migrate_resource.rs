@@ -1,0 +1,266 @@
+//! Migrations on deploy: `triage-migrate` is the handler of the `Migration` custom resource in
+//! `template.yaml` (whose comments state the contract). Every request is answered, SUCCESS or
+//! FAILED, by a PUT of the response document to the request's pre-signed `ResponseURL`, and
+//! within the invocation's deadline: a CloudFormation stack never waits on a silent handler.
+//!
+//! - Create/Update: apply the embedded migrations ([`db::migrate`]: idempotent, advisory-locked).
+//!   When `MigrateVersion` is not this function version, CloudFormation is rolling back to an
+//!   older release's properties while the new code still runs: answer SUCCESS without
+//!   migrating (the schema only moves forward), so a failed migration cannot also fail its
+//!   rollback.
+//! - Delete: SUCCESS, and nothing touched (the data outlives the stack).
+
+use std::{
+    future::Future,
+    time::{Duration, Instant},
+};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{db, Result};
+
+/// The same id in every answer: a new one would make CloudFormation delete the "old" resource.
+pub const PHYSICAL_RESOURCE_ID: &str = "triage-migrations";
+
+/// Kept back from the invocation's deadline to deliver the answer.
+const ANSWER_MARGIN: Duration = Duration::from_secs(5);
+
+/// Attempts to deliver the answer (S3 can refuse a request now and then).
+const ANSWER_ATTEMPTS: u32 = 3;
+
+/// CloudFormation's request (the fields this handler reads).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Request {
+    pub request_type: RequestType,
+    #[serde(rename = "ResponseURL")]
+    pub response_url: String,
+    pub stack_id: String,
+    pub request_id: String,
+    pub logical_resource_id: String,
+    #[serde(default)]
+    pub resource_properties: Properties,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum RequestType {
+    Create,
+    Update,
+    Delete,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Properties {
+    /// `!Ref MigrateFunction.Version`: the ARN of the version published with this deploy.
+    pub migrate_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    Success,
+    Failed,
+}
+
+/// The response document, and the handler's result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Response {
+    pub status: Status,
+    pub reason: String,
+    pub physical_resource_id: String,
+    pub stack_id: String,
+    pub request_id: String,
+    pub logical_resource_id: String,
+    pub data: Data,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Data {
+    /// Migrations this request applied (0 when skipped or already up to date).
+    pub applied: usize,
+}
+
+/// The answer could not be delivered: CloudFormation will give up on its own after the
+/// resource's `ServiceTimeout`.
+#[derive(Debug, thiserror::Error)]
+#[error("could not deliver the answer to the ResponseURL: {0}")]
+pub struct AnswerNotDelivered(String);
+
+impl From<AnswerNotDelivered> for lambda_runtime::Diagnostic {
+    fn from(err: AnswerNotDelivered) -> Self {
+        lambda_runtime::Diagnostic {
+            error_type: "AnswerNotDelivered".into(),
+            error_message: err.to_string(),
+        }
+    }
+}
+
+/// Whether this request migrates, and if not, why not (the answer's `Reason`).
+fn skip_reason(request: &Request, function_version: Option<&str>) -> Option<String> {
+    if request.request_type == RequestType::Delete {
+        return Some("Delete: nothing to do, the schema and data outlive the stack".into());
+    }
+    let requested = request.resource_properties.migrate_version.as_deref();
+    match (requested, function_version) {
+        (Some(requested), Some(running)) if requested.ends_with(&format!(":{running}")) => None,
+        _ => Some(format!(
+            "MigrateVersion {} is not this function's version {}: a rollback to an older \
+             release's properties; the schema only moves forward, so nothing to do",
+            requested.unwrap_or("(missing)"),
+            function_version.unwrap_or("(unknown)"),
+        )),
+    }
+}
+
+/// Handles one request and delivers its answer. `migrate` applies the migrations (in Lambda:
+/// [`migrate_from_env`]); `function_version` is `AWS_LAMBDA_FUNCTION_VERSION`; `deadline` the
+/// invocation's. The answer is returned too, for the log.
+pub async fn handle<M, F>(
+    request: Request,
+    function_version: Option<&str>,
+    deadline: Instant,
+    http: &reqwest::Client,
+    migrate: M,
+) -> Result<Response, AnswerNotDelivered>
+where
+    M: FnOnce() -> F,
+    F: Future<Output = Result<usize>>,
+{
+    let (status, reason, applied) = match skip_reason(&request, function_version) {
+        Some(reason) => (Status::Success, reason, 0),
+        None => {
+            let budget = deadline
+                .checked_sub(ANSWER_MARGIN)
+                .unwrap_or_else(Instant::now);
+            // Boxed: the migration's future (SDK calls included) is too deep to nest inline.
+            match tokio::time::timeout_at(budget.into(), Box::pin(migrate())).await {
+                Ok(Ok(applied)) => (
+                    Status::Success,
+                    format!("{applied} migration(s) applied"),
+                    applied,
+                ),
+                Ok(Err(error)) => (Status::Failed, format!("migration failed: {error}"), 0),
+                Err(_) => (
+                    Status::Failed,
+                    "migrations did not finish before the function's timeout (is another \
+                     session holding the migration lock?)"
+                        .into(),
+                    0,
+                ),
+            }
+        }
+    };
+    let response = Response {
+        status,
+        reason: truncate(reason),
+        physical_resource_id: PHYSICAL_RESOURCE_ID.into(),
+        stack_id: request.stack_id,
+        request_id: request.request_id,
+        logical_resource_id: request.logical_resource_id,
+        data: Data { applied },
+    };
+    tracing::info!(status = ?response.status, reason = %response.reason, "custom resource answer");
+    deliver(http, &request.response_url, &response, deadline).await?;
+    Ok(response)
+}
+
+/// CloudFormation refuses answers over 4 KiB; the reason is the only part that can grow.
+fn truncate(mut reason: String) -> String {
+    const MAX: usize = 1024;
+    if reason.len() > MAX {
+        let mut end = MAX;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+        reason.push('…');
+    }
+    reason
+}
+
+async fn deliver(
+    http: &reqwest::Client,
+    url: &str,
+    response: &Response,
+    deadline: Instant,
+) -> Result<(), AnswerNotDelivered> {
+    let body = serde_json::to_vec(response).map_err(|e| AnswerNotDelivered(e.to_string()))?;
+    let mut last_error = String::new();
+    for attempt in 0..ANSWER_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break;
+        }
+        // The URL is pre-signed without a content type: sending one would break the signature.
+        let sent = http
+            .put(url)
+            .header(reqwest::header::CONTENT_TYPE, "")
+            .body(body.clone())
+            .timeout(remaining)
+            .send()
+            .await;
+        match sent.and_then(reqwest::Response::error_for_status) {
+            Ok(_) => return Ok(()),
+            Err(error) => {
+                // The URL carries a signature; the error's URL is left out of the log.
+                last_error = error.without_url().to_string();
+                tracing::warn!(attempt, error = %last_error, "delivering the custom resource answer failed");
+            }
+        }
+    }
+    Err(AnswerNotDelivered(last_error))
+}
+
+/// The Lambda's migration: configuration and secrets from the environment, then
+/// [`db::migrate`]. Loaded per request, so a configuration error is answered as FAILED.
+pub async fn migrate_from_env() -> Result<usize> {
+    let config = super::lambda::config_from_env().await?;
+    db::migrate(&config.database).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(kind: RequestType, version: Option<&str>) -> Request {
+        Request {
+            request_type: kind,
+            response_url: String::new(),
+            stack_id: String::new(),
+            request_id: String::new(),
+            logical_resource_id: String::new(),
+            resource_properties: Properties {
+                migrate_version: version.map(Into::into),
+            },
+        }
+    }
+
+    #[test]
+    fn only_this_versions_create_and_update_migrate() {
+        let arn =
+            |v: &str| format!("arn:aws:lambda:eu-west-1:123456789012:function:triage-migrate:{v}");
+        for kind in [RequestType::Create, RequestType::Update] {
+            assert_eq!(
+                skip_reason(&request(kind, Some(&arn("13"))), Some("13")),
+                None
+            );
+            assert!(skip_reason(&request(kind, Some(&arn("13"))), Some("3")).is_some());
+            assert!(skip_reason(&request(kind, Some(&arn("12"))), Some("13")).is_some());
+            assert!(skip_reason(&request(kind, None), Some("13")).is_some());
+        }
+        assert!(skip_reason(&request(RequestType::Delete, Some(&arn("13"))), Some("13")).is_some());
+    }
+
+    #[test]
+    fn long_reasons_are_cut_on_a_char_boundary() {
+        let cut = truncate("é".repeat(2000));
+        assert!(cut.len() <= 1024 + '…'.len_utf8());
+        assert!(cut.ends_with('…'));
+    }
+}

@@ -1,0 +1,7 @@
+//! AWS glue for the Lambda binaries: secrets read from Secrets Manager into the
+//! configuration, the migration custom resource, the Lambda deadline.
+//! An entry-point layer: may use everything below it (config, db, tls, secret, domain).
+
+pub mod lambda;
+pub mod migrate_resource;
+pub mod secrets;

@@ -1,0 +1,305 @@
+//! Connections fit for Lambda: one pool per process, built at init without connecting
+//! (so cold start stays cheap), connections opened on first use, reused across invocations,
+//! and replaced when the server dropped them. Connect and statement timeouts are bounded so a
+//! database outage turns into a fast `Unavailable`, never a hang.
+//!
+//! Every connection is opened by [`Connector`]: TLS verified against the embedded RDS CAs
+//! unless explicitly disabled, and the login from `DATABASE_URL` or from Secrets Manager,
+//! re-read once when the server refuses it (a rotation happened since it was cached).
+//! Owns the pool, migrations and the login settings; uses tls, secret and the domain.
+
+use std::{future::Future, str::FromStr, sync::Arc, time::Duration};
+
+use deadpool_postgres::{
+    Connect, Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts,
+};
+use futures::future::BoxFuture;
+use tokio::task::JoinHandle;
+use tokio_postgres::{config::SslMode, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+mod config;
+
+pub use config::{DatabaseConfig, DbCredentials, DbLogin, DbSecretRef, DbTls};
+
+use crate::{
+    domain::error::{ConfigError, Error, Result},
+    secret::ExposeSecret,
+    tls::{self, CaRoots},
+};
+
+pub type Client = deadpool_postgres::Object;
+
+mod embedded {
+    refinery::embed_migrations!("../migrations");
+}
+
+/// The advisory lock migrations hold: any id works as long as every deploy uses the same one.
+pub const MIGRATION_LOCK_ID: i64 = 0x7472_6961_6765; // "triage"
+
+/// Opens connections as `DatabaseConfig` says; the pool and migrations share it.
+struct Connector {
+    login: Login,
+    tls: Option<MakeRustlsConnect>,
+    connect_timeout: Duration,
+}
+
+enum Login {
+    Url(Box<tokio_postgres::Config>),
+    Secret(Arc<DbCredentials>),
+}
+
+impl Connector {
+    fn new(config: &DatabaseConfig) -> Result<Self> {
+        let mut url_disables_tls = false;
+        let login = match (&config.secret, &config.credentials) {
+            (Some(_), Some(credentials)) => Login::Secret(credentials.clone()),
+            (Some(_), None) => {
+                return Err(ConfigError::invalid(
+                    "TRIAGE_DB_SECRET_ARN",
+                    "was not fetched: resolve the configuration's secrets first (triage::aws::secrets::resolve)".into(),
+                )
+                .into())
+            }
+            (None, _) if config.url.expose_secret().is_empty() => {
+                return Err(ConfigError::invalid("DATABASE_URL", "is not set".into()).into())
+            }
+            (None, _) => {
+                let pg = tokio_postgres::Config::from_str(config.url.expose_secret())
+                    .map_err(|e| ConfigError::invalid("DATABASE_URL", e.to_string()))?;
+                // The local path's explicit opt-out; any other sslmode is upgraded below.
+                url_disables_tls = pg.get_ssl_mode() == SslMode::Disable;
+                Login::Url(Box::new(pg))
+            }
+        };
+        let tls = match &config.tls {
+            Some(DbTls::Disable) => None,
+            None if url_disables_tls => None,
+            Some(DbTls::VerifyFull { roots }) => Some(tls_connector(roots)?),
+            None => Some(tls_connector(&CaRoots::RDS)?),
+        };
+        Ok(Self {
+            login,
+            tls,
+            connect_timeout: config.connect_timeout,
+        })
+    }
+
+    async fn connect(
+        &self,
+    ) -> Result<(tokio_postgres::Client, JoinHandle<()>), tokio_postgres::Error> {
+        let credentials = match &self.login {
+            Login::Url(pg) => return self.open(pg.as_ref().clone()).await,
+            Login::Secret(credentials) => credentials,
+        };
+        let (generation, login) = credentials.current();
+        match self.open(login_config(&login)).await {
+            Err(err) if is_login_refused(&err) && credentials.refresh(generation).await => {
+                self.open(login_config(&credentials.current().1)).await
+            }
+            result => result,
+        }
+    }
+
+    async fn open(
+        &self,
+        mut pg: tokio_postgres::Config,
+    ) -> Result<(tokio_postgres::Client, JoinHandle<()>), tokio_postgres::Error> {
+        pg.connect_timeout(self.connect_timeout);
+        pg.application_name("triage");
+        // Dead peers (a failed-over RDS instance) are noticed instead of waited on forever.
+        pg.keepalives_idle(Duration::from_secs(30));
+        match &self.tls {
+            None => {
+                pg.ssl_mode(SslMode::Disable);
+                let (client, connection) = pg.connect(NoTls).await?;
+                Ok((client, drive(connection)))
+            }
+            Some(tls) => {
+                // `Require` plus a verifying connector is libpq's verify-full: the chain must
+                // reach one of our roots and the certificate must name the host.
+                pg.ssl_mode(SslMode::Require);
+                let (client, connection) = pg.connect(tls.clone()).await?;
+                Ok((client, drive(connection)))
+            }
+        }
+    }
+}
+
+impl Connect for Connector {
+    fn connect(
+        &self,
+        _: &tokio_postgres::Config,
+    ) -> BoxFuture<'_, Result<(tokio_postgres::Client, JoinHandle<()>), tokio_postgres::Error>>
+    {
+        Box::pin(Connector::connect(self))
+    }
+}
+
+fn login_config(login: &DbLogin) -> tokio_postgres::Config {
+    let mut pg = tokio_postgres::Config::new();
+    pg.user(&login.user)
+        .password(login.password.expose_secret())
+        .host(&login.host)
+        .port(login.port)
+        .dbname(&login.dbname);
+    pg
+}
+
+/// SQLSTATE class 28 (invalid authorization): wrong password, or no such role.
+fn is_login_refused(err: &tokio_postgres::Error) -> bool {
+    err.as_db_error()
+        .is_some_and(|db| db.code().code().starts_with("28"))
+}
+
+/// The connection task: it runs until the client is dropped or the server goes away.
+fn drive(
+    connection: impl Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "database connection ended");
+        }
+    })
+}
+
+/// Trusts exactly `roots` (no system store: the database is RDS, or a test's own CA).
+fn tls_connector(roots: &CaRoots) -> Result<MakeRustlsConnect, ConfigError> {
+    let config =
+        tls::database_config(roots).map_err(|e| ConfigError::invalid("TRIAGE_DB_TLS", e))?;
+    Ok(MakeRustlsConnect::new(config))
+}
+
+/// Bounds every statement of a pooled session. Set after connecting rather than as a startup
+/// `options` parameter, which RDS Proxy rejects; migrations use their own session without it.
+fn session_settings(config: &DatabaseConfig) -> String {
+    let ms = config.statement_timeout.as_millis();
+    format!("SET statement_timeout = {ms}; SET lock_timeout = {ms}")
+}
+
+pub fn pool(config: &DatabaseConfig) -> Result<Pool> {
+    let manager = Manager::from_connect(
+        // Unused: the Connector decides where each connection goes.
+        tokio_postgres::Config::new(),
+        Connector::new(config)?,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let wait = config.connect_timeout;
+    let settings = session_settings(config);
+    Pool::builder(manager)
+        .max_size(config.pool_size)
+        .runtime(Runtime::Tokio1)
+        .post_create(Hook::async_fn(move |client, _| {
+            let settings = settings.clone();
+            Box::pin(async move {
+                client
+                    .batch_execute(&settings)
+                    .await
+                    .map_err(HookError::Backend)
+            })
+        }))
+        .timeouts(Timeouts {
+            wait: Some(wait),
+            create: Some(wait),
+            recycle: Some(wait),
+        })
+        .build()
+        .map_err(|e| ConfigError::invalid("DATABASE_URL", e.to_string()).into())
+}
+
+pub async fn client(pool: &Pool) -> Result<Client> {
+    Ok(pool.get().await?)
+}
+
+/// Applies `migrations/`. Safe when several deploys run it at once: a session advisory lock
+/// serialises them, and refinery skips what is already applied, so the second run is a no-op.
+/// Migrations newer than this build (a rollback to an older release) are left alone.
+pub async fn migrate(config: &DatabaseConfig) -> Result<usize> {
+    let (mut client, connection) = Connector::new(config)?
+        .connect()
+        .await
+        .map_err(|e| Error::unavailable("database", e))?;
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_ID])
+        .await?;
+    let report = embedded::migrations::runner()
+        .set_abort_missing(false)
+        .run_async(&mut client)
+        .await;
+    // Unlock even when a migration failed; closing the session would release it as well.
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_ID])
+        .await;
+    drop(client);
+    let _ = connection.await;
+    let applied = report?.applied_migrations().len();
+    unlocked?;
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn every_certificate_of_the_embedded_rds_bundle_parses() {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let pem = std::str::from_utf8(&CaRoots::RDS.0).unwrap();
+        let blocks = pem.matches("-----BEGIN CERTIFICATE-----").count();
+        assert!(
+            blocks > 50,
+            "{blocks} certificates: RDS has one CA per region"
+        );
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&CaRoots::RDS.0) {
+            // Parsed as X.509 and accepted as a trust anchor, or the test names the failure.
+            roots
+                .add(cert.expect("PEM decodes"))
+                .expect("certificate parses");
+        }
+        assert_eq!(roots.len(), blocks);
+        tls_connector(&CaRoots::RDS).unwrap();
+    }
+
+    fn tls_of(url: &str, setting: Option<&str>) -> bool {
+        let config = Config::from_lookup(|name| match name {
+            "DATABASE_URL" => Some(url.to_string()),
+            "TRIAGE_DB_TLS" => setting.map(Into::into),
+            _ => None,
+        })
+        .unwrap();
+        Connector::new(&config.database).unwrap().tls.is_some()
+    }
+
+    #[test]
+    fn plain_tcp_only_when_explicitly_configured() {
+        let local = "postgres://triage@127.0.0.1:5432/triage";
+        assert!(
+            tls_of(local, None),
+            "no sslmode: verify-full, even on loopback"
+        );
+        assert!(tls_of(&format!("{local}?sslmode=prefer"), None));
+        assert!(tls_of(&format!("{local}?sslmode=require"), None));
+        assert!(!tls_of(&format!("{local}?sslmode=disable"), None));
+        assert!(!tls_of(local, Some("disable")));
+        assert!(tls_of(
+            &format!("{local}?sslmode=disable"),
+            Some("verify-full")
+        ));
+        let err = Config::from_lookup(|n| (n == "TRIAGE_DB_TLS").then(|| "require".into()));
+        assert!(err.unwrap_err().to_string().contains("TRIAGE_DB_TLS"));
+    }
+
+    #[test]
+    fn a_secret_arn_must_be_fetched_before_connecting() {
+        let config = Config::from_lookup(|n| {
+            (n == "TRIAGE_DB_SECRET_ARN").then(|| "arn:aws:secretsmanager:x".into())
+        })
+        .unwrap();
+        let err = pool(&config.database).unwrap_err();
+        assert!(err.to_string().contains("secrets::resolve"), "{err}");
+    }
+}

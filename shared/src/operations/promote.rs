@@ -1,0 +1,69 @@
+//! Promotion: which prompt/model version `GET /tickets/{id}` shows. Recorded in the database
+//! (newest promotion wins), so every API container switches at once, without a deploy, and
+//! undoing it is promoting the previous version again. Without a promotion the configured
+//! version is shown. New tickets are still keyed under the configured version: see
+//! `docs/runbook.md`.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
+use serde::Serialize;
+
+use crate::{
+    db,
+    domain::{
+        error::{InvalidRequest, Result},
+        versions::{PromptVersion, VersionPair},
+    },
+};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Promotion {
+    #[serde(flatten)]
+    pub version: VersionPair,
+    pub promoted_at: DateTime<Utc>,
+    /// The promotion this one replaces; `None`: readers saw the configured version (the API's
+    /// environment, which this process need not share).
+    pub previous: Option<VersionPair>,
+}
+
+/// Records the promotion only if a result exists under the version: a misspelt model version
+/// would otherwise make every ticket silently fall back to its newest result.
+const PROMOTE: &str = r#"
+WITH previous AS (
+    SELECT prompt_version, model_version FROM version_promotion ORDER BY id DESC LIMIT 1
+), promoted AS (
+    INSERT INTO version_promotion (prompt_version, model_version)
+    SELECT $1, $2
+    WHERE EXISTS (SELECT 1 FROM evaluation_result WHERE prompt_version = $1 AND model_version = $2)
+    RETURNING promoted_at
+)
+SELECT promoted.promoted_at, previous.prompt_version, previous.model_version
+FROM promoted LEFT JOIN previous ON true
+"#;
+
+pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
+    let client = db::client(pool).await?;
+    let row = client
+        .query_opt(PROMOTE, &[&version.prompt_version, &version.model_version])
+        .await?
+        .ok_or_else(|| {
+            InvalidRequest::new(
+                "prompt_version/model_version",
+                format!(
+                    "no evaluation exists under {version}: reprocess under it and let the worker run first (or check the spelling)"
+                ),
+            )
+        })?;
+    let promotion = Promotion {
+        version: version.clone(),
+        promoted_at: row.get(0),
+        previous: row
+            .get::<_, Option<PromptVersion>>(1)
+            .map(|prompt_version| VersionPair {
+                prompt_version,
+                model_version: row.get(2),
+            }),
+    };
+    tracing::info!(?promotion, "version promoted");
+    Ok(promotion)
+}

@@ -1,0 +1,179 @@
+//! What an operator can ask for, declared once: the same type is the CLI's subcommands
+//! (clap) and the ops Lambda's JSON payload (`{"op": "reprocess", ...}`, serde), so flags,
+//! fields and their help cannot drift apart. Defaults live in [`super::run`], once.
+
+use std::{fmt, str::FromStr, time::Duration};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Deserialize;
+use serde_with::{serde_as, DisplayFromStr};
+
+use crate::domain::{
+    error::InvalidRequest,
+    versions::{ModelVersion, PromptVersion, VersionSpec},
+};
+
+#[serde_as]
+#[derive(Debug, Clone, PartialEq, Deserialize, clap::Subcommand)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Queue tickets again under a new prompt/model version (new keys; old results stay).
+    Reprocess {
+        /// Tickets created since: an RFC 3339 time or a duration back from now (2h, 30d).
+        #[arg(long)]
+        #[serde_as(as = "DisplayFromStr")]
+        since: Since,
+        #[arg(long)]
+        prompt_version: PromptVersion,
+        /// model@effort; default: the configured model version.
+        #[arg(long)]
+        #[serde(default)]
+        model_version: Option<ModelVersion>,
+        /// Jobs become claimable at random within this window (default 30m), so the
+        /// provider is not hit at once.
+        #[arg(long)]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        spread: Option<HumanDuration>,
+        /// Count what would change; write nothing.
+        #[arg(long)]
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Compare two versions on the tickets evaluated under both.
+    ShadowDiff {
+        /// prompt or prompt/model, e.g. triage-v3/gpt-6-luna@medium.
+        #[arg(long)]
+        #[serde_as(as = "DisplayFromStr")]
+        from: VersionSpec,
+        #[arg(long)]
+        #[serde_as(as = "DisplayFromStr")]
+        to: VersionSpec,
+    },
+    /// Make GET /tickets/{id} show this version (recorded in the database).
+    Promote {
+        #[arg(long)]
+        prompt_version: PromptVersion,
+        /// model@effort; default: the configured model version.
+        #[arg(long)]
+        #[serde(default)]
+        model_version: Option<ModelVersion>,
+    },
+    /// Move dead letters back to the queue with attempts reset.
+    Redrive {
+        /// Only this reason, as `triage dead-letters` groups them.
+        #[arg(long)]
+        #[serde(default)]
+        reason: Option<String>,
+        /// Only jobs that died within this long, e.g. 2h.
+        #[arg(long)]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        since: Option<HumanDuration>,
+        /// At most this many jobs.
+        #[arg(long)]
+        #[serde(default)]
+        limit: Option<i64>,
+        /// Jobs become claimable at random within this window (default 30m).
+        #[arg(long)]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        spread: Option<HumanDuration>,
+        /// Count what would move; write nothing.
+        #[arg(long)]
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Queue health: depth, oldest claimable age, dedup, billed calls and spend.
+    Stats,
+    /// Dead letters grouped by reason.
+    DeadLetters {
+        /// How far back, e.g. 90s, 30m, 2h, 1d (default 1d).
+        #[arg(long)]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        since: Option<HumanDuration>,
+    },
+}
+
+impl Request {
+    /// The `op` of the payload, for metrics and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Reprocess { .. } => "reprocess",
+            Request::ShadowDiff { .. } => "shadow_diff",
+            Request::Promote { .. } => "promote",
+            Request::Redrive { .. } => "redrive",
+            Request::Stats => "stats",
+            Request::DeadLetters { .. } => "dead_letters",
+        }
+    }
+}
+
+/// A point in time as RFC 3339 (`2026-11-01T00:00:00Z`), or a duration back from now (`90s`,
+/// `30m`, `2h`, `1d`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    At(DateTime<Utc>),
+    Ago(Duration),
+}
+
+impl Since {
+    pub fn resolve(self, now: DateTime<Utc>) -> DateTime<Utc> {
+        match self {
+            Since::At(at) => at,
+            Since::Ago(ago) => chrono::Duration::from_std(ago)
+                .ok()
+                .and_then(|ago| now.checked_sub_signed(ago))
+                // Further back than any ticket.
+                .unwrap_or(DateTime::UNIX_EPOCH),
+        }
+    }
+}
+
+impl FromStr for Since {
+    type Err = InvalidRequest;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Ok(at) = DateTime::parse_from_rfc3339(s) {
+            return Ok(Since::At(at.with_timezone(&Utc)));
+        }
+        s.parse::<HumanDuration>()
+            .map(|d| Since::Ago(d.0))
+            .map_err(|_| {
+                InvalidRequest::new(
+                    "since",
+                    format!("{s:?} is neither an RFC 3339 time (2026-11-01T00:00:00Z) nor a duration (90s, 30m, 2h, 1d)"),
+                )
+            })
+    }
+}
+
+impl fmt::Display for Since {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Since::At(at) => f.write_str(&at.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
+            Since::Ago(ago) => HumanDuration(*ago).fmt(f),
+        }
+    }
+}
+
+/// A duration as people write it: `90s`, `30m`, `2h`, `1d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl FromStr for HumanDuration {
+    type Err = InvalidRequest;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        humantime::parse_duration(s)
+            .map(HumanDuration)
+            .map_err(|e| {
+                InvalidRequest::new("duration", format!("{s:?}: {e} (e.g. 90s, 30m, 2h, 1d)"))
+            })
+    }
+}
+
+impl fmt::Display for HumanDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        humantime::format_duration(self.0).fmt(f)
+    }
+}

@@ -1,0 +1,15 @@
+//! The pipeline, in the ticket's order: [`ingest`] writes ticket and job in one statement,
+//! [`outbox`] claims jobs and changes their state (fenced), [`worker`] runs one invocation,
+//! [`sweep`] returns expired leases; [`read`] and [`report`] are the read side.
+//! Uses config, evaluate, db, telemetry and domain; never an entry point.
+
+pub mod backoff;
+pub mod breaker;
+pub mod ingest;
+pub mod ledger;
+pub mod outbox;
+pub mod prompt_registry;
+pub mod read;
+pub mod report;
+pub mod sweep;
+pub mod worker;

@@ -1,0 +1,212 @@
+//! A claimed job and the only ways its state changes: each method is one statement that
+//! names the claim token, so a worker whose lease expired writes nothing (underway's
+//! `InProgressTask`). Every job runs one of them, so their statements are prepared once per
+//! connection (deadpool's statement cache).
+
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use super::{Fencing, OutboxId};
+use crate::{
+    domain::{
+        error::Result,
+        key::IdempotencyKey,
+        ticket::TicketId,
+        versions::{PolicyVersion, VersionPair},
+    },
+    evaluate::Evaluation,
+};
+
+/// A claimed job, with what the provider needs to evaluate it.
+#[derive(Debug, Clone)]
+pub struct ClaimedJob {
+    pub id: OutboxId,
+    pub ticket_id: TicketId,
+    pub key: IdempotencyKey,
+    pub versions: VersionPair,
+    /// Attempts including this one (the claim counts it).
+    pub attempts: i32,
+    pub claim_token: Uuid,
+    pub subject: String,
+    pub message: String,
+}
+
+/// Closes the job if this worker still holds it: `$1` id, `$2` claim token, `$3` how it
+/// finished. A macro so the statement below can embed it.
+macro_rules! mark_done {
+    () => {
+        r#"
+UPDATE evaluation_outbox
+SET status = 'done', finished_by = $3, finished_at = now(),
+    locked_by = NULL, locked_until = NULL, last_error = NULL, error_class = NULL
+WHERE id = $1 AND claim_token = $2 AND status = 'processing'
+"#
+    };
+}
+
+const MARK_DONE: &str = mark_done!();
+
+/// One statement, so one round trip and one transaction (article step 4, rule 8): the result
+/// is stored only if the job was still ours to close. Answers how many jobs it closed (0:
+/// fenced out, nothing stored).
+const STORE_RESULT_AND_MARK_DONE: &str = concat!(
+    "WITH done AS (",
+    mark_done!(),
+    r#"    RETURNING id
+), stored AS (
+    INSERT INTO evaluation_result
+        (idempotency_key, ticket_id, is_urgent, department, urgency_score,
+         model_version, prompt_version, policy_version)
+    SELECT $4, $5, $6, $7, $8, $9, $10, $11 FROM done
+    ON CONFLICT (idempotency_key) DO NOTHING
+)
+SELECT count(*) FROM done
+"#
+);
+
+/// Back to the queue after a transient failure: the attempt is spent, `available_at` follows
+/// the backoff.
+const RESCHEDULE: &str = r#"
+UPDATE evaluation_outbox
+SET status = 'pending', available_at = now() + make_interval(secs => $3),
+    locked_by = NULL, locked_until = NULL, claim_token = NULL,
+    last_error = $4, error_class = $5
+WHERE id = $1 AND claim_token = $2 AND status = 'processing'
+"#;
+
+/// Back to the queue when the fault is the provider's as a whole or the invocation ran out of
+/// time: the attempt the claim counted is given back.
+const RELEASE: &str = r#"
+UPDATE evaluation_outbox
+SET status = 'pending', available_at = now() + make_interval(secs => $3),
+    locked_by = NULL, locked_until = NULL, claim_token = NULL,
+    attempts = greatest(attempts - 1, 0),
+    last_error = coalesce($4, last_error)
+WHERE id = $1 AND claim_token = $2 AND status = 'processing'
+"#;
+
+/// The dead letter state: permanent failures, contract violations and exhausted attempts.
+/// Not a graveyard: `reason` groups the report, `last_error` says what happened.
+const DEAD_LETTER: &str = r#"
+UPDATE evaluation_outbox
+SET status = 'dead', finished_at = now(),
+    locked_by = NULL, locked_until = NULL, claim_token = NULL,
+    last_error = $3, error_class = $4
+WHERE id = $1 AND claim_token = $2 AND status = 'processing'
+"#;
+
+impl ClaimedJob {
+    /// Whether a result for this key exists already (article step 4, before any call).
+    pub async fn result_exists(&self, client: &impl GenericClient) -> Result<bool> {
+        let statement = client
+            .prepare_cached("SELECT 1 FROM evaluation_result WHERE idempotency_key = $1")
+            .await?;
+        let row = client.query_opt(&statement, &[&self.key.as_str()]).await?;
+        Ok(row.is_some())
+    }
+
+    /// Stores the evaluation and closes the job, atomically.
+    pub async fn complete(
+        &self,
+        client: &impl GenericClient,
+        evaluation: &Evaluation,
+        policy: &PolicyVersion,
+    ) -> Result<Fencing> {
+        let statement = client.prepare_cached(STORE_RESULT_AND_MARK_DONE).await?;
+        let row = client
+            .query_one(
+                &statement,
+                &[
+                    &self.id.0,
+                    &self.claim_token,
+                    &"evaluated",
+                    &self.key.as_str(),
+                    &self.ticket_id.0,
+                    &evaluation.is_urgent,
+                    &evaluation.department,
+                    &evaluation.urgency_score,
+                    &self.versions.model_version,
+                    &self.versions.prompt_version,
+                    policy,
+                ],
+            )
+            .await?;
+        Ok(Fencing::from_rows(row.get::<_, i64>(0) as u64))
+    }
+
+    /// Closes a job whose result already exists, without a model call.
+    pub async fn complete_from_existing_result(
+        &self,
+        client: &impl GenericClient,
+    ) -> Result<Fencing> {
+        let statement = client.prepare_cached(MARK_DONE).await?;
+        let rows = client
+            .execute(&statement, &[&self.id.0, &self.claim_token, &"dedup"])
+            .await?;
+        Ok(Fencing::from_rows(rows))
+    }
+
+    pub async fn reschedule(
+        &self,
+        client: &impl GenericClient,
+        delay: Duration,
+        error: &str,
+        reason: &str,
+    ) -> Result<Fencing> {
+        let statement = client.prepare_cached(RESCHEDULE).await?;
+        let rows = client
+            .execute(
+                &statement,
+                &[
+                    &self.id.0,
+                    &self.claim_token,
+                    &delay.as_secs_f64(),
+                    &bounded(error),
+                    &reason,
+                ],
+            )
+            .await?;
+        Ok(Fencing::from_rows(rows))
+    }
+
+    /// Back to the queue without spending the attempt the claim counted.
+    pub async fn release(
+        &self,
+        client: &impl GenericClient,
+        delay: Duration,
+        error: Option<&str>,
+    ) -> Result<Fencing> {
+        let statement = client.prepare_cached(RELEASE).await?;
+        let error = error.map(bounded);
+        let rows = client
+            .execute(
+                &statement,
+                &[&self.id.0, &self.claim_token, &delay.as_secs_f64(), &error],
+            )
+            .await?;
+        Ok(Fencing::from_rows(rows))
+    }
+
+    pub async fn dead_letter(
+        &self,
+        client: &impl GenericClient,
+        error: &str,
+        reason: &str,
+    ) -> Result<Fencing> {
+        let statement = client.prepare_cached(DEAD_LETTER).await?;
+        let rows = client
+            .execute(
+                &statement,
+                &[&self.id.0, &self.claim_token, &bounded(error), &reason],
+            )
+            .await?;
+        Ok(Fencing::from_rows(rows))
+    }
+}
+
+/// `last_error` is bounded, as in the article.
+fn bounded(error: &str) -> String {
+    error.chars().take(500).collect()
+}

@@ -1,0 +1,31 @@
+//! The evaluation outbox: [`claim`] (article step 3) hands out [`ClaimedJob`]s, and a claimed
+//! job changes its own state through four fenced methods: complete, reschedule, release,
+//! dead letter. Every write after the claim names the claim token; a worker whose lease
+//! expired and was re-claimed changes nothing.
+
+pub mod claim;
+mod job;
+
+pub use job::ClaimedJob;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OutboxId(pub i64);
+
+/// Whether a fenced write still held the claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Fencing {
+    Held,
+    /// The lease expired and the job was returned or re-claimed: nothing was written.
+    Lost,
+}
+
+impl Fencing {
+    fn from_rows(rows: u64) -> Self {
+        if rows == 1 {
+            Fencing::Held
+        } else {
+            Fencing::Lost
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The read side (`GET /tickets/{id}`): a ticket and the evaluation of its content.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
+use serde::Serialize;
+
+use crate::{
+    db,
+    domain::{error::Result, ticket::TicketId, versions::Versions},
+};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TicketView {
+    pub id: TicketId,
+    pub subject: String,
+    pub message: String,
+    pub created_at: DateTime<Utc>,
+    pub evaluation: EvaluationView,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EvaluationView {
+    /// `pending`, `processing`, `done` or `dead`.
+    pub status: String,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub result: Option<ResultView>,
+    /// Versions whose evaluation this is (also while it is still pending).
+    pub requested_prompt_version: String,
+    pub requested_model_version: String,
+    pub shown_because: ShownBecause,
+}
+
+/// Why these versions are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShownBecause {
+    /// They are the promoted version (`triage promote`).
+    Promoted,
+    /// Nothing is promoted and they are the configured version.
+    Configured,
+    /// The active version (promoted, else configured) has no result for this ticket: this is
+    /// the newest result it has, or, with none, the newest version it is queued under.
+    Newest,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultView {
+    pub is_urgent: f64,
+    pub department: String,
+    pub urgency_score: f64,
+    pub model_version: String,
+    pub prompt_version: String,
+    pub policy_version: String,
+    pub evaluated_at: DateTime<Utc>,
+}
+
+/// A ticket resolves to the evaluation of its *content* (via its key), so duplicates show the
+/// one shared result. The active version is the newest promotion, else the configured one
+/// (`$2`, `$3`), read in this same statement. A ticket shows a result when it has one: under
+/// the active version if there, else the newest; with no result, the active version's status.
+/// A finished job whose outbox row was removed by retention is still `done`: the result is
+/// what counts.
+const SELECT_TICKET: &str = r#"
+SELECT t.id, t.subject, t.message, t.created_at,
+       shown.prompt_version, shown.model_version,
+       o.status,
+       shown.is_urgent, shown.department, shown.urgency_score,
+       shown.result_model_version, shown.result_prompt_version, shown.policy_version,
+       shown.computed_at,
+       shown.is_active, active.promoted
+FROM ticket t
+CROSS JOIN (
+    SELECT coalesce(p.prompt_version, $2) AS prompt_version,
+           coalesce(p.model_version, $3) AS model_version,
+           p.prompt_version IS NOT NULL AS promoted
+    FROM (SELECT 1) AS one
+    LEFT JOIN (SELECT prompt_version, model_version FROM version_promotion
+               ORDER BY id DESC LIMIT 1) p ON true
+) active
+LEFT JOIN LATERAL (
+    SELECT te.idempotency_key, te.prompt_version, te.model_version,
+           (te.prompt_version = active.prompt_version
+            AND te.model_version = active.model_version) AS is_active,
+           r.is_urgent, r.department, r.urgency_score,
+           r.model_version AS result_model_version, r.prompt_version AS result_prompt_version,
+           r.policy_version, r.computed_at
+    FROM ticket_evaluation te
+    LEFT JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
+    WHERE te.ticket_id = t.id
+    ORDER BY (r.idempotency_key IS NOT NULL) DESC, is_active DESC, te.created_at DESC
+    LIMIT 1
+) shown ON true
+LEFT JOIN evaluation_outbox o ON o.idempotency_key = shown.idempotency_key
+WHERE t.id = $1
+"#;
+
+pub async fn find(pool: &Pool, versions: &Versions, id: TicketId) -> Result<Option<TicketView>> {
+    let client = db::client(pool).await?;
+    let Some(row) = client
+        .query_opt(SELECT_TICKET, &[&id.0, &versions.prompt, &versions.model])
+        .await?
+    else {
+        return Ok(None);
+    };
+    let result = row
+        .get::<_, Option<String>>(8)
+        .map(|department| ResultView {
+            is_urgent: row.get(7),
+            department,
+            urgency_score: row.get(9),
+            model_version: row.get(10),
+            prompt_version: row.get(11),
+            policy_version: row.get(12),
+            evaluated_at: row.get(13),
+        });
+    let status = match (&result, row.get::<_, Option<String>>(6)) {
+        (Some(_), _) => "done".to_string(),
+        (None, Some(status)) => status,
+        (None, None) => "pending".to_string(),
+    };
+    Ok(Some(TicketView {
+        id: TicketId(row.get(0)),
+        subject: row.get(1),
+        message: row.get(2),
+        created_at: row.get(3),
+        evaluation: EvaluationView {
+            status,
+            result,
+            requested_prompt_version: row.get::<_, Option<String>>(4).unwrap_or_default(),
+            requested_model_version: row.get::<_, Option<String>>(5).unwrap_or_default(),
+            shown_because: match (row.get::<_, Option<bool>>(14), row.get::<_, bool>(15)) {
+                (Some(true), true) => ShownBecause::Promoted,
+                (Some(true), false) => ShownBecause::Configured,
+                _ => ShownBecause::Newest,
+            },
+        },
+    }))
+}

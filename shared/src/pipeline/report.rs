@@ -1,0 +1,158 @@
+//! What the on-call person reads: queue health (the age of the oldest *claimable* item is the
+//! headline) and the dead-letter report grouped by reason (article, "O que observar").
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
+use serde::Serialize;
+
+use crate::{db, domain::error::Result, telemetry::metric};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Health {
+    pub pending: i64,
+    /// Pending but waiting out a backoff or a reprocess spread: not a backlog.
+    pub delayed: i64,
+    pub processing: i64,
+    /// Processing with a lease still running.
+    pub live_leases: i64,
+    pub done: i64,
+    pub dead: i64,
+    /// Age of the oldest item that could be claimed now; delayed retries don't count, so they
+    /// raise no false alarm.
+    pub oldest_pending_age_seconds: f64,
+    /// Jobs closed without a call because the result existed (retained rows only).
+    pub dedup_hits: i64,
+    /// Tickets whose content (under their versions) had been seen before: each one a call not
+    /// made.
+    pub duplicate_tickets: i64,
+    pub billed_calls: i64,
+    /// Calls whose outcome is unknown (in flight, crashed, or timed out): possibly billed.
+    pub possibly_billed_calls: i64,
+    pub cost_usd: f64,
+    /// Calls not made thanks to the key, at the average cost of a successful call: one per
+    /// duplicate ticket, whether its job was never created (ingest) or found the result when
+    /// claimed (a dedup hit, after retention), so no dedup hit is counted twice.
+    pub saved_usd: f64,
+    pub breakers: Vec<BreakerState>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BreakerState {
+    pub provider: String,
+    pub state: String,
+    pub consecutive_failures: i32,
+    pub open_until: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeadLetterGroup {
+    pub reason: String,
+    pub count: i64,
+    pub newest: DateTime<Utc>,
+}
+
+const QUEUE: &str = r#"
+SELECT count(*) FILTER (WHERE status = 'pending'),
+       count(*) FILTER (WHERE status = 'pending' AND available_at > now()),
+       count(*) FILTER (WHERE status = 'processing'),
+       count(*) FILTER (WHERE status = 'processing' AND locked_until >= now()),
+       count(*) FILTER (WHERE status = 'done'),
+       count(*) FILTER (WHERE status = 'dead'),
+       count(*) FILTER (WHERE finished_by = 'dedup')
+FROM evaluation_outbox
+"#;
+
+/// Served by the partial claim index.
+const OLDEST_CLAIMABLE: &str = r#"
+SELECT coalesce(extract(epoch FROM now() - min(available_at)), 0)::float8
+FROM evaluation_outbox WHERE status = 'pending' AND available_at <= now()
+"#;
+
+const LEDGER: &str = r#"
+SELECT count(*) FILTER (WHERE billed),
+       count(*) FILTER (WHERE billed IS NULL),
+       coalesce(sum(cost_usd), 0)::float8,
+       coalesce(avg(cost_usd) FILTER (WHERE billed AND outcome = 'ok'), 0)::float8
+FROM provider_call
+"#;
+
+const DUPLICATE_TICKETS: &str =
+    "SELECT count(*) - count(DISTINCT idempotency_key) FROM ticket_evaluation";
+
+const BREAKERS: &str = "SELECT provider, state, consecutive_failures, open_until FROM provider_breaker ORDER BY provider";
+
+const DEAD_LETTERS: &str = r#"
+SELECT coalesce(error_class, 'unknown'), count(*), max(finished_at)
+FROM evaluation_outbox
+WHERE status = 'dead' AND finished_at > now() - make_interval(secs => $1)
+GROUP BY 1
+ORDER BY 2 DESC, 1
+"#;
+
+pub async fn health(pool: &Pool) -> Result<Health> {
+    let client = db::client(pool).await?;
+    let queue = client.query_one(QUEUE, &[]).await?;
+    let oldest: f64 = client.query_one(OLDEST_CLAIMABLE, &[]).await?.get(0);
+    let ledger = client.query_one(LEDGER, &[]).await?;
+    let duplicate_tickets: i64 = client.query_one(DUPLICATE_TICKETS, &[]).await?.get(0);
+    let breakers = client
+        .query(BREAKERS, &[])
+        .await?
+        .into_iter()
+        .map(|row| BreakerState {
+            provider: row.get(0),
+            state: row.get(1),
+            consecutive_failures: row.get(2),
+            open_until: row.get(3),
+        })
+        .collect();
+    let average_cost: f64 = ledger.get(3);
+    Ok(Health {
+        pending: queue.get(0),
+        delayed: queue.get(1),
+        processing: queue.get(2),
+        live_leases: queue.get(3),
+        done: queue.get(4),
+        dead: queue.get(5),
+        oldest_pending_age_seconds: oldest,
+        dedup_hits: queue.get(6),
+        duplicate_tickets,
+        billed_calls: ledger.get(0),
+        possibly_billed_calls: ledger.get(1),
+        cost_usd: ledger.get(2),
+        saved_usd: duplicate_tickets as f64 * average_cost,
+        breakers,
+    })
+}
+
+impl Health {
+    /// The gauges behind the dashboard and the age and breaker alarms.
+    pub fn emit(&self) {
+        metric::oldest_claimable_age(self.oldest_pending_age_seconds);
+        for (status, depth) in [
+            ("pending", self.pending),
+            ("processing", self.processing),
+            ("done", self.done),
+            ("dead", self.dead),
+        ] {
+            metric::queue_depth(status, depth);
+        }
+        metric::breaker_open(self.breakers.iter().any(|b| b.state != "closed"));
+    }
+}
+
+pub async fn dead_letters(pool: &Pool, since: Duration) -> Result<Vec<DeadLetterGroup>> {
+    let client = db::client(pool).await?;
+    Ok(client
+        .query(DEAD_LETTERS, &[&since.as_secs_f64()])
+        .await?
+        .into_iter()
+        .map(|row| DeadLetterGroup {
+            reason: row.get(0),
+            count: row.get(1),
+            newest: row.get(2),
+        })
+        .collect())
+}

@@ -1,0 +1,123 @@
+//! The sweeper (article step 3, "o varredor"): returns expired leases to the queue, deletes
+//! finished jobs past retention, forgets expired request keys, and reports queue health.
+//! A lease expiry means a worker died mid-job, so it counts as the attempt the claim already
+//! added; at the maximum the job is dead-lettered as `lease_expired` instead of looping.
+
+use deadpool_postgres::Pool;
+use serde::Serialize;
+
+use crate::{
+    config::{Config, RetentionPolicy, WorkerPolicy},
+    db,
+    domain::error::Result,
+    pipeline::{
+        ingest,
+        report::{self, Health},
+    },
+    telemetry::metric,
+};
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LeaseReport {
+    pub leases_returned: i64,
+    pub leases_dead_lettered: i64,
+}
+
+/// What one sweep did and saw; also the sweeper Lambda's response.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepReport {
+    #[serde(flatten)]
+    pub leases: LeaseReport,
+    pub retention_deleted: u64,
+    pub request_keys_expired: u64,
+    pub health: Health,
+    pub dead_letters: Vec<report::DeadLetterGroup>,
+}
+
+/// One conditional statement: a row that finished between any read and this write no longer
+/// matches `status = 'processing'` when Postgres re-checks it under the row lock, so it is
+/// never touched (the race of riverqueue/river#1302). Clearing the claim token fences the
+/// late worker.
+const RETURN_EXPIRED_LEASES: &str = r#"
+WITH expired AS (
+    UPDATE evaluation_outbox
+    SET status       = CASE WHEN attempts >= $1 THEN 'dead' ELSE 'pending' END,
+        finished_at  = CASE WHEN attempts >= $1 THEN now() END,
+        available_at = now(),
+        locked_by = NULL, locked_until = NULL, claim_token = NULL,
+        last_error   = CASE WHEN attempts >= $1
+                            THEN format('lease expired on attempt %s of %s (worker %s)', attempts, $1, locked_by)
+                            ELSE format('lease expired (worker %s)', locked_by) END,
+        error_class  = 'lease_expired'
+    WHERE status = 'processing' AND locked_until < now()
+    RETURNING status
+)
+SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'dead') FROM expired
+"#;
+
+pub async fn return_expired_leases(pool: &Pool, policy: &WorkerPolicy) -> Result<LeaseReport> {
+    let client = db::client(pool).await?;
+    let row = client
+        .query_one(RETURN_EXPIRED_LEASES, &[&policy.max_attempts])
+        .await?;
+    let report = LeaseReport {
+        leases_returned: row.get(0),
+        leases_dead_lettered: row.get(1),
+    };
+    if report != LeaseReport::default() {
+        tracing::warn!(?report, "expired leases swept");
+        metric::lease_expired(report.leases_returned + report.leases_dead_lettered);
+        metric::dead_letters("lease_expired", report.leases_dead_lettered);
+    }
+    Ok(report)
+}
+
+/// Deletes finished jobs older than the retention, oldest first, one short statement per
+/// batch. Results are kept: a duplicate arriving later is still a dedup hit.
+pub async fn apply_retention(pool: &Pool, policy: &RetentionPolicy) -> Result<u64> {
+    let client = db::client(pool).await?;
+    let mut deleted = 0;
+    for _ in 0..policy.max_batches_per_sweep {
+        let n = client
+            .execute(
+                r#"
+                DELETE FROM evaluation_outbox WHERE id IN (
+                    SELECT id FROM evaluation_outbox
+                    WHERE status = 'done' AND finished_at < now() - make_interval(secs => $1)
+                    ORDER BY finished_at
+                    LIMIT $2
+                )
+                "#,
+                &[&policy.keep_done.as_secs_f64(), &policy.batch_size],
+            )
+            .await?;
+        deleted += n;
+        if (n as i64) < policy.batch_size {
+            break;
+        }
+    }
+    Ok(deleted)
+}
+
+/// One sweep: leases, retention, request keys, then the health report (logged and emitted
+/// as metrics, so the on-call dashboard and alarms see it).
+pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
+    let leases = return_expired_leases(pool, &config.worker).await?;
+    let retention_deleted = apply_retention(pool, &config.retention).await?;
+    let request_keys_expired =
+        ingest::expire_request_keys(pool, config.retention.batch_size).await?;
+    let health = report::health(pool).await?;
+    let dead_letters =
+        report::dead_letters(pool, std::time::Duration::from_secs(24 * 3600)).await?;
+    health.emit();
+    if !dead_letters.is_empty() {
+        tracing::warn!(dead_letters = %serde_json::to_string(&dead_letters).unwrap_or_default(), "dead letters in the last day");
+    }
+    Ok(SweepReport {
+        leases,
+        retention_deleted,
+        request_keys_expired,
+        health,
+        dead_letters,
+    })
+}

@@ -1,0 +1,242 @@
+//! What becomes of a claimed job after its turn: a pure decision over the error table, the
+//! attempt count, the breaker and the policy (River's `makeRetryDecision`); the worker then
+//! carries it out with one fenced write. Tested by tables below, with no database.
+
+use std::time::Duration;
+
+use crate::{
+    config::WorkerPolicy,
+    domain::key::IdempotencyKey,
+    evaluate::{ErrorClass, Evaluation, FailureKind},
+    pipeline::backoff,
+};
+
+/// How a claimed job's turn went.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Turn<'a> {
+    /// The model answered within the contract.
+    Answered(&'a Evaluation),
+    /// The call failed (a contract violation included).
+    Failed {
+        kind: FailureKind,
+        retry_after: Option<Duration>,
+    },
+    /// No call was started: claiming is paused, or no call fits before the deadline.
+    NotStarted,
+    /// This build does not know the job's prompt version, and no result answers it.
+    UnknownPrompt,
+}
+
+/// What to write.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Disposition<'a> {
+    /// Store the result and close the job.
+    Complete(&'a Evaluation),
+    /// Back to the queue after `delay`; the attempt is spent.
+    Reschedule {
+        delay: Duration,
+        reason: &'static str,
+    },
+    /// Back to the queue at once, the attempt given back; `pause` stops this invocation's
+    /// claiming (the provider as a whole is failing).
+    Release {
+        pause: bool,
+    },
+    DeadLetter {
+        reason: &'static str,
+    },
+}
+
+/// The error table in action (docs/errors.md): permanent → dead letter; provider-wide, or an
+/// outage seen across items (the breaker open) → release and pause; transient → backoff or,
+/// at the maximum, dead letter.
+pub fn disposition<'a>(
+    turn: Turn<'a>,
+    attempts: i32,
+    breaker_open: bool,
+    policy: &WorkerPolicy,
+    key: &IdempotencyKey,
+) -> Disposition<'a> {
+    let (kind, retry_after) = match turn {
+        Turn::Answered(evaluation) => return Disposition::Complete(evaluation),
+        Turn::NotStarted => return Disposition::Release { pause: false },
+        Turn::UnknownPrompt => {
+            return Disposition::DeadLetter {
+                reason: "unknown_prompt_version",
+            }
+        }
+        Turn::Failed { kind, retry_after } => (kind, retry_after),
+    };
+    match kind.class() {
+        ErrorClass::Permanent => Disposition::DeadLetter {
+            reason: kind.reason(),
+        },
+        ErrorClass::ProviderWide => Disposition::Release { pause: true },
+        ErrorClass::Transient if breaker_open => Disposition::Release { pause: true },
+        ErrorClass::Transient if attempts >= policy.max_attempts => Disposition::DeadLetter {
+            reason: "attempts_exhausted",
+        },
+        ErrorClass::Transient => Disposition::Reschedule {
+            delay: backoff::retry_delay(policy, key, attempts, retry_after),
+            reason: kind.reason(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use FailureKind::*;
+
+    /// Jitter seed 7: a jitter of 7 s under the article's policy.
+    fn key() -> IdempotencyKey {
+        IdempotencyKey::example()
+    }
+
+    fn failed(kind: FailureKind, attempts: i32, breaker_open: bool) -> Disposition<'static> {
+        let turn = Turn::Failed {
+            kind,
+            retry_after: None,
+        };
+        disposition(
+            turn,
+            attempts,
+            breaker_open,
+            &WorkerPolicy::default(),
+            &key(),
+        )
+    }
+
+    fn reschedule(secs: u64, reason: &'static str) -> Disposition<'static> {
+        Disposition::Reschedule {
+            delay: Duration::from_secs(secs),
+            reason,
+        }
+    }
+
+    const PAUSE: Disposition<'static> = Disposition::Release { pause: true };
+
+    #[test]
+    fn every_failure_kind_has_its_disposition_from_the_error_table() {
+        // (kind, attempts, breaker open after recording it, expected)
+        let table = [
+            (Timeout, 1, false, reschedule(2 + 7, "timeout")),
+            (ServerError, 2, false, reschedule(4 + 7, "server_error")),
+            (
+                ConnectionReset,
+                3,
+                false,
+                reschedule(8 + 7, "connection_reset"),
+            ),
+            (RateLimited, 1, false, reschedule(2 + 7, "rate_limited")),
+            (
+                InvalidRequest,
+                1,
+                false,
+                Disposition::DeadLetter {
+                    reason: "invalid_request",
+                },
+            ),
+            (
+                ContextLength,
+                1,
+                false,
+                Disposition::DeadLetter {
+                    reason: "context_length",
+                },
+            ),
+            (
+                ContentPolicy,
+                1,
+                false,
+                Disposition::DeadLetter {
+                    reason: "content_policy",
+                },
+            ),
+            (
+                ContractViolation,
+                1,
+                false,
+                Disposition::DeadLetter {
+                    reason: "contract_violation",
+                },
+            ),
+            (Unauthorized, 1, true, PAUSE),
+            (ModelNotFound, 1, true, PAUSE),
+            (ConnectFailed, 5, true, PAUSE),
+            (QuotaExhausted, 5, true, PAUSE),
+        ];
+        for (kind, attempts, open, expected) in table {
+            assert_eq!(failed(kind, attempts, open), expected, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn transient_failures_dead_letter_only_at_the_maximum_and_never_while_paused() {
+        let max = WorkerPolicy::default().max_attempts;
+        for kind in [Timeout, ServerError, ConnectionReset, RateLimited] {
+            assert!(matches!(
+                failed(kind, max - 1, false),
+                Disposition::Reschedule { .. }
+            ));
+            assert_eq!(
+                failed(kind, max, false),
+                Disposition::DeadLetter {
+                    reason: "attempts_exhausted"
+                }
+            );
+            // An outage seen across items gives the attempt back, however many were spent.
+            assert_eq!(failed(kind, max, true), PAUSE, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn permanent_failures_dead_letter_even_while_the_breaker_is_open() {
+        for kind in [
+            InvalidRequest,
+            ContextLength,
+            ContentPolicy,
+            ContractViolation,
+        ] {
+            assert!(matches!(
+                failed(kind, 1, true),
+                Disposition::DeadLetter { .. }
+            ));
+        }
+    }
+
+    #[test]
+    fn retry_after_is_the_earliest_next_attempt() {
+        let turn = Turn::Failed {
+            kind: RateLimited,
+            retry_after: Some(Duration::from_secs(120)),
+        };
+        let d = disposition(turn, 1, false, &WorkerPolicy::default(), &key());
+        assert_eq!(d, reschedule(120, "rate_limited"));
+    }
+
+    #[test]
+    fn turns_without_a_failure() {
+        let evaluation = Evaluation {
+            is_urgent: 1.0,
+            department: "billing".into(),
+            urgency_score: 0.9,
+        };
+        let policy = WorkerPolicy::default();
+        let decide = |turn| disposition(turn, 1, false, &policy, &key());
+        assert_eq!(
+            decide(Turn::Answered(&evaluation)),
+            Disposition::Complete(&evaluation)
+        );
+        assert_eq!(
+            decide(Turn::NotStarted),
+            Disposition::Release { pause: false }
+        );
+        assert_eq!(
+            decide(Turn::UnknownPrompt),
+            Disposition::DeadLetter {
+                reason: "unknown_prompt_version"
+            }
+        );
+    }
+}

@@ -1,0 +1,143 @@
+//! Values that must never reach a log line, and secrets that rotate under a running process.
+//!
+//! A [`RotatingSecret`] is read once and kept, then read again when what it holds is refused,
+//! which is what a rotation looks like from here: the database refusing a new connection's
+//! login (`crate::db` asks), the provider answering 401 or 403 (`crate::evaluate` asks).
+//! Where the value comes from is a [`SecretSource`] (Secrets Manager, in `crate::aws`).
+//! Uses only the domain.
+
+use std::{
+    fmt,
+    sync::{Arc, RwLock},
+    time::{Duration, Instant},
+};
+
+use futures::future::BoxFuture;
+pub use secrecy::{ExposeSecret, SecretString as Secret};
+use sha2::{Digest, Sha256};
+
+use crate::domain::error::{ConfigError, Result};
+
+/// At most one re-read of a secret per process in this interval: a password or key that is
+/// simply wrong must not turn every attempt into a Secrets Manager call.
+const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Where a rotating secret's raw text is read from.
+pub trait SecretSource: Send + Sync + fmt::Debug {
+    /// Names the secret in log lines (an ARN; never the value).
+    fn name(&self) -> &str;
+    fn read(&self) -> BoxFuture<'_, Result<Secret>>;
+}
+
+type Parser<T> = Box<dyn Fn(&Secret) -> Result<T, ConfigError> + Send + Sync>;
+
+/// A secret read and parsed, cached for the process. Each re-read that changed the value gets
+/// a new generation, so concurrent attempts that failed with the same value share one re-read.
+pub struct RotatingSecret<T> {
+    source: Box<dyn SecretSource>,
+    /// What the secret holds, for log lines.
+    what: &'static str,
+    parse: Parser<T>,
+    current: RwLock<Current<T>>,
+    last_refresh: tokio::sync::Mutex<Option<Instant>>,
+}
+
+struct Current<T> {
+    generation: u64,
+    value: Arc<T>,
+    /// SHA-256 of the raw text: "has it changed" without keeping or comparing secrets.
+    digest: [u8; 32],
+}
+
+impl<T> fmt::Debug for RotatingSecret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RotatingSecret")
+            .field("source", &self.source.name())
+            .field("what", &self.what)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> RotatingSecret<T> {
+    /// Reads and parses the secret once.
+    pub async fn fetch(
+        source: impl SecretSource + 'static,
+        what: &'static str,
+        parse: impl Fn(&Secret) -> Result<T, ConfigError> + Send + Sync + 'static,
+    ) -> Result<Self> {
+        let source: Box<dyn SecretSource> = Box::new(source);
+        let parse: Parser<T> = Box::new(parse);
+        let raw = source.read().await?;
+        let current = Current {
+            generation: 0,
+            value: Arc::new(parse(&raw)?),
+            digest: digest(&raw),
+        };
+        Ok(Self {
+            source,
+            what,
+            parse,
+            current: RwLock::new(current),
+            last_refresh: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// The value to use, and its generation (to hand back to [`Self::refresh`]).
+    pub fn current(&self) -> (u64, Arc<T>) {
+        let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+        (current.generation, current.value.clone())
+    }
+
+    /// Called after value `generation` was refused. Re-reads the secret (unless someone
+    /// already replaced that value, or the last re-read was moments ago) and says whether
+    /// there is now a different value worth one more attempt.
+    pub async fn refresh(&self, generation: u64) -> bool {
+        let mut last = self.last_refresh.lock().await;
+        let (now_generation, now_digest) = {
+            let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+            (current.generation, current.digest)
+        };
+        if now_generation != generation {
+            return true;
+        }
+        if last.is_some_and(|at| at.elapsed() < MIN_REFRESH_INTERVAL) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        let (secret, what) = (self.source.name(), self.what);
+        let read = async {
+            let raw = self.source.read().await?;
+            let digest = digest(&raw);
+            Ok::<_, crate::Error>((digest != now_digest).then_some((raw, digest)))
+        };
+        match read.await {
+            Ok(Some((raw, digest))) => match (self.parse)(&raw) {
+                Ok(value) => {
+                    tracing::info!(%secret, what, "secret changed; using the new value");
+                    *self.current.write().unwrap_or_else(|e| e.into_inner()) = Current {
+                        generation: generation + 1,
+                        value: Arc::new(value),
+                        digest,
+                    };
+                    true
+                }
+                Err(error) => {
+                    tracing::warn!(%secret, what, %error, "the new secret is not usable");
+                    false
+                }
+            },
+            Ok(None) => {
+                tracing::warn!(%secret, what, "refused, and the secret is unchanged");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(%secret, what, %error, "re-reading the secret failed");
+                false
+            }
+        }
+    }
+}
+
+fn digest(raw: &Secret) -> [u8; 32] {
+    Sha256::digest(raw.expose_secret().as_bytes()).into()
+}
