@@ -95,6 +95,13 @@ async fn lists_show_counts_reasons_and_versions_but_never_ticket_text() {
         shows(&overview, &format!("data-stat=\"{stat}\""), value);
     }
     assert!(overview.contains("<svg"), "charts are inline SVG");
+    // 12 results; 17 calls: 12 answered, 3 refused by policy, 2 answered with prose.
+    for caption in [
+        "Evaluations stored per hour — total 12,",
+        "Provider calls per hour — total 17,",
+    ] {
+        assert!(overview.contains(caption), "{caption}: {overview}");
+    }
     assert!(
         !overview.contains("provider_rate"),
         "no rate-limit table, nothing shown"
