@@ -18,6 +18,8 @@ pub enum Section {
     Versions,
     Ticket,
     SignIn,
+    /// An error page: the navigation, with no entry current.
+    Error,
 }
 
 const NAV: [(Section, &str, &str); 4] = [
@@ -126,7 +128,7 @@ impl IntoResponse for PageError {
         html_response(
             self.status,
             page(
-                Section::Overview,
+                Section::Error,
                 &format!("{} {reason}", self.status.as_u16()),
                 body,
             ),
