@@ -69,7 +69,7 @@ fn in_use(versions: &[VersionInUse], configured: &str) -> Markup {
         p { "New tickets are keyed under the configured version " code { (configured) } "." }
         table {
             thead { tr { th scope="col" { "Prompt" } th scope="col" { "Model" }
-                         th.num scope="col" { "Tickets" } th.num scope="col" { "Results" } th scope="col" { "Role" } } }
+                         th.num scope="col" { "Tickets" } th.num scope="col" { "With a result" } th scope="col" { "Role" } } }
             tbody {
                 @for v in versions {
                     tr {
