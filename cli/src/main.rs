@@ -11,14 +11,15 @@ use std::{
 };
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use triage::{
     aws::lambda::config_from_env,
     config::Config,
     db,
     evaluate::AnyProvider,
-    http, operations,
+    http::{self, admin},
+    operations,
     pipeline::{
         sweep,
         worker::{self, Worker},
@@ -45,10 +46,12 @@ struct Cli {
 enum Command {
     /// Apply migrations/ (idempotent, safe to run concurrently).
     Migrate,
-    /// Serve the HTTP API only.
+    /// Serve the HTTP API, and the operator console at /admin (loopback only by default).
     Serve {
         #[arg(long, default_value = "127.0.0.1:3000")]
         listen: SocketAddr,
+        #[command(flatten)]
+        console: ConsoleAccess,
     },
     /// Evaluate pending tickets: one invocation with --once, else until SIGTERM/SIGINT.
     Worker {
@@ -67,7 +70,19 @@ enum Command {
     Dev {
         #[arg(long, default_value = "127.0.0.1:3000")]
         listen: SocketAddr,
+        #[command(flatten)]
+        console: ConsoleAccess,
     },
+}
+
+/// Who may reach the console (docs/console.md). The token is read from TRIAGE_ADMIN_TOKEN
+/// only, never from a flag, so it does not show in the process list.
+#[derive(Args)]
+struct ConsoleAccess {
+    /// Also serve /admin when --listen is not a loopback address; requires TRIAGE_ADMIN_TOKEN
+    /// (at least 24 characters). Without it, such a server has the API only.
+    #[arg(long)]
+    allow_remote_admin: bool,
 }
 
 /// How often the long-running worker and sweeper look again when idle.
@@ -92,8 +107,8 @@ async fn main() -> anyhow::Result<()> {
             let applied = db::migrate(&config.database).await?;
             println!("migrations applied: {applied}");
         }
-        Command::Serve { listen } => {
-            serve(Arc::new(config_from_env().await?), listen, stop).await?
+        Command::Serve { listen, console } => {
+            serve(Arc::new(config_from_env().await?), listen, &console, stop).await?
         }
         Command::Worker { once } => {
             let config = Arc::new(config_from_env().await?);
@@ -117,7 +132,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Operation(request) => operate(request, cli.json).await?,
-        Command::Dev { listen } => {
+        Command::Dev { listen, console } => {
             let mut config = config_from_env().await?;
             let _local = if config.database.url.expose_secret().is_empty() {
                 let pg = local_postgres::LocalPostgres::start()?;
@@ -132,7 +147,7 @@ async fn main() -> anyhow::Result<()> {
             let worker = build_worker(&config)?;
             let pool = db::pool(&config.database)?;
             let (served, worked, ()) = tokio::join!(
-                serve(config.clone(), listen, stop.clone()),
+                serve(config.clone(), listen, &console, stop.clone()),
                 worker::run_until_stopped(&worker, WORKER_IDLE, stop.clone()),
                 sweep_until_stopped(&pool, &config, stop.clone()),
             );
@@ -167,15 +182,42 @@ fn build_worker(config: &Arc<Config>) -> anyhow::Result<Worker<AnyProvider>> {
 async fn serve(
     config: Arc<Config>,
     listen: SocketAddr,
+    access: &ConsoleAccess,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    let token = std::env::var(admin::security::TOKEN_ENV)
+        .ok()
+        .map(Secret::from);
+    let console = match admin::Exposure::decide(listen, access.allow_remote_admin, token)
+        .map_err(anyhow::Error::msg)?
+    {
+        admin::Exposure::Served { token } => {
+            let signed = if token.is_some() {
+                " (token required)"
+            } else {
+                ""
+            };
+            eprintln!("triage: operator console at http://{listen}/admin{signed}");
+            Some(admin::Guard::new(token))
+        }
+        admin::Exposure::NotServed { why } => {
+            eprintln!("triage: {why}");
+            None
+        }
+    };
     let pool = db::pool(&config.database)?;
     let state = http::AppState { pool, config };
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
     eprintln!("triage: API listening on http://{listen}");
-    http::serve(listener, state, async move { stop.cancelled().await }).await?;
+    http::serve(
+        listener,
+        state,
+        console,
+        async move { stop.cancelled().await },
+    )
+    .await?;
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! `triage serve` / `triage dev`. An entry point: maps requests onto the pipeline (ingest,
 //! read) and its errors onto problem+json; uses config and the domain too.
 
+pub mod admin;
 mod caller;
 mod problem;
 mod tickets;
@@ -43,13 +44,23 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves the router on `listener` until `shutdown` resolves.
+/// The local server's router: the API, plus the operator console when `console` is given
+/// (`triage serve` decides that with [`admin::Exposure`]).
+pub fn local_router(state: AppState, console: Option<admin::Guard>) -> Router {
+    match console {
+        Some(guard) => router(state.clone()).merge(admin::router(state, guard)),
+        None => router(state),
+    }
+}
+
+/// Serves the local router on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    console: Option<admin::Guard>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    axum::serve(listener, local_router(state, console))
         .with_graceful_shutdown(shutdown)
         .await
 }

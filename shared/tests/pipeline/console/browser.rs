@@ -1,0 +1,213 @@
+//! The console in a real browser: headless Chromium driven through chromedriver (WebDriver),
+//! clicking the same buttons an operator does.
+//!
+//! `scripts/test` installs Chromium and sets `CHROMEDRIVER`; then a browser that cannot start
+//! fails the test. A bare `cargo test` without chromedriver on the PATH skips it, loudly.
+//! With `TRIAGE_CONSOLE_SCREENSHOTS=DIR` each page is saved as `DIR/<page>.png`
+//! (`scripts/console-screenshots` refreshes `docs/console/`).
+
+use std::{
+    net::TcpListener,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::json;
+
+use super::{seeded_run, serve_console};
+
+/// A chromedriver process of this test, killed when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+impl Driver {
+    /// `None` (skip) only when nothing asked for a browser and none is installed.
+    async fn start() -> Option<Driver> {
+        let binary = match std::env::var_os("CHROMEDRIVER") {
+            Some(path) => PathBuf::from(path),
+            None => match on_path("chromedriver") {
+                Some(path) => path,
+                None => {
+                    eprintln!(
+                        "\n*** SKIPPED: no chromedriver on the PATH and CHROMEDRIVER unset; \
+                         scripts/test installs Chromium and runs this test ***\n"
+                    );
+                    return None;
+                }
+            },
+        };
+        // A free port, released just before chromedriver binds it.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(&binary)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+        let mut driver = Driver {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        driver.wait_until_ready().await;
+        Some(driver)
+    }
+
+    /// Polls `/status` until chromedriver says it is ready; fails at once if it exited.
+    async fn wait_until_ready(&mut self) {
+        let http = triage::tls::https_client_builder().build().unwrap();
+        let until = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(response) = http.get(format!("{}/status", self.url)).send().await {
+                let status: serde_json::Value = response.json().await.unwrap_or_default();
+                if status["value"]["ready"] == true {
+                    return;
+                }
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("chromedriver exited before it was ready: {status}");
+            }
+            assert!(Instant::now() < until, "chromedriver never became ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn browser(&self) -> Client {
+        // The tests run as root in CI, where Chromium refuses to start with its sandbox; the
+        // pages are our own, from loopback.
+        let mut args = vec![
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--window-size=1280,1600",
+        ];
+        args.push("--hide-scrollbars");
+        let mut options = json!({ "args": args });
+        if let Some(chromium) = std::env::var_os("CHROMIUM") {
+            options["binary"] = json!(chromium.to_string_lossy());
+        }
+        let capabilities = json!({ "goog:chromeOptions": options });
+        ClientBuilder::new(HttpConnector::new())
+            .capabilities(capabilities.as_object().unwrap().clone())
+            .connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("Chromium did not start under chromedriver: {e}"))
+    }
+}
+
+async fn text(browser: &Client, css: &str) -> String {
+    browser
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn click(browser: &Client, css: &str) {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+async fn screenshot(browser: &Client, name: &str) {
+    let Some(dir) = std::env::var_os("TRIAGE_CONSOLE_SCREENSHOTS") else {
+        return;
+    };
+    let png = browser.screenshot().await.unwrap();
+    let path = PathBuf::from(dir).join(format!("{name}.png"));
+    std::fs::write(&path, png).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+#[tokio::test]
+async fn in_chromium_the_overview_counts_and_a_redrive_from_the_page_requeues_dead_letters() {
+    let Some(driver) = Driver::start().await else {
+        return;
+    };
+    let seeded = seeded_run().await;
+    let base = serve_console(&seeded.app, None).await;
+    let browser = driver.browser().await;
+
+    browser.goto(&format!("{base}/admin")).await.unwrap();
+    for (stat, want) in [("pending", "0"), ("done", "12"), ("dead", "5")] {
+        assert_eq!(
+            text(&browser, &format!("[data-stat={stat}]")).await,
+            want,
+            "{stat}"
+        );
+    }
+    screenshot(&browser, "overview").await;
+
+    click(&browser, "a[href='/admin/dead-letters']").await;
+    assert_eq!(
+        text(&browser, "[data-dead-count=content_policy]").await,
+        "3"
+    );
+    assert_eq!(
+        text(&browser, "[data-dead-count=contract_violation]").await,
+        "2"
+    );
+    screenshot(&browser, "dead-letters").await;
+
+    click(&browser, "button[data-redrive=content_policy]").await;
+    assert_eq!(text(&browser, "[data-would-move]").await, "3");
+    let spread = browser.find(Locator::Id("spread")).await.unwrap();
+    spread.clear().await.unwrap();
+    spread.send_keys("0s").await.unwrap();
+    screenshot(&browser, "redrive-confirm").await;
+    click(&browser, "#confirm-redrive").await;
+    assert_eq!(text(&browser, "[data-moved]").await, "3");
+    screenshot(&browser, "redrive-done").await;
+    let counts = seeded.app.status_counts().await;
+    assert_eq!(
+        (counts.get("pending"), counts.get("dead")),
+        (Some(&3), Some(&2))
+    );
+
+    browser
+        .goto(&format!("{base}/admin/versions"))
+        .await
+        .unwrap();
+    click(&browser, "form[action='/admin/versions'] button").await;
+    assert_eq!(text(&browser, "[data-stat=compared]").await, "8");
+    screenshot(&browser, "versions").await;
+
+    browser
+        .goto(&format!("{base}/admin/tickets/{}", seeded.ticket_id))
+        .await
+        .unwrap();
+    assert_eq!(text(&browser, "[data-stat=status]").await, "done");
+    screenshot(&browser, "ticket").await;
+    browser.close().await.unwrap();
+}
