@@ -82,6 +82,13 @@ pub fn health(h: &Health) -> String {
         ("possibly billed calls", h.possibly_billed_calls.to_string()),
         ("spend", format!("${:.4}", h.cost_usd)),
         ("saved by the key", format!("${:.4}", h.saved_usd)),
+        (
+            "spent today (UTC) / daily budget",
+            match h.daily_budget_usd {
+                Some(budget) => format!("${:.4} / ${budget:.2}", h.spent_today_usd),
+                None => format!("${:.4} / none", h.spent_today_usd),
+            },
+        ),
     ];
     for b in &h.breakers {
         let until = b

@@ -85,6 +85,14 @@ pub mod metric {
     pub fn operation(op: &'static str) {
         counter!("ops.run", "op" => op).increment(1);
     }
+    /// A claim refused because the day's spend reached the budget (the cost alarm's metric).
+    pub fn budget_exhausted() {
+        counter!("budget.exhausted").increment(1);
+    }
+    /// Spend since 00:00 UTC, as the budget saw it (the dashboard's spend widget).
+    pub fn spent_today(usd: f64) {
+        gauge!("budget.spent_today_usd").set(usd);
+    }
     pub fn breaker_open(open: bool) {
         gauge!("provider.breaker_open").set(if open { 1.0 } else { 0.0 });
     }

@@ -103,7 +103,9 @@ pub async fn run(pool: &Pool, config: &Config, request: Request) -> Result<Outco
             };
             Outcome::Redrive(redrive::redrive(pool, &selection).await?)
         }
-        Request::Stats => Outcome::Stats(report::health(pool).await?),
+        Request::Stats => {
+            Outcome::Stats(report::health(pool, config.worker.daily_budget_usd).await?)
+        }
         Request::DeadLetters { since } => {
             let since = since.map_or(DEFAULT_DEAD_LETTER_WINDOW, |s| s.0);
             Outcome::DeadLetters(report::dead_letters(pool, since).await?)

@@ -106,7 +106,7 @@ pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
     let retention_deleted = apply_retention(pool, &config.retention).await?;
     let request_keys_expired =
         ingest::expire_request_keys(pool, config.retention.batch_size).await?;
-    let health = report::health(pool).await?;
+    let health = report::health(pool, config.worker.daily_budget_usd).await?;
     let dead_letters =
         report::dead_letters(pool, std::time::Duration::from_secs(24 * 3600)).await?;
     health.emit();

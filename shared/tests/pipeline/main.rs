@@ -1,5 +1,6 @@
 //! Integration tests against a real PostgreSQL: one binary, one module per capability.
 
+mod budget;
 mod helpers;
 mod ingest;
 mod lambda_events;

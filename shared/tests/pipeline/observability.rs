@@ -52,7 +52,7 @@ async fn a_duplicate_arriving_after_retention_is_a_dedup_hit_without_a_call() {
 
     // One call not made, counted once: the duplicate ticket and its dedup hit are the same
     // saving.
-    let health = report::health(&app.pool).await.unwrap();
+    let health = report::health(&app.pool, None).await.unwrap();
     assert_eq!((health.dedup_hits, health.duplicate_tickets), (1, 1));
     assert!(
         (health.saved_usd - health.cost_usd).abs() < 1e-9,
@@ -132,7 +132,7 @@ async fn queue_health_ignores_delayed_retries_when_aging_the_queue() {
     app.ingest_many(&tickets).await;
     // A retry waiting out its backoff is not a stuck queue.
     exec(&app, "UPDATE evaluation_outbox SET available_at = now() + interval '10 minutes', created_at = now() - interval '1 hour'").await;
-    let health = report::health(&app.pool).await.unwrap();
+    let health = report::health(&app.pool, None).await.unwrap();
     assert_eq!((health.pending, health.delayed), (3, 3));
     assert_eq!(health.oldest_pending_age_seconds, 0.0);
     exec(
@@ -140,7 +140,7 @@ async fn queue_health_ignores_delayed_retries_when_aging_the_queue() {
         "UPDATE evaluation_outbox SET available_at = now() - interval '90 seconds' WHERE id = 1",
     )
     .await;
-    let health = report::health(&app.pool).await.unwrap();
+    let health = report::health(&app.pool, None).await.unwrap();
     assert!(
         health.oldest_pending_age_seconds >= 90.0,
         "{}",
@@ -157,7 +157,7 @@ async fn stats_count_billed_calls_spend_and_what_the_key_saved() {
     }
     app.post_ticket("Other", "content").await;
     app.drain(&app.worker(), Duration::from_secs(10)).await;
-    let health = report::health(&app.pool).await.unwrap();
+    let health = report::health(&app.pool, None).await.unwrap();
     assert_eq!(
         (health.done, health.billed_calls, health.duplicate_tickets),
         (2, 2, 2)

@@ -37,6 +37,7 @@ use crate::{
     evaluate::{Policy, Prompt, Provider},
     pipeline::{
         breaker,
+        budget::{self, Allowance},
         outbox::{
             claim::{self, Serves},
             ClaimedJob,
@@ -62,6 +63,8 @@ pub struct Report {
     pub fenced: u32,
     /// Claiming stopped because the provider's circuit breaker is open.
     pub paused: bool,
+    /// Claiming stopped because today's spend reached `TRIAGE_DAILY_BUDGET_USD`.
+    pub budget_exhausted: bool,
 }
 
 /// How one job's turn ended, as far as this worker could write it.
@@ -108,7 +111,22 @@ fn observe(outcome: &Outcome) {
 /// What finished among an invocation's concurrent tasks.
 enum Task {
     Job(Result<Outcome>),
-    Claim(Result<(Vec<ClaimedJob>, bool)>),
+    Claim(Result<Claimed>),
+}
+
+/// One claim: the jobs, whether claiming may go on, and whether the budget stopped it.
+struct Claimed {
+    jobs: Vec<ClaimedJob>,
+    more: bool,
+    budget_exhausted: bool,
+}
+
+impl Claimed {
+    const NOTHING: Claimed = Claimed {
+        jobs: Vec::new(),
+        more: false,
+        budget_exhausted: false,
+    };
 }
 
 pub struct Worker<P> {
@@ -132,6 +150,17 @@ impl<P: Provider> Worker<P> {
             )
         })?;
         let worker = &config.worker;
+        let model = config.versions.model.model();
+        if worker.daily_budget_usd.is_some()
+            && !config.versions.model.is_rules()
+            && !config.provider.prices.knows(model)
+        {
+            return Err(ConfigError::invalid(
+                "TRIAGE_PRICES",
+                format!("a daily budget is set but {model:?} has no price: its calls could not be counted"),
+            )
+            .into());
+        }
         if worker.lease <= worker.call_timeout + WRITE_MARGIN {
             return Err(ConfigError::invalid(
                 "TRIAGE_LEASE_SECONDS",
@@ -223,15 +252,16 @@ impl<P: Provider> Worker<P> {
                 }
                 Some(Task::Claim(claimed)) => {
                     claim_in_flight = false;
-                    let (jobs, more) = claimed?;
-                    report.claimed += jobs.len() as u32;
-                    queue.extend(jobs);
-                    claiming = more;
+                    let claimed = claimed?;
+                    report.claimed += claimed.jobs.len() as u32;
+                    report.budget_exhausted |= claimed.budget_exhausted;
+                    queue.extend(claimed.jobs);
+                    claiming = claimed.more;
                 }
             }
         }
         report.paused = paused.load(Ordering::Relaxed);
-        if report.claimed > 0 || report.paused {
+        if report.claimed > 0 || report.paused || report.budget_exhausted {
             tracing::info!(?report, "worker invocation finished");
         }
         Ok(report)
@@ -243,12 +273,12 @@ impl<P: Provider> Worker<P> {
         deadline: Instant,
         stop: &CancellationToken,
         paused: &AtomicBool,
-    ) -> Result<(Vec<ClaimedJob>, bool)> {
+    ) -> Result<Claimed> {
         let policy = &self.config.worker;
         if stop.is_cancelled() || !self.call_fits(deadline) {
-            return Ok((Vec::new(), false));
+            return Ok(Claimed::NOTHING);
         }
-        let client = db::client(&self.pool).await?;
+        let mut client = db::client(&self.pool).await?;
         let batch = match breaker::gate(
             &client,
             self.provider.name(),
@@ -262,7 +292,7 @@ impl<P: Provider> Worker<P> {
             breaker::Gate::Open { until } => {
                 tracing::info!(provider = self.provider.name(), %until, "provider paused: not claiming");
                 paused.store(true, Ordering::Relaxed);
-                return Ok((Vec::new(), false));
+                return Ok(Claimed::NOTHING);
             }
         };
         let serves = if self.config.versions.model.is_rules() {
@@ -270,9 +300,45 @@ impl<P: Provider> Worker<P> {
         } else {
             Serves::Models
         };
-        let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
-        let more = batch > 1 && jobs.len() as i64 == batch;
-        Ok((jobs, more))
+        let Some(budget_usd) = policy.daily_budget_usd else {
+            let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
+            let more = batch > 1 && jobs.len() as i64 == batch;
+            return Ok(Claimed {
+                jobs,
+                more,
+                budget_exhausted: false,
+            });
+        };
+        // The decision and the claim in one transaction under the budget lock (see `budget`).
+        let transaction = client.transaction().await?;
+        let (allowance, spend) = budget::allowance_locked(&transaction, budget_usd, batch).await?;
+        metric::spent_today(spend.spent_today_usd);
+        let allowed = match allowance {
+            Allowance::Claim(allowed) => allowed,
+            Allowance::AwaitCost => return Ok(Claimed::NOTHING),
+            Allowance::Exhausted => {
+                tracing::warn!(
+                    budget_usd,
+                    spent_usd = spend.spent_today_usd,
+                    "daily budget spent: not claiming"
+                );
+                metric::budget_exhausted();
+                return Ok(Claimed {
+                    budget_exhausted: true,
+                    ..Claimed::NOTHING
+                });
+            }
+        };
+        let jobs = claim::claim(&transaction, &self.id, allowed, policy.lease, serves).await?;
+        transaction.commit().await?;
+        // A batch cut by the budget is followed by another claim, which decides again with
+        // this one reserved.
+        let more = batch > 1 && jobs.len() as i64 == allowed;
+        Ok(Claimed {
+            jobs,
+            more,
+            budget_exhausted: false,
+        })
     }
 
     /// Whether one more call and its write fit before `deadline`.
