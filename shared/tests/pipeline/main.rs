@@ -3,6 +3,7 @@
 mod budget;
 mod helpers;
 mod ingest;
+mod injection;
 mod lambda_events;
 mod migrate;
 mod migrate_resource;
