@@ -146,7 +146,9 @@ async fn main() -> anyhow::Result<()> {
 /// The operations run here exactly as in the ops Lambda; only the printing differs.
 async fn operate(request: operations::Request, json: bool) -> anyhow::Result<()> {
     let config = config_from_env().await?;
-    let outcome = operations::run(&db::pool(&config.database)?, &config, request).await?;
+    let pool = db::pool(&config.database)?;
+    let operator = operations::Operator::os_user();
+    let outcome = operations::run(&pool, &config, request, &operator).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {

@@ -4,8 +4,13 @@ use std::fmt::Write;
 
 use comfy_table::{presets::NOTHING, CellAlignment, Table};
 use triage::{
-    operations::{promote::Promotion, redrive, reprocess, shadow::ShadowDiff, Outcome},
-    pipeline::report::{DeadLetterGroup, Health},
+    operations::{
+        audit::AuditEntry, promote::Promotion, redrive, reprocess, shadow::ShadowDiff, Outcome,
+    },
+    pipeline::{
+        erase::Erased,
+        report::{DeadLetterGroup, Health},
+    },
 };
 
 pub fn outcome(outcome: &Outcome) -> String {
@@ -16,6 +21,8 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::Redrive(report) => redrive(report),
         Outcome::Stats(h) => health(h),
         Outcome::DeadLetters(groups) => dead_letters(groups),
+        Outcome::Erase(erased) => erase(erased),
+        Outcome::Audit(entries) => audit(entries),
     }
 }
 
@@ -253,4 +260,39 @@ fn shadow_diff(d: &ShadowDiff) -> String {
         }
     }
     out
+}
+
+fn erase(e: &Erased) -> String {
+    let mut rows = vec![
+        ("tickets erased", e.tickets.to_string()),
+        ("request keys forgotten", e.request_keys.to_string()),
+        (
+            "results, jobs, ledger rows erased",
+            format!("{}, {}, {}", e.results, e.jobs, e.ledger_rows),
+        ),
+        (
+            "kept for other tickets",
+            e.kept_for_other_tickets.to_string(),
+        ),
+    ];
+    for id in &e.not_found {
+        rows.push(("not found", id.to_string()));
+    }
+    pairs(&rows)
+}
+
+fn audit(entries: &[AuditEntry]) -> String {
+    table(
+        Some(vec!["at", "who", "op", "status", "parameters"]),
+        entries.iter().map(|e| {
+            [
+                e.at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                e.principal.clone(),
+                e.op.clone(),
+                e.status.clone(),
+                e.parameters.to_string(),
+            ]
+        }),
+        &[],
+    )
 }

@@ -79,6 +79,9 @@ impl Default for WorkerPolicy {
 #[derive(Debug, Clone)]
 pub struct RetentionPolicy {
     pub keep_done: Duration,
+    /// `TRIAGE_TICKET_RETENTION_SECONDS`: tickets older than this are erased by the sweeper
+    /// (`pipeline::erase`); `None`, kept.
+    pub keep_tickets: Option<Duration>,
     pub batch_size: i64,
     pub max_batches_per_sweep: u32,
 }
@@ -87,6 +90,7 @@ impl Default for RetentionPolicy {
     fn default() -> Self {
         Self {
             keep_done: Duration::from_secs(7 * 24 * 3600),
+            keep_tickets: None,
             batch_size: 1000,
             max_batches_per_sweep: 20,
         }
@@ -214,6 +218,12 @@ impl Config {
                     "TRIAGE_RETENTION_SECONDS",
                     RetentionPolicy::default().keep_done,
                 )?,
+                keep_tickets: match env.optional("TRIAGE_TICKET_RETENTION_SECONDS") {
+                    None => None,
+                    Some(_) => {
+                        Some(env.seconds("TRIAGE_TICKET_RETENTION_SECONDS", Duration::ZERO)?)
+                    }
+                },
                 ..RetentionPolicy::default()
             },
         })

@@ -2,13 +2,16 @@
 //! spend reaches it, spend no attempt and lose nothing, and go on the next UTC day.
 
 use fake_provider::FakeProvider;
+use serde_json::json;
 use triage::{
     evaluate::PriceTable,
-    operations::{self, Request},
     pipeline::worker::{Report, Worker},
 };
 
-use crate::helpers::{spawn_app_with_fake, TestApp};
+use crate::{
+    helpers::{spawn_app_with_fake, TestApp},
+    operations::op,
+};
 
 /// 20 output tokens a call at $500 per million, input free: one cent a call.
 const CENTS_PER_CALL: &str = "gpt-6-luna=0/500";
@@ -66,10 +69,7 @@ async fn a_worker_stops_claiming_at_the_daily_budget_and_goes_on_the_next_utc_da
         "the rest waits, no attempt spent"
     );
 
-    let stats = operations::run(&app.pool, &app.config, Request::Stats)
-        .await
-        .unwrap();
-    let stats = serde_json::to_value(stats).unwrap();
+    let stats = op(&app, json!({"op": "stats"})).await;
     assert_eq!(stats["daily_budget_usd"], BUDGET_USD);
     let spent = stats["spent_today_usd"].as_f64().unwrap();
     assert!((spent - calls as f64 * 0.01).abs() < 1e-9, "{stats}");
@@ -116,10 +116,7 @@ async fn without_a_budget_stats_show_it_unset_and_today_s_spend() {
     let app = spawn_app_with_fake(&fake, |_| {}).await;
     post_unique(&app, 1).await;
     app.run_worker_once(&app.worker()).await;
-    let stats = operations::run(&app.pool, &app.config, Request::Stats)
-        .await
-        .unwrap();
-    let stats = serde_json::to_value(stats).unwrap();
+    let stats = op(&app, json!({"op": "stats"})).await;
     assert!(stats["daily_budget_usd"].is_null(), "{stats}");
     assert!(stats["spent_today_usd"].as_f64().unwrap() > 0.0, "{stats}");
 }

@@ -1,6 +1,8 @@
 //! Integration tests against a real PostgreSQL: one binary, one module per capability.
 
+mod audit;
 mod budget;
+mod erase;
 mod helpers;
 mod ingest;
 mod injection;
