@@ -23,3 +23,32 @@ CREATE TABLE operation_audit (
     error       text
 );
 CREATE INDEX idx_operation_audit_at ON operation_audit (at);
+
+-- Least privilege for the API (docs/runbook.md "A database role for the API"): a NOLOGIN
+-- group role with what ingest and the read side need, nothing else: no DELETE, no DDL, no
+-- UPDATE but on request keys (a key past its expiry is taken over). A login made a member of
+-- it (`CREATE ROLE triage_api_login LOGIN PASSWORD '…' IN ROLE triage_api`), stored in its own
+-- secret (template parameter ApiDbSecretArn), is the API's. Roles belong to the cluster, so
+-- this only creates it when missing, and skips with a notice when the migrating login may not
+-- create roles (the functions then keep sharing the one login). A later migration that gives
+-- the API another table grants it to triage_api.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'triage_api') THEN
+        BEGIN
+            CREATE ROLE triage_api NOLOGIN;
+        EXCEPTION
+            WHEN insufficient_privilege THEN
+                RAISE NOTICE 'triage_api not created: this login may not create roles';
+                RETURN;
+            -- Another database of the cluster migrating at the same moment created it.
+            WHEN duplicate_object OR unique_violation THEN NULL;
+        END;
+    END IF;
+    GRANT SELECT, INSERT ON ticket, ticket_evaluation, evaluation_outbox, request_idempotency
+        TO triage_api;
+    GRANT UPDATE ON request_idempotency TO triage_api;
+    GRANT SELECT ON evaluation_result, version_promotion TO triage_api;
+    GRANT USAGE ON SEQUENCE evaluation_outbox_id_seq TO triage_api;
+END
+$$;
