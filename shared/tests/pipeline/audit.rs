@@ -76,13 +76,7 @@ async fn a_reprocess_or_redrive_of_more_than_a_thousand_jobs_needs_confirm() {
     confirmed["confirm"] = json!(true);
     assert_eq!(op(&app, confirmed).await["inserted"], 1001);
 
-    app.pool
-        .get()
-        .await
-        .unwrap()
-        .batch_execute("UPDATE evaluation_outbox SET status = 'dead', finished_at = now(), error_class = 'attempts_exhausted'")
-        .await
-        .unwrap();
+    app.exec("UPDATE evaluation_outbox SET status = 'dead', finished_at = now(), error_class = 'attempts_exhausted'").await;
     assert!(try_op(&app, json!({"op": "redrive"})).await.is_err());
     assert_eq!(
         op(&app, json!({"op": "redrive", "limit": 1000})).await["moved"],

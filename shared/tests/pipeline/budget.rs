@@ -80,16 +80,8 @@ async fn a_worker_stops_claiming_at_the_daily_budget_and_goes_on_the_next_utc_da
     assert_eq!(fake.billed_calls().len(), calls);
 
     // The next UTC day: yesterday's spend no longer counts.
-    app.pool
-        .get()
-        .await
-        .unwrap()
-        .execute(
-            "UPDATE provider_call SET started_at = started_at - interval '1 day'",
-            &[],
-        )
-        .await
-        .unwrap();
+    app.exec("UPDATE provider_call SET started_at = started_at - interval '1 day'")
+        .await;
     run_until_budget_stops(&app, &worker).await;
     assert!(fake.billed_calls().len() >= calls + 3, "work went on");
 }

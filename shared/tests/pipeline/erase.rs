@@ -138,16 +138,7 @@ async fn the_sweeper_erases_tickets_past_their_retention_in_batches_and_keeps_th
     for i in 0..5 {
         app.post_ticket(&format!("Ticket {i}"), "body").await;
     }
-    app.pool
-        .get()
-        .await
-        .unwrap()
-        .execute(
-            "UPDATE ticket SET created_at = now() - interval '2 hours' WHERE subject IN ('Ticket 0', 'Ticket 1', 'Ticket 2')",
-            &[],
-        )
-        .await
-        .unwrap();
+    app.exec("UPDATE ticket SET created_at = now() - interval '2 hours' WHERE subject IN ('Ticket 0', 'Ticket 1', 'Ticket 2')").await;
     let report = sweep::sweep(&app.pool, &app.config).await.unwrap();
     assert_eq!(report.tickets_erased, 3);
     assert_eq!(app.count("SELECT count(*) FROM ticket").await, 2);
@@ -165,16 +156,8 @@ async fn the_sweeper_erases_tickets_past_their_retention_in_batches_and_keeps_th
 async fn without_ticket_retention_the_sweeper_erases_nothing() {
     let app = spawn_app().await;
     app.post_ticket("Old", "body").await;
-    app.pool
-        .get()
-        .await
-        .unwrap()
-        .execute(
-            "UPDATE ticket SET created_at = now() - interval '3650 days'",
-            &[],
-        )
-        .await
-        .unwrap();
+    app.exec("UPDATE ticket SET created_at = now() - interval '3650 days'")
+        .await;
     let report = sweep::sweep(&app.pool, &app.config).await.unwrap();
     assert_eq!(report.tickets_erased, 0);
     assert_eq!(app.count("SELECT count(*) FROM ticket").await, 1);
