@@ -12,8 +12,11 @@ CREATE INDEX idx_request_idempotency_ticket ON request_idempotency (ticket_id);
 CREATE TABLE operation_audit (
     id          bigserial PRIMARY KEY,
     at          timestamptz NOT NULL DEFAULT now(),
-    -- `os-user alice@host` (CLI) or `lambda arn:... request <id>` (ops Lambda).
+    -- `os-user alice@host` (CLI, as its environment says) or `lambda arn:... request <id>`
+    -- (ops Lambda).
     principal   text NOT NULL,
+    -- The database login that wrote the row: set by the server, whatever the client claims.
+    db_login    text NOT NULL DEFAULT session_user,
     op          text NOT NULL,
     parameters  jsonb NOT NULL,
     -- 'ok', 'refused' (bad input, a missing --confirm) or 'failed'.

@@ -283,11 +283,12 @@ fn erase(e: &Erased) -> String {
 
 fn audit(entries: &[AuditEntry]) -> String {
     table(
-        Some(vec!["at", "who", "op", "status", "parameters"]),
+        Some(vec!["at", "who", "db login", "op", "status", "parameters"]),
         entries.iter().map(|e| {
             [
                 e.at.format("%Y-%m-%d %H:%M:%S").to_string(),
                 e.principal.clone(),
+                e.db_login.clone(),
                 e.op.clone(),
                 e.status.clone(),
                 e.parameters.to_string(),

@@ -2,7 +2,8 @@
 //! ops Lambda, whatever its end, is one row naming who ran it, what, with which parameters,
 //! and what it did. `triage audit` lists them.
 //!
-//! Who: the CLI records the OS user it runs as; the ops Lambda records its own function and
+//! Who: the CLI records the OS user its environment names (`$USER`: self-declared, so the
+//! row also keeps the database login, set by the server); the ops Lambda records its own function and
 //! the request id, because Lambda does not tell a function which IAM principal invoked it
 //! (CloudTrail does: the `Invoke` data event with that request id names the caller).
 
@@ -47,6 +48,8 @@ impl Operator {
 pub struct AuditEntry {
     pub at: DateTime<Utc>,
     pub principal: String,
+    /// The database login that ran it, as the server saw it.
+    pub db_login: String,
     pub op: String,
     pub parameters: Value,
     pub status: String,
@@ -90,7 +93,7 @@ pub async fn record(
 }
 
 const LIST: &str = r#"
-SELECT at, principal, op, parameters, status, result, error
+SELECT at, principal, db_login, op, parameters, status, result, error
 FROM operation_audit ORDER BY at DESC, id DESC LIMIT $1
 "#;
 
@@ -104,11 +107,12 @@ pub async fn list(pool: &Pool, limit: i64) -> Result<Vec<AuditEntry>> {
         .map(|row| AuditEntry {
             at: row.get(0),
             principal: row.get(1),
-            op: row.get(2),
-            parameters: row.get(3),
-            status: row.get(4),
-            result: row.get(5),
-            error: row.get(6),
+            db_login: row.get(2),
+            op: row.get(3),
+            parameters: row.get(4),
+            status: row.get(5),
+            result: row.get(6),
+            error: row.get(7),
         })
         .collect())
 }

@@ -39,11 +39,14 @@ async fn every_operation_is_audited_with_who_ran_it_what_and_how_it_ended() {
         seen,
         [("erase", "ok"), ("reprocess", "refused"), ("stats", "ok")]
     );
+    let login: String = app.row("SELECT session_user::text").await.get(0);
     for row in &rows {
         assert_eq!(
             row["principal"],
             "lambda arn:aws:lambda:test:ops request request-1"
         );
+        // The server's word for who wrote the row, whatever the client claims.
+        assert_eq!(row["db_login"], login.as_str());
     }
     assert_eq!(
         rows[0]["parameters"]["ticket_ids"][0],
