@@ -6,11 +6,21 @@
 //! Reading the spend and claiming happen in one transaction under one advisory lock, so two
 //! workers never both claim the same headroom: each overshoots by at most the one call its
 //! estimate was short of. [`allowance`] is the decision, pure and tested by a table; [`spend`]
-//! its one statement.
+//! its one statement; [`claim_within`] the claim under it.
+
+use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 
-use crate::domain::error::Result;
+use crate::{
+    db,
+    domain::error::Result,
+    pipeline::outbox::{
+        claim::{self, Serves},
+        ClaimedJob,
+    },
+    telemetry::metric,
+};
 
 /// What the ledger and the queue say about today's money.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -82,16 +92,45 @@ pub async fn spend(client: &impl GenericClient) -> Result<Spend> {
     })
 }
 
-/// Takes the budget lock for the caller's transaction, then decides: the claim that follows
-/// in the same transaction is the only one spending this headroom.
-pub async fn allowance_locked(
-    transaction: &impl GenericClient,
+/// What a claim under the budget took.
+#[derive(Debug)]
+pub enum Budgeted {
+    /// `jobs`, of the `allowed` the budget left room for.
+    Claimed {
+        jobs: Vec<ClaimedJob>,
+        allowed: i64,
+    },
+    AwaitCost,
+    Exhausted,
+}
+
+/// The claim of at most `batch` jobs under `budget_usd`: lock, spend, decision and claim in
+/// one transaction, so the claim is the only one spending this headroom.
+pub async fn claim_within(
+    client: &mut db::Client,
     budget_usd: f64,
+    worker: &str,
     batch: i64,
-) -> Result<(Allowance, Spend)> {
+    lease: Duration,
+    serves: Serves,
+) -> Result<Budgeted> {
+    let transaction = client.transaction().await?;
     transaction.execute(LOCK, &[]).await?;
-    let spend = spend(transaction).await?;
-    Ok((allowance(Some(budget_usd), &spend, batch), spend))
+    let spend = spend(&transaction).await?;
+    metric::spent_today(spend.spent_today_usd);
+    let allowed = match allowance(Some(budget_usd), &spend, batch) {
+        Allowance::Claim(allowed) => allowed,
+        Allowance::AwaitCost => return Ok(Budgeted::AwaitCost),
+        Allowance::Exhausted => {
+            let spent_usd = spend.spent_today_usd;
+            tracing::warn!(budget_usd, spent_usd, "daily budget spent: not claiming");
+            metric::budget_exhausted();
+            return Ok(Budgeted::Exhausted);
+        }
+    };
+    let jobs = claim::claim(&transaction, worker, allowed, lease, serves).await?;
+    transaction.commit().await?;
+    Ok(Budgeted::Claimed { jobs, allowed })
 }
 
 #[cfg(test)]

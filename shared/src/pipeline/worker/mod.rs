@@ -37,7 +37,7 @@ use crate::{
     evaluate::{Policy, Prompt, Provider},
     pipeline::{
         breaker,
-        budget::{self, Allowance},
+        budget::{self, Budgeted},
         outbox::{
             claim::{self, Serves},
             ClaimedJob,
@@ -300,38 +300,28 @@ impl<P: Provider> Worker<P> {
         } else {
             Serves::Models
         };
-        let Some(budget_usd) = policy.daily_budget_usd else {
-            let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
-            let more = batch > 1 && jobs.len() as i64 == batch;
-            return Ok(Claimed {
-                jobs,
-                more,
-                budget_exhausted: false,
-            });
-        };
-        // The decision and the claim in one transaction under the budget lock (see `budget`).
-        let transaction = client.transaction().await?;
-        let (allowance, spend) = budget::allowance_locked(&transaction, budget_usd, batch).await?;
-        metric::spent_today(spend.spent_today_usd);
-        let allowed = match allowance {
-            Allowance::Claim(allowed) => allowed,
-            Allowance::AwaitCost => return Ok(Claimed::NOTHING),
-            Allowance::Exhausted => {
-                tracing::warn!(
-                    budget_usd,
-                    spent_usd = spend.spent_today_usd,
-                    "daily budget spent: not claiming"
-                );
-                metric::budget_exhausted();
-                return Ok(Claimed {
-                    budget_exhausted: true,
-                    ..Claimed::NOTHING
-                });
+        let (jobs, allowed) = match policy.daily_budget_usd {
+            None => {
+                let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
+                (jobs, batch)
+            }
+            Some(budget_usd) => {
+                let (id, lease) = (&self.id, policy.lease);
+                match budget::claim_within(&mut client, budget_usd, id, batch, lease, serves)
+                    .await?
+                {
+                    Budgeted::Claimed { jobs, allowed } => (jobs, allowed),
+                    Budgeted::AwaitCost => return Ok(Claimed::NOTHING),
+                    Budgeted::Exhausted => {
+                        return Ok(Claimed {
+                            budget_exhausted: true,
+                            ..Claimed::NOTHING
+                        })
+                    }
+                }
             }
         };
-        let jobs = claim::claim(&transaction, &self.id, allowed, policy.lease, serves).await?;
-        transaction.commit().await?;
-        // A batch cut by the budget is followed by another claim, which decides again with
+        // A batch the budget cut short is followed by another claim, which decides again with
         // this one reserved.
         let more = batch > 1 && jobs.len() as i64 == allowed;
         Ok(Claimed {
