@@ -37,35 +37,39 @@ pub struct Spend {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allowance {
     Claim(i64),
-    /// No call has been costed yet and one is under way: wait for its cost before claiming.
-    AwaitCost,
-    /// Nothing is left today: claim nothing.
+    /// What is left is reserved by calls under way (or none has been costed yet and one is
+    /// under way): claim again once one of them has finished.
+    Wait,
+    /// The day's spend reached the budget: claim nothing until 00:00 UTC.
     Exhausted,
 }
 
 /// The budget decision: no budget, the whole batch; else the calls that fit in what is left
 /// after the spend and the reservations, rounded up (so at most one call too many); while no
-/// call has been costed yet, one, and none while that one is under way.
+/// call has been costed yet, one at a time.
 pub fn allowance(budget_usd: Option<f64>, spend: &Spend, batch: i64) -> Allowance {
     let Some(budget) = budget_usd else {
         return Allowance::Claim(batch);
     };
-    let estimate = spend.estimated_call_usd;
-    let reserved = spend.reserved_calls.max(0) as f64 * estimate.unwrap_or(0.0);
-    let left = budget - spend.spent_today_usd - reserved;
-    if left <= 0.0 {
+    if spend.spent_today_usd >= budget {
         return Allowance::Exhausted;
     }
-    match estimate {
-        Some(per_call) if per_call > 0.0 => {
-            let calls = (left / per_call).ceil().min(batch as f64) as i64;
-            Allowance::Claim(calls.max(1))
-        }
+    let Some(per_call) = spend.estimated_call_usd else {
+        return match spend.reserved_calls {
+            0 => Allowance::Claim(1),
+            _ => Allowance::Wait,
+        };
+    };
+    if per_call <= 0.0 {
         // Costed calls that were free: nothing to reserve.
-        Some(_) => Allowance::Claim(batch),
-        None if spend.reserved_calls > 0 => Allowance::AwaitCost,
-        None => Allowance::Claim(1),
+        return Allowance::Claim(batch);
     }
+    let left = budget - spend.spent_today_usd - spend.reserved_calls.max(0) as f64 * per_call;
+    if left <= 0.0 {
+        return Allowance::Wait;
+    }
+    let calls = (left / per_call).ceil().min(batch as f64) as i64;
+    Allowance::Claim(calls.max(1))
 }
 
 /// Serialises budget decisions across workers for the rest of the caller's transaction.
@@ -100,7 +104,8 @@ pub enum Budgeted {
         jobs: Vec<ClaimedJob>,
         allowed: i64,
     },
-    AwaitCost,
+    /// See [`Allowance::Wait`].
+    Wait,
     Exhausted,
 }
 
@@ -120,7 +125,7 @@ pub async fn claim_within(
     metric::spent_today(spend.spent_today_usd);
     let allowed = match allowance(Some(budget_usd), &spend, batch) {
         Allowance::Claim(allowed) => allowed,
-        Allowance::AwaitCost => return Ok(Budgeted::AwaitCost),
+        Allowance::Wait => return Ok(Budgeted::Wait),
         Allowance::Exhausted => {
             let spent_usd = spend.spent_today_usd;
             tracing::warn!(budget_usd, spent_usd, "daily budget spent: not claiming");
@@ -152,7 +157,7 @@ mod tests {
         let table = [
             (None, spend(1e9, 100, Some(1.0)), 10, Claim(10)),
             (Some(1.0), spend(0.0, 0, None), 10, Claim(1)),
-            (Some(1.0), spend(0.0, 1, None), 10, AwaitCost),
+            (Some(1.0), spend(0.0, 1, None), 10, Wait),
             (Some(1.0), spend(0.0, 0, Some(0.1)), 10, Claim(10)),
             (Some(1.0), spend(0.5, 0, Some(0.1)), 10, Claim(5)),
             (Some(1.0), spend(0.5, 2, Some(0.1)), 10, Claim(3)),
@@ -160,7 +165,8 @@ mod tests {
             (Some(1.0), spend(0.5, 3, Some(0.0)), 10, Claim(10)),
             (Some(1.0), spend(1.0, 0, Some(0.1)), 10, Exhausted),
             (Some(1.0), spend(1.2, 0, None), 10, Exhausted),
-            (Some(1.0), spend(0.5, 5, Some(0.1)), 10, Exhausted),
+            (Some(1.0), spend(0.5, 5, Some(0.1)), 10, Wait),
+            (Some(1.0), spend(0.5, 9, Some(0.1)), 10, Wait),
             (Some(0.0), spend(0.0, 0, None), 10, Exhausted),
         ];
         for (budget, spend, batch, expected) in table {

@@ -131,3 +131,20 @@ async fn with_a_budget_a_model_without_a_price_is_refused_at_start_naming_triage
         .expect("an unpriced model under a budget is refused");
     assert!(refused.to_string().contains("TRIAGE_PRICES"), "{refused}");
 }
+
+#[tokio::test]
+async fn with_room_in_the_budget_one_invocation_drains_the_queue_after_costing_its_first_call() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.provider.prices = PriceTable::parse(CENTS_PER_CALL).unwrap();
+        config.worker.daily_budget_usd = Some(100.0);
+    })
+    .await;
+    post_unique(&app, 20).await;
+    let report = app.run_worker_once(&app.worker()).await;
+    assert_eq!(
+        (report.evaluated, report.budget_exhausted),
+        (20, false),
+        "{report:?}"
+    );
+}

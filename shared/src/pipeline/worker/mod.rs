@@ -114,10 +114,12 @@ enum Task {
     Claim(Result<Claimed>),
 }
 
-/// One claim: the jobs, whether claiming may go on, and whether the budget stopped it.
+/// One claim: the jobs, whether claiming may go on (at once, or once a job of this
+/// invocation has finished), and whether the budget stopped it.
 struct Claimed {
     jobs: Vec<ClaimedJob>,
     more: bool,
+    after_a_job: bool,
     budget_exhausted: bool,
 }
 
@@ -125,6 +127,7 @@ impl Claimed {
     const NOTHING: Claimed = Claimed {
         jobs: Vec::new(),
         more: false,
+        after_a_job: false,
         budget_exhausted: false,
     };
 }
@@ -226,6 +229,8 @@ impl<P: Provider> Worker<P> {
         // must not stop the jobs holding the connections from finishing.
         let mut tasks = FuturesUnordered::new();
         let (mut jobs_in_flight, mut claim_in_flight, mut claiming) = (0, false, true);
+        // The budget's room is held by calls under way: the next claim waits for one to end.
+        let mut after_a_job = false;
         loop {
             while jobs_in_flight < concurrency {
                 let Some(job) = queue.pop_front() else { break };
@@ -237,7 +242,7 @@ impl<P: Provider> Worker<P> {
             // The next batch is claimed as soon as the queue is empty, while the slots are still
             // busy: it is there when they free up, instead of every slot waiting for a claim
             // round trip after each batch (at most one batch waits, well inside its lease).
-            if claiming && !claim_in_flight && queue.is_empty() {
+            if claiming && !after_a_job && !claim_in_flight && queue.is_empty() {
                 let claim = self.claim_next(deadline, stop, &paused);
                 tasks.push(Either::Right(claim.map(Task::Claim)));
                 claim_in_flight = true;
@@ -246,6 +251,7 @@ impl<P: Provider> Worker<P> {
                 None => break,
                 Some(Task::Job(outcome)) => {
                     jobs_in_flight -= 1;
+                    after_a_job = false;
                     let outcome = outcome?;
                     observe(&outcome);
                     report.count(&outcome);
@@ -257,6 +263,7 @@ impl<P: Provider> Worker<P> {
                     report.budget_exhausted |= claimed.budget_exhausted;
                     queue.extend(claimed.jobs);
                     claiming = claimed.more;
+                    after_a_job = claimed.after_a_job;
                 }
             }
         }
@@ -311,7 +318,13 @@ impl<P: Provider> Worker<P> {
                     .await?
                 {
                     Budgeted::Claimed { jobs, allowed } => (jobs, allowed),
-                    Budgeted::AwaitCost => return Ok(Claimed::NOTHING),
+                    Budgeted::Wait => {
+                        return Ok(Claimed {
+                            more: true,
+                            after_a_job: true,
+                            ..Claimed::NOTHING
+                        })
+                    }
                     Budgeted::Exhausted => {
                         return Ok(Claimed {
                             budget_exhausted: true,
@@ -327,7 +340,7 @@ impl<P: Provider> Worker<P> {
         Ok(Claimed {
             jobs,
             more,
-            budget_exhausted: false,
+            ..Claimed::NOTHING
         })
     }
 
