@@ -161,7 +161,9 @@ async fn main() -> anyhow::Result<()> {
 /// The operations run here exactly as in the ops Lambda; only the printing differs.
 async fn operate(request: operations::Request, json: bool) -> anyhow::Result<()> {
     let config = config_from_env().await?;
-    let outcome = operations::run(&db::pool(&config.database)?, &config, request).await?;
+    let pool = db::pool(&config.database)?;
+    let operator = operations::Operator::os_user();
+    let outcome = operations::run(&pool, &config, request, &operator).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {
@@ -231,5 +233,52 @@ async fn sweep_until_stopped(
             tracing::warn!(%error, "sweep failed; retrying");
         }
         tokio::select! { _ = stop.cancelled() => {}, _ = tokio::time::sleep(SWEEP_EVERY) => {} }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use triage::operations::Request;
+
+    use super::*;
+
+    fn operation(args: &[&str]) -> Result<Request, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("triage").chain(args.iter().copied()))?;
+        match cli.command {
+            Command::Operation(request) => Ok(request),
+            _ => panic!("{args:?} is not an operation"),
+        }
+    }
+
+    #[test]
+    fn erase_takes_one_or_more_ticket_ids_and_audit_and_confirm_are_flags() {
+        let ids = [
+            "0b6c3f6e-6f1e-4d53-9f1a-2f0a8c1e7d42",
+            "7d8a1c2b-3e4f-4a5b-8c6d-9e0f1a2b3c4d",
+        ];
+        let Request::Erase { ticket_ids } = operation(&["erase", ids[0], ids[1]]).unwrap() else {
+            panic!("not an erase");
+        };
+        assert_eq!(ticket_ids.len(), 2);
+        assert!(operation(&["erase"]).is_err(), "at least one id");
+        assert!(operation(&["erase", "not-a-uuid"]).is_err());
+        assert_eq!(
+            operation(&["audit", "--limit", "5"]).unwrap(),
+            Request::Audit { limit: Some(5) }
+        );
+        let confirmed = operation(&["redrive", "--confirm"]).unwrap();
+        assert!(matches!(confirmed, Request::Redrive { confirm: true, .. }));
+        let reprocess = [
+            "reprocess",
+            "--since",
+            "1d",
+            "--prompt-version",
+            "triage-v5",
+        ];
+        let unconfirmed = operation(&reprocess).unwrap();
+        assert!(matches!(
+            unconfirmed,
+            Request::Reprocess { confirm: false, .. }
+        ));
     }
 }

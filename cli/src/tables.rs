@@ -4,8 +4,13 @@ use std::fmt::Write;
 
 use comfy_table::{presets::NOTHING, CellAlignment, Table};
 use triage::{
-    operations::{promote::Promotion, redrive, reprocess, shadow::ShadowDiff, Outcome},
-    pipeline::report::{DeadLetterGroup, Health},
+    operations::{
+        audit::AuditEntry, promote::Promotion, redrive, reprocess, shadow::ShadowDiff, Outcome,
+    },
+    pipeline::{
+        erase::Erased,
+        report::{DeadLetterGroup, Health},
+    },
 };
 
 pub fn outcome(outcome: &Outcome) -> String {
@@ -16,6 +21,8 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::Redrive(report) => redrive(report),
         Outcome::Stats(h) => health(h),
         Outcome::DeadLetters(groups) => dead_letters(groups),
+        Outcome::Erase(erased) => erase(erased),
+        Outcome::Audit(entries) => audit(entries),
     }
 }
 
@@ -86,6 +93,13 @@ pub fn health(h: &Health) -> String {
         ("possibly billed calls", h.possibly_billed_calls.to_string()),
         ("spend", format!("${:.4}", h.cost_usd)),
         ("saved by the key", format!("${:.4}", h.saved_usd)),
+        (
+            "spent today (UTC) / daily budget",
+            match h.daily_budget_usd {
+                Some(budget) => format!("${:.4} / ${budget:.2}", h.spent_today_usd),
+                None => format!("${:.4} / none", h.spent_today_usd),
+            },
+        ),
     ];
     for b in &h.breakers {
         let until = b
@@ -250,4 +264,40 @@ fn shadow_diff(d: &ShadowDiff) -> String {
         }
     }
     out
+}
+
+fn erase(e: &Erased) -> String {
+    let mut rows = vec![
+        ("tickets erased", e.tickets.to_string()),
+        ("request keys forgotten", e.request_keys.to_string()),
+        (
+            "results, jobs, ledger rows erased",
+            format!("{}, {}, {}", e.results, e.jobs, e.ledger_rows),
+        ),
+        (
+            "kept for other tickets",
+            e.kept_for_other_tickets.to_string(),
+        ),
+    ];
+    for id in &e.not_found {
+        rows.push(("not found", id.to_string()));
+    }
+    pairs(&rows)
+}
+
+fn audit(entries: &[AuditEntry]) -> String {
+    table(
+        Some(vec!["at", "who", "db login", "op", "status", "parameters"]),
+        entries.iter().map(|e| {
+            [
+                e.at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                e.principal.clone(),
+                e.db_login.clone(),
+                e.op.clone(),
+                e.status.clone(),
+                e.parameters.to_string(),
+            ]
+        }),
+        &[],
+    )
 }

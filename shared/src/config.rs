@@ -51,6 +51,9 @@ pub struct WorkerPolicy {
     pub call_timeout: Duration,
     pub breaker_cooldown: Duration,
     pub invocation_budget: Duration,
+    /// `TRIAGE_DAILY_BUDGET_USD`: spend per UTC day, after which workers stop claiming
+    /// (`pipeline::budget`); `None`, no budget.
+    pub daily_budget_usd: Option<f64>,
 }
 
 impl Default for WorkerPolicy {
@@ -66,6 +69,7 @@ impl Default for WorkerPolicy {
             call_timeout: Duration::from_secs(30),
             breaker_cooldown: Duration::from_secs(30),
             invocation_budget: Duration::from_secs(60),
+            daily_budget_usd: None,
         }
     }
 }
@@ -75,6 +79,9 @@ impl Default for WorkerPolicy {
 #[derive(Debug, Clone)]
 pub struct RetentionPolicy {
     pub keep_done: Duration,
+    /// `TRIAGE_TICKET_RETENTION_SECONDS`: tickets older than this are erased by the sweeper
+    /// (`pipeline::erase`); `None`, kept.
+    pub keep_tickets: Option<Duration>,
     pub batch_size: i64,
     pub max_batches_per_sweep: u32,
 }
@@ -83,6 +90,7 @@ impl Default for RetentionPolicy {
     fn default() -> Self {
         Self {
             keep_done: Duration::from_secs(7 * 24 * 3600),
+            keep_tickets: None,
             batch_size: 1000,
             max_batches_per_sweep: 20,
         }
@@ -146,6 +154,7 @@ impl Config {
                 .seconds("TRIAGE_BREAKER_COOLDOWN_SECONDS", defaults.breaker_cooldown)?,
             invocation_budget: env
                 .seconds("TRIAGE_INVOCATION_SECONDS", defaults.invocation_budget)?,
+            daily_budget_usd: env.usd("TRIAGE_DAILY_BUDGET_USD")?,
         };
         if worker.batch_size < 1 || worker.concurrency < 1 || worker.max_attempts < 1 {
             return Err(ConfigError::invalid(
@@ -209,6 +218,12 @@ impl Config {
                     "TRIAGE_RETENTION_SECONDS",
                     RetentionPolicy::default().keep_done,
                 )?,
+                keep_tickets: match env.optional("TRIAGE_TICKET_RETENTION_SECONDS") {
+                    None => None,
+                    Some(_) => {
+                        Some(env.seconds("TRIAGE_TICKET_RETENTION_SECONDS", Duration::ZERO)?)
+                    }
+                },
                 ..RetentionPolicy::default()
             },
         })
@@ -250,6 +265,20 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
                 .trim()
                 .parse()
                 .map_err(|_| ConfigError::invalid(name, format!("{raw:?} is not a number"))),
+        }
+    }
+
+    /// An amount of US dollars: finite and not negative; unset, `None`.
+    fn usd(&self, name: &str) -> Result<Option<f64>, ConfigError> {
+        let Some(raw) = self.optional(name) else {
+            return Ok(None);
+        };
+        match raw.trim().parse::<f64>() {
+            Ok(usd) if usd.is_finite() && usd >= 0.0 => Ok(Some(usd)),
+            _ => Err(ConfigError::invalid(
+                name,
+                format!("{raw:?} is not an amount of US dollars (e.g. 25 or 2.50)"),
+            )),
         }
     }
 
@@ -295,6 +324,19 @@ mod tests {
         let err = Config::from_lookup(|n| (n == "TRIAGE_MAX_ATTEMPTS").then(|| "five".into()))
             .unwrap_err();
         assert!(err.to_string().contains("TRIAGE_MAX_ATTEMPTS"), "{err}");
+    }
+
+    #[test]
+    fn the_daily_budget_is_unset_by_default_and_must_be_an_amount() {
+        assert_eq!(Config::local("postgres://x").worker.daily_budget_usd, None);
+        let budget = |value: &'static str| {
+            Config::from_lookup(move |n| (n == "TRIAGE_DAILY_BUDGET_USD").then(|| value.into()))
+        };
+        assert_eq!(budget("2.5").unwrap().worker.daily_budget_usd, Some(2.5));
+        for bad in ["-1", "NaN", "ten"] {
+            let err = budget(bad).unwrap_err();
+            assert!(err.to_string().contains("TRIAGE_DAILY_BUDGET_USD"), "{err}");
+        }
     }
 
     #[test]

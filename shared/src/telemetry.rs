@@ -3,7 +3,10 @@
 //! go into a span, an event or a metric: handlers log ids and keys only.
 //! Uses only the domain: callers pass plain numbers.
 
-use tracing_subscriber::{fmt, util::SubscriberInitExt, EnvFilter};
+use tracing::{Level, Metadata};
+use tracing_subscriber::{
+    filter::filter_fn, fmt, layer::SubscriberExt, util::SubscriberInitExt, EnvFilter,
+};
 
 /// The metric namespace in CloudWatch (alarms and the dashboard in `template.yaml` use it).
 pub const NAMESPACE: &str = "Triage";
@@ -14,13 +17,35 @@ pub fn init() {
     let _ = subscriber(std::io::stderr).try_init();
 }
 
-/// The one log format: JSON lines with the current span's fields (the Lambda request id).
+/// The default filter when `RUST_LOG` is unset.
+const DEFAULT_FILTER: &str = "info,refinery_core=warn,tokio_postgres=warn";
+
+/// Libraries that log whole requests below info: lambda_runtime the raw event at trace (the
+/// Authorization header and the ticket with it), hyper the bytes on the wire. Capped at info
+/// whatever `RUST_LOG` says.
+const CAPPED_AT_INFO: [&str; 5] = [
+    "lambda_runtime",
+    "lambda_runtime_api_client",
+    "lambda_http",
+    "hyper",
+    "hyper_util",
+];
+
+/// The one log format: JSON lines with the current span's fields (the Lambda request id),
+/// filtered by `RUST_LOG`.
 pub fn subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
 where
     W: for<'w> fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,refinery_core=warn,tokio_postgres=warn"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    subscriber_filtered(writer, filter)
+}
+
+fn subscriber_filtered<W>(writer: W, filter: EnvFilter) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     fmt()
         .json()
         .with_env_filter(filter)
@@ -29,6 +54,17 @@ where
         .flatten_event(true)
         .with_writer(writer)
         .finish()
+        .with(filter_fn(within_caps))
+}
+
+fn within_caps(metadata: &Metadata<'_>) -> bool {
+    let target = metadata.target();
+    let capped = CAPPED_AT_INFO.iter().any(|crate_name| {
+        target
+            .strip_prefix(crate_name)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+    });
+    !capped || *metadata.level() <= Level::INFO
 }
 
 /// The EMF recorder for a Lambda function: `metric::*` calls land in it and are flushed to
@@ -85,7 +121,56 @@ pub mod metric {
     pub fn operation(op: &'static str) {
         counter!("ops.run", "op" => op).increment(1);
     }
+    /// A claim refused because the day's spend reached the budget (the cost alarm's metric).
+    pub fn budget_exhausted() {
+        counter!("budget.exhausted").increment(1);
+    }
+    /// Spend since 00:00 UTC, as the budget saw it (the dashboard's spend widget).
+    pub fn spent_today(usd: f64) {
+        gauge!("budget.spent_today_usd").set(usd);
+    }
     pub fn breaker_open(open: bool) {
         gauge!("provider.breaker_open").set(if open { 1.0 } else { 0.0 });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[test]
+    fn raw_events_stay_out_of_the_logs_even_at_rust_log_trace() {
+        let captured = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = captured.clone();
+        let writer = move || WriteTo(sink.clone());
+        let subscriber = subscriber_filtered(writer, EnvFilter::new("trace"));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::trace!(
+                target: "lambda_runtime::layers::api_response",
+                body = "Authorization: Bearer SECRET-TOKEN",
+                "raw JSON event received from Lambda"
+            );
+            tracing::debug!(target: "hyper::proto", "SECRET-WIRE-BYTES");
+            tracing::info!(target: "lambda_runtime", "runtime info is kept");
+            tracing::trace!(target: "triage::pipeline", "our own trace is kept");
+        });
+        let logs = String::from_utf8(captured.lock().unwrap().clone()).unwrap();
+        assert!(!logs.contains("SECRET"), "{logs}");
+        assert!(logs.contains("runtime info is kept"), "{logs}");
+        assert!(logs.contains("our own trace is kept"), "{logs}");
+    }
+
+    struct WriteTo(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for WriteTo {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 }

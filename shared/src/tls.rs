@@ -12,6 +12,20 @@ use rustls::{
     ClientConfig, RootCertStore,
 };
 
+/// Whether `url`'s host is this machine (`localhost`, 127.0.0.0/8, ::1): the only place
+/// plain http may go, since nothing sent there leaves the host (the fakes in tests).
+pub fn is_loopback(url: &reqwest::Url) -> bool {
+    match url.host_str() {
+        Some("localhost") => true,
+        Some(host) => host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => false,
+    }
+}
+
 /// A client configuration trusting exactly `roots` (TLS 1.2 and 1.3, rustls' safe defaults).
 fn client_config(roots: RootCertStore) -> ClientConfig {
     ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))

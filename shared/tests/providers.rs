@@ -455,6 +455,18 @@ async fn the_openai_request_carries_the_model_version_schema_prompt_and_bearer_k
 }
 
 #[tokio::test]
+async fn every_request_caps_the_answer_s_tokens() {
+    let fake = FakeProvider::start().await;
+    for api in BOTH {
+        evaluate(api, &fake).await.unwrap();
+    }
+    let calls = fake.calls();
+    let cap = triage::evaluate::MAX_OUTPUT_TOKENS;
+    assert_eq!(calls[0].body["max_completion_tokens"], cap, "OpenAI");
+    assert_eq!(calls[1].body["max_tokens"], cap, "Anthropic");
+}
+
+#[tokio::test]
 async fn the_openai_request_omits_reasoning_effort_when_the_version_has_none() {
     let fake = FakeProvider::start().await;
     evaluate_as(Api::OpenAi, &fake.url(), "gpt-4o", CALL_TIMEOUT)

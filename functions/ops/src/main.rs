@@ -1,6 +1,7 @@
 //! Ops Lambda: the CLI's operations where RDS sits in private subnets. The payload is an
 //! `operations::Request` (`{"op": "reprocess", ...}`, see docs/runbook.md), run by the same code as
-//! `triage reprocess`, `shadow-diff`, `promote`, `redrive`, `stats` and `dead-letters`:
+//! `triage reprocess`, `shadow-diff`, `promote`, `redrive`, `stats`, `dead-letters`, `erase`
+//! and `audit`, each run recorded in the audit trail:
 //! `aws lambda invoke --function-name <ops> --payload '{"op":"stats"}' out.json`.
 
 use lambda_runtime::{service_fn, LambdaEvent};
@@ -14,7 +15,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let pool = db::pool(&config.database)?;
     let (pool, config) = (&pool, &config);
     let handler = service_fn(move |event: LambdaEvent<operations::Request>| async move {
-        operations::run(pool, config, event.payload).await
+        let operator = operations::Operator::lambda(
+            &event.context.invoked_function_arn,
+            &event.context.request_id,
+        );
+        operations::run(pool, config, event.payload, &operator).await
     });
     metrics_cloudwatch_embedded::lambda::service::run(metrics, handler).await
 }

@@ -66,5 +66,23 @@ async fn stats_answer_with_the_queue_and_count_the_operation_and_a_bad_request_i
         .unwrap()
         .get(0);
     assert_eq!(jobs, 1, "nothing was queued");
+
+    // Both runs are in the audit trail, named by the function and the invocation.
+    let trail = runtime.invoke(json!({"op": "audit"}), TIMEOUT).await;
+    let trail = trail.result.expect("audit answered");
+    let rows: Vec<(&str, &str, &str)> = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let field = |name: &str| r[name].as_str().unwrap();
+            (field("op"), field("status"), field("principal"))
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "{trail}");
+    assert_eq!((rows[0].0, rows[0].1), ("reprocess", "refused"));
+    assert!(rows[0].2.contains(&refused.request_id), "{trail}");
+    assert_eq!((rows[1].0, rows[1].1), ("stats", "ok"));
+    assert!(rows[1].2.starts_with("lambda arn:aws:lambda:"), "{trail}");
     function.print_init_and_size(&runtime).await;
 }

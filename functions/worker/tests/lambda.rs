@@ -39,7 +39,13 @@ fn worker_env(database_url: String, fake: &FakeProvider) -> Vec<(&'static str, S
 
 /// A fresh, migrated database and a worker container pointed at it and at `fake`.
 async fn start(fake: &FakeProvider) -> Container {
-    let env = worker_env(testkit::fresh_database().await, fake);
+    start_with(fake, &[]).await
+}
+
+/// [`start`], with `extra` added to the worker's environment.
+async fn start_with(fake: &FakeProvider, extra: &[(&'static str, &str)]) -> Container {
+    let mut env = worker_env(testkit::fresh_database().await, fake);
+    env.extend(extra.iter().map(|(name, value)| (*name, value.to_string())));
     let mut config = Config::from_lookup(|name| {
         env.iter()
             .find(|(key, _)| *key == name)
@@ -98,7 +104,8 @@ impl Container {
 fn report(evaluated: u32) -> Value {
     json!({
         "claimed": evaluated, "evaluated": evaluated, "dedup_hits": 0, "rescheduled": 0,
-        "released": 0, "dead_lettered": 0, "fenced": 0, "paused": false
+        "released": 0, "dead_lettered": 0, "fenced": 0, "paused": false,
+        "budget_exhausted": false
     })
 }
 
@@ -218,4 +225,43 @@ async fn logs_and_metrics_carry_the_request_id_and_never_the_ticket_text() {
         NAMESPACE,
         &[subject, message, API_KEY],
     );
+}
+
+#[tokio::test]
+async fn at_the_daily_budget_the_worker_claims_nothing_more_and_says_so() {
+    let fake = FakeProvider::start().await;
+    // One cent a call (20 output tokens at $500 per million), two cents a day.
+    let budget = [
+        ("TRIAGE_PRICES", "gpt-6-luna=0/500"),
+        ("TRIAGE_DAILY_BUDGET_USD", "0.02"),
+    ];
+    let container = start_with(&fake, &budget).await;
+    for i in 0..6 {
+        container.ticket(&format!("Ticket {i}"), "body").await;
+    }
+    let mut last = Value::Null;
+    for _ in 0..5 {
+        last = container
+            .scheduled(DEADLINE)
+            .await
+            .result
+            .expect("answered");
+        if last["budget_exhausted"] == true {
+            break;
+        }
+    }
+    assert_eq!(last["budget_exhausted"], true, "{last}");
+    let calls = fake.billed_calls().len() as i64;
+    assert!(
+        (2..=3).contains(&calls),
+        "{calls} calls for a 2-call budget"
+    );
+    let waiting =
+        "SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND attempts = 0";
+    assert_eq!(container.count(waiting).await, 6 - calls);
+    container
+        .function
+        .stdout()
+        .wait_for("budget.exhausted")
+        .await;
 }

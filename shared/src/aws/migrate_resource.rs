@@ -204,6 +204,12 @@ where
     M: FnOnce() -> F,
     F: Future<Output = Result<usize>>,
 {
+    // A request naming any other URL is not CloudFormation's: nothing is migrated or sent.
+    if !is_cloudformation_url(&request.response_url) {
+        return Err(AnswerNotDelivered(
+            "the ResponseURL is not an https URL on amazonaws.com: refused, nothing done".into(),
+        ));
+    }
     *in_hand() = Some((request.clone(), deadline));
     let (status, reason, applied) = match skip_reason(&request, function_version) {
         Some(reason) => (Status::Success, reason, 0),
@@ -236,6 +242,22 @@ where
     tracing::info!(status = ?response.status, reason = %response.reason, "custom resource answer");
     deliver(http, &url, &response, deadline).await?;
     Ok(response)
+}
+
+/// CloudFormation's pre-signed S3 URLs: https on `amazonaws.com` (`.com.cn` in China), so a
+/// forged event cannot make the function send its answer (or anything) elsewhere. Loopback
+/// stands in for S3 in tests; nothing sent there leaves the host.
+fn is_cloudformation_url(url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let on_aws = url.host_str().is_some_and(|host| {
+        ["amazonaws.com", "amazonaws.com.cn"].iter().any(|domain| {
+            host.strip_suffix(domain)
+                .is_some_and(|sub| sub.ends_with('.'))
+        })
+    });
+    (url.scheme() == "https" && on_aws) || crate::tls::is_loopback(&url)
 }
 
 /// CloudFormation refuses answers over 4 KiB; the reason is the only part that can grow.
@@ -326,6 +348,27 @@ mod tests {
             assert!(skip_reason(&request(kind, None), Some("13")).is_some());
         }
         assert!(skip_reason(&request(RequestType::Delete, Some(&arn("13"))), Some("13")).is_some());
+    }
+
+    #[test]
+    fn answers_go_only_to_https_urls_on_amazonaws_com_or_loopback() {
+        for allowed in [
+            "https://cloudformation-custom-resource-response-euwest1.s3-eu-west-1.amazonaws.com/x?sig=1",
+            "https://s3.cn-north-1.amazonaws.com.cn/bucket/key",
+            "http://127.0.0.1:4000/answer",
+        ] {
+            assert!(is_cloudformation_url(allowed), "{allowed}");
+        }
+        for refused in [
+            "http://s3.amazonaws.com/bucket/key",
+            "https://evil.example.com/collect",
+            "https://amazonaws.com.evil.example/x",
+            "https://notamazonaws.com/x",
+            "https://s3.amazonaws.com@evil.example/x",
+            "file:///etc/passwd",
+        ] {
+            assert!(!is_cloudformation_url(refused), "{refused}");
+        }
     }
 
     #[test]

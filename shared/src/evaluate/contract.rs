@@ -1,10 +1,14 @@
 //! The output contract (SPEC, policy-v1): all three fields present, finite scores in [0, 1],
 //! a department from the policy's list, nothing else. Anything else is a contract violation:
 //! dead-lettered, never stored as a result.
+//!
+//! The model's words never reach `last_error` (OWASP LLM05): a violation names only fields
+//! of the contract and lengths, so a ticket that steers the model cannot write into the
+//! outbox or the on-call report through it.
 
 use serde_json::Value;
 
-use super::{ModelOutput, Policy};
+use super::{FailureKind, ModelOutput, Policy};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Evaluation {
@@ -13,41 +17,62 @@ pub struct Evaluation {
     pub urgency_score: f64,
 }
 
-/// Why an answer broke the contract; ticket-free, safe for `last_error`.
+/// The contract's fields: the only names a violation may quote.
+const FIELDS: [&str; 3] = ["is_urgent", "department", "urgency_score"];
+
+/// Why an answer broke the contract, built from fixed text, [`FIELDS`] and lengths only:
+/// safe for `last_error`. `kind` is the dead letter's reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContractViolation(pub String);
+pub struct ContractViolation {
+    pub kind: FailureKind,
+    detail: String,
+}
+
+impl ContractViolation {
+    fn new(detail: impl Into<String>) -> Self {
+        Self {
+            kind: FailureKind::ContractViolation,
+            detail: detail.into(),
+        }
+    }
+}
 
 impl std::fmt::Display for ContractViolation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "contract violation: {}", self.0)
+        write!(f, "contract violation: {}", self.detail)
     }
 }
 
 pub fn validate(output: &ModelOutput, policy: &Policy) -> Result<Evaluation, ContractViolation> {
-    let fail = |why: &str| Err(ContractViolation(why.to_string()));
+    let fail = |why: &str| Err(ContractViolation::new(why));
     let object = match output {
         ModelOutput::Json(Value::Object(object)) => object,
         ModelOutput::Json(_) => return fail("answer is JSON but not an object"),
         ModelOutput::Refusal => return fail("model refused"),
         ModelOutput::ContentFiltered => return fail("answer cut by the content filter"),
-        ModelOutput::Truncated => return fail("answer truncated at the token limit"),
+        ModelOutput::Truncated => {
+            return Err(ContractViolation {
+                kind: FailureKind::OutputTruncated,
+                detail: "answer cut at the output-token cap".into(),
+            })
+        }
         ModelOutput::NotJson { len } => {
-            return Err(ContractViolation(format!(
+            return Err(ContractViolation::new(format!(
                 "answer is not JSON ({len} bytes)"
             )))
         }
     };
-    if let Some(extra) = object
-        .keys()
-        .find(|k| !matches!(k.as_str(), "is_urgent" | "department" | "urgency_score"))
-    {
-        return Err(ContractViolation(format!("unexpected field {extra:?}")));
+    if let Some(extra) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(ContractViolation::new(format!(
+            "a field outside the contract (name of {} chars)",
+            extra.chars().count()
+        )));
     }
     let score = |name: &str| -> Result<f64, ContractViolation> {
         match object.get(name).and_then(Value::as_f64) {
             Some(v) if v.is_finite() && (0.0..=1.0).contains(&v) => Ok(v),
-            Some(v) => Err(ContractViolation(format!("{name} = {v} is outside [0, 1]"))),
-            None => Err(ContractViolation(format!(
+            Some(_) => Err(ContractViolation::new(format!("{name} is outside [0, 1]"))),
+            None => Err(ContractViolation::new(format!(
                 "{name} is missing or not a number"
             ))),
         }
@@ -57,9 +82,9 @@ pub fn validate(output: &ModelOutput, policy: &Policy) -> Result<Evaluation, Con
     let department = match object.get("department").and_then(Value::as_str) {
         Some(d) if policy.departments.iter().any(|known| known == d) => d.to_string(),
         Some(d) => {
-            let shown: String = d.chars().take(40).collect();
-            return Err(ContractViolation(format!(
-                "department {shown:?} is not in {}",
+            return Err(ContractViolation::new(format!(
+                "department ({} chars) is not one of {}",
+                d.chars().count(),
                 policy.version
             )));
         }
@@ -122,6 +147,28 @@ mod tests {
             ModelOutput::NotJson { len: 3 },
         ] {
             assert!(validate(&output, &policy).is_err());
+        }
+    }
+
+    #[test]
+    fn a_truncated_answer_is_a_violation_with_its_own_reason() {
+        let policy = Policy::load("policy-v1").unwrap();
+        let violation = validate(&ModelOutput::Truncated, &policy).unwrap_err();
+        assert_eq!(violation.kind.reason(), "output_truncated");
+        let other = validate(&ModelOutput::Refusal, &policy).unwrap_err();
+        assert_eq!(other.kind.reason(), "contract_violation");
+    }
+
+    #[test]
+    fn a_violation_quotes_no_word_the_model_chose() {
+        let planted = "IGNORE-PREVIOUS-root-admin";
+        for bad in [
+            json!({"is_urgent": 0.5, "department": planted, "urgency_score": 0.5}),
+            json!({"is_urgent": 0.5, "department": "billing", "urgency_score": 0.5, planted: 1}),
+            json!({planted: 0.5, "department": "billing", "urgency_score": 0.5}),
+        ] {
+            let shown = check(bad).unwrap_err().to_string();
+            assert!(!shown.contains("IGNORE"), "{shown}");
         }
     }
 }

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | Timeout, ServerError, ConnectionReset | transient (provider-wide when consecutive across items) | back to the queue with backoff |
 //! | RateLimited (429) | transient | back to the queue, not before `Retry-After` |
-//! | InvalidRequest (400), ContextLength, ContentPolicy, ContractViolation | permanent | dead letter at once |
+//! | InvalidRequest (400), ContextLength, ContentPolicy, ContractViolation, OutputTruncated | permanent | dead letter at once |
 //! | Unauthorized (401/403), ModelNotFound, ConnectFailed (refused/DNS), QuotaExhausted (spend-limit 429) | provider-wide | pause claiming, item back without spending an attempt |
 
 use serde::Serialize;
@@ -20,6 +20,9 @@ pub enum FailureKind {
     ContextLength,
     ContentPolicy,
     ContractViolation,
+    /// A contract violation of its own: the answer hit the output-token cap
+    /// ([`super::MAX_OUTPUT_TOKENS`]) before it was complete.
+    OutputTruncated,
     Unauthorized,
     ModelNotFound,
     ConnectFailed,
@@ -53,9 +56,8 @@ impl FailureKind {
         use FailureKind::*;
         match self {
             Timeout | ServerError | ConnectionReset | RateLimited => ErrorClass::Transient,
-            InvalidRequest | ContextLength | ContentPolicy | ContractViolation => {
-                ErrorClass::Permanent
-            }
+            InvalidRequest | ContextLength | ContentPolicy | ContractViolation
+            | OutputTruncated => ErrorClass::Permanent,
             Unauthorized | ModelNotFound | ConnectFailed | QuotaExhausted => {
                 ErrorClass::ProviderWide
             }
@@ -82,6 +84,7 @@ impl FailureKind {
             ContextLength => "context_length",
             ContentPolicy => "content_policy",
             ContractViolation => "contract_violation",
+            OutputTruncated => "output_truncated",
             Unauthorized => "unauthorized",
             ModelNotFound => "model_not_found",
             ConnectFailed => "connect_failed",

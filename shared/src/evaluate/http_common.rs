@@ -114,14 +114,24 @@ fn build_client(call_timeout: Duration) -> Result<Client, ProviderError> {
         .map_err(|_| ProviderError::new(FailureKind::ConnectFailed, "HTTP client setup failed"))
 }
 
-/// `{base}/{path}`, checked at start-up so a bad URL never reaches a call.
+/// `{base}/{path}`, checked at start-up so a bad URL never reaches a call. Plain http only to
+/// loopback (the fake provider in tests): anywhere else the API key would travel in clear.
 fn endpoint(base: &str, path: &str) -> Result<Url, ProviderError> {
-    Url::parse(&format!("{}/{path}", base.trim_end_matches('/'))).map_err(|_| {
+    let refuse = |why: &str| {
         ProviderError::new(
             FailureKind::ConnectFailed,
-            "provider URL is not a valid URL",
+            format!("TRIAGE_PROVIDER_URL {why}"),
         )
-    })
+    };
+    let url = Url::parse(&format!("{}/{path}", base.trim_end_matches('/')))
+        .map_err(|_| refuse("is not a valid URL"))?;
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if crate::tls::is_loopback(&url) => Ok(url),
+        _ => Err(refuse(
+            "must be https (plain http only to a loopback address): the API key would travel in clear",
+        )),
+    }
 }
 
 /// The answer schema both providers are forced into; the department enum is the policy's.
@@ -301,6 +311,30 @@ mod tests {
     use reqwest::header::HeaderValue;
 
     use super::*;
+
+    #[test]
+    fn the_provider_url_must_be_https_unless_it_is_loopback() {
+        for allowed in [
+            "https://api.openai.com/v1",
+            "http://127.0.0.1:8080/v1",
+            "http://[::1]:8080",
+            "http://localhost:9000",
+        ] {
+            assert!(endpoint(allowed, "chat/completions").is_ok(), "{allowed}");
+        }
+        for refused in [
+            "http://api.openai.com/v1",
+            "http://10.0.0.5/v1",
+            "ftp://127.0.0.1/v1",
+            "not a url",
+        ] {
+            let err = endpoint(refused, "chat/completions").unwrap_err();
+            assert!(
+                err.detail.contains("TRIAGE_PROVIDER_URL"),
+                "{refused}: {err}"
+            );
+        }
+    }
 
     fn with_retry_after(value: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();

@@ -18,10 +18,15 @@ use std::{future::Future, time::Duration};
 pub use contract::{ContractViolation, Evaluation};
 pub use failure::{ErrorClass, FailureKind};
 pub use prices::PriceTable;
-pub use prompt::{Policy, Prompt};
+pub use prompt::{Framing, Policy, Prompt};
 pub use provider::{ApiKey, ProviderConfig, ProviderKind};
 
 use crate::domain::versions::ModelVersion;
+
+/// The cap on every answer's tokens (OpenAI `max_completion_tokens`, Anthropic `max_tokens`):
+/// the answer is three short fields, so this only bounds a runaway (or steered) reply, and its
+/// bill. An answer cut at it is [`FailureKind::OutputTruncated`].
+pub const MAX_OUTPUT_TOKENS: u32 = 1024;
 
 /// Everything a provider needs for one call.
 #[derive(Debug, Clone, Copy)]
@@ -145,7 +150,8 @@ impl Provider for AnyProvider {
     }
 }
 
-/// The ticket as the model sees it (user message). Fake providers key their ledger on it.
+/// The ticket as the model sees it under a plain prompt (user message; see
+/// [`Prompt::user_message`]). Fake providers key their ledger on it.
 pub fn ticket_text(subject: &str, message: &str) -> String {
     format!("Subject: {}\n\n{}", subject.trim(), message.trim())
 }

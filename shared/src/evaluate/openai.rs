@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::{
     http_common::{self, ErrorInfo, ErrorSignals, WireFormat},
-    ticket_text, EvaluationRequest, ModelOutput, Usage,
+    EvaluationRequest, ModelOutput, Usage, MAX_OUTPUT_TOKENS,
 };
 
 /// The wire format behind `TRIAGE_PROVIDER=openai`.
@@ -25,9 +25,10 @@ fn authorize(request: RequestBuilder, api_key: &str) -> RequestBuilder {
 fn request_body(request: &EvaluationRequest<'_>) -> Value {
     let mut body = json!({
         "model": request.model.model(),
+        "max_completion_tokens": MAX_OUTPUT_TOKENS,
         "messages": [
             {"role": "developer", "content": request.prompt.text},
-            {"role": "user", "content": ticket_text(request.subject, request.message)},
+            {"role": "user", "content": request.prompt.user_message(request.subject, request.message)},
         ],
         "response_format": {
             "type": "json_schema",

@@ -38,6 +38,12 @@ impl PriceTable {
         Ok(Self(table))
     }
 
+    /// Whether `model` has a price: with a daily budget, an unpriced model would be spent
+    /// without being counted.
+    pub fn knows(&self, model: &str) -> bool {
+        self.0.contains_key(model)
+    }
+
     /// Cost of one call; unknown models cost 0 (and say so in the ledger by a NULL-free 0).
     pub fn cost(&self, model: &str, usage: Usage) -> f64 {
         let (input, output) = self.0.get(model).copied().unwrap_or((0.0, 0.0));
@@ -58,6 +64,7 @@ mod tests {
         };
         assert!((table.cost("gpt-6-luna", usage) - 0.006).abs() < 1e-12);
         assert_eq!(table.cost("unknown", usage), 0.0);
+        assert!(table.knows("mini") && !table.knows("unknown"));
         assert!(PriceTable::parse("gpt=1").is_err());
     }
 }

@@ -2,8 +2,6 @@
 //! unique per caller (IETF httpapi draft: a key identifies one client's request), so two
 //! services that happen to pick the same key never see each other's tickets.
 
-use std::convert::Infallible;
-
 use axum::{
     extract::FromRequestParts,
     http::{request::Parts, Extensions},
@@ -11,7 +9,10 @@ use axum::{
 use lambda_http::request::RequestContext;
 use sha2::{Digest, Sha256};
 
-/// The authenticated principal, or anonymous (local `triage serve`, a route without auth).
+use super::Problem;
+
+/// The authenticated principal, or anonymous: only local `triage serve`, where no API Gateway
+/// stands in front. A request that came through API Gateway names its principal, or is a 401.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller(Option<String>);
 
@@ -22,27 +23,20 @@ impl Caller {
     /// - IAM (SigV4): the user ARN, with an assumed role's session name dropped, so a
     ///   service's retry after its credentials were refreshed is still the same caller;
     /// - JWT: issuer and subject.
-    pub fn from_extensions(extensions: &Extensions) -> Self {
-        let Some(RequestContext::ApiGatewayV2(context)) = extensions.get::<RequestContext>() else {
-            return Self::ANONYMOUS;
-        };
-        let Some(authorizer) = &context.authorizer else {
-            return Self::ANONYMOUS;
-        };
-        if let Some(arn) = authorizer
-            .iam
-            .as_ref()
-            .and_then(|iam| iam.user_arn.as_deref())
-        {
-            return Caller(Some(format!("iam {}", without_session(arn))));
+    ///
+    /// Without a principal (a route deployed without an authorizer, a JWT without `sub`) the
+    /// request is refused: its `Idempotency-Key`s would be shared with every such caller.
+    pub fn from_extensions(extensions: &Extensions) -> Result<Self, Problem> {
+        match extensions.get::<RequestContext>() {
+            None => Ok(Self::ANONYMOUS),
+            Some(RequestContext::ApiGatewayV2(context)) => context
+                .authorizer
+                .as_ref()
+                .and_then(principal)
+                .map(|p| Caller(Some(p)))
+                .ok_or_else(unauthenticated),
+            Some(_) => Err(unauthenticated()),
         }
-        if let Some(claims) = authorizer.jwt.as_ref().map(|jwt| &jwt.claims) {
-            if let Some(subject) = claims.get("sub") {
-                let issuer = claims.get("iss").map_or("", String::as_str);
-                return Caller(Some(format!("jwt {issuer} {subject}")));
-            }
-        }
-        Self::ANONYMOUS
     }
 
     /// The stored form of `key` for this caller. Anonymous keys are stored as sent; a caller's
@@ -60,11 +54,34 @@ impl Caller {
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = Infallible;
+    type Rejection = Problem;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
-        Ok(Self::from_extensions(&parts.extensions))
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Problem> {
+        Self::from_extensions(&parts.extensions)
     }
+}
+
+fn principal(
+    authorizer: &lambda_http::aws_lambda_events::apigw::ApiGatewayRequestAuthorizer,
+) -> Option<String> {
+    if let Some(arn) = authorizer
+        .iam
+        .as_ref()
+        .and_then(|iam| iam.user_arn.as_deref())
+    {
+        return Some(format!("iam {}", without_session(arn)));
+    }
+    let claims = &authorizer.jwt.as_ref()?.claims;
+    let subject = claims.get("sub")?;
+    let issuer = claims.get("iss").map_or("", String::as_str);
+    Some(format!("jwt {issuer} {subject}"))
+}
+
+fn unauthenticated() -> Problem {
+    Problem::new(
+        axum::http::StatusCode::UNAUTHORIZED,
+        "the request names no authenticated principal (an IAM caller, or a JWT with `sub`)",
+    )
 }
 
 /// `arn:aws:sts::123456789012:assumed-role/Role/session` → `…:assumed-role/Role`.

@@ -95,6 +95,8 @@ pub async fn create(
 
 pub async fn show(
     State(state): State<AppState>,
+    // Refuses a request through API Gateway without a principal, as `create` does.
+    _caller: Caller,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Problem> {
     // A path that is not even valid UTF-8 (`%FF`) is as malformed as one that is not a UUID.

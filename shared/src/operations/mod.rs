@@ -4,6 +4,7 @@
 //! An entry-point layer: uses the pipeline (reports), evaluate (prompt versions), config, db
 //! and the domain.
 
+pub mod audit;
 pub mod promote;
 pub mod redrive;
 pub mod reprocess;
@@ -16,6 +17,7 @@ use chrono::Utc;
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
+pub use audit::Operator;
 pub use request::{HumanDuration, Request, Since};
 
 use crate::{
@@ -26,6 +28,7 @@ use crate::{
     },
     evaluate::Prompt,
     pipeline::{
+        erase::{self, Erased},
         outbox::claim::Serves,
         report::{self, DeadLetterGroup, Health},
     },
@@ -38,6 +41,11 @@ pub const DEFAULT_SPREAD: Duration = Duration::from_secs(30 * 60);
 pub const BATCH_SIZE: i64 = 1000;
 /// How far back `dead_letters` looks by default, as the alarm does.
 const DEFAULT_DEAD_LETTER_WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// Reprocess and redrive of more jobs than this need `--confirm` (`"confirm": true`): each
+/// queued job is a billed call, and a reprocess re-bills history.
+pub const CONFIRM_ABOVE_JOBS: i64 = 1000;
+/// How many rows `triage audit` lists by default.
+const DEFAULT_AUDIT_ROWS: i64 = 50;
 
 /// What an operation did. Serialised as the report alone (the caller knows what it asked).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -49,11 +57,33 @@ pub enum Outcome {
     Redrive(redrive::Report),
     Stats(Health),
     DeadLetters(Vec<DeadLetterGroup>),
+    Erase(Erased),
+    Audit(Vec<audit::AuditEntry>),
 }
 
-pub async fn run(pool: &Pool, config: &Config, request: Request) -> Result<Outcome> {
+/// Runs `request` for `operator` and records the run in the audit trail, however it ends.
+pub async fn run(
+    pool: &Pool,
+    config: &Config,
+    request: Request,
+    operator: &Operator,
+) -> Result<Outcome> {
     // Every operation leaves a trace on the dashboard, whoever ran it and however it ended.
     metric::operation(request.name());
+    let op = request.name();
+    let parameters = serde_json::to_value(&request).unwrap_or_default();
+    let outcome = execute(pool, config, request).await;
+    let reported = match &outcome {
+        // The trail would only copy itself.
+        Ok(Outcome::Audit(_)) => Ok(None),
+        Ok(report) => Ok(serde_json::to_value(report).ok()),
+        Err(e) => Err(e),
+    };
+    audit::record(pool, operator, op, &parameters, reported).await?;
+    outcome
+}
+
+async fn execute(pool: &Pool, config: &Config, request: Request) -> Result<Outcome> {
     let pair = |prompt_version, model_version: Option<ModelVersion>| VersionPair {
         prompt_version,
         model_version: model_version.unwrap_or_else(|| config.versions.model.clone()),
@@ -66,6 +96,7 @@ pub async fn run(pool: &Pool, config: &Config, request: Request) -> Result<Outco
             model_version,
             spread: pacing,
             dry_run,
+            confirm,
         } => {
             known_to_this_build(&prompt_version)?;
             let plan = reprocess::Plan {
@@ -75,6 +106,13 @@ pub async fn run(pool: &Pool, config: &Config, request: Request) -> Result<Outco
                 batch_size: BATCH_SIZE,
                 dry_run,
             };
+            if !dry_run && !confirm {
+                let preview = reprocess::Plan {
+                    dry_run: true,
+                    ..plan.clone()
+                };
+                confirmed(reprocess::reprocess(pool, &preview).await?.inserted)?;
+            }
             Outcome::Reprocess(reprocess::reprocess(pool, &plan).await?)
         }
         Request::ShadowDiff { from, to } => {
@@ -95,6 +133,7 @@ pub async fn run(pool: &Pool, config: &Config, request: Request) -> Result<Outco
             limit,
             spread: pacing,
             dry_run,
+            confirm,
         } => {
             let selection = redrive::Selection {
                 reason,
@@ -104,17 +143,43 @@ pub async fn run(pool: &Pool, config: &Config, request: Request) -> Result<Outco
                 batch_size: BATCH_SIZE,
                 dry_run,
             };
+            if !dry_run && !confirm {
+                let preview = redrive::Selection {
+                    dry_run: true,
+                    ..selection.clone()
+                };
+                confirmed(redrive::redrive(pool, &preview).await?.moved)?;
+            }
             Outcome::Redrive(redrive::redrive(pool, &selection).await?)
         }
         Request::Stats => {
             let serves = Serves::for_model_version(&config.versions.model);
-            Outcome::Stats(report::health(pool, serves).await?)
+            let budget = config.worker.daily_budget_usd;
+            Outcome::Stats(report::health(pool, serves, budget).await?)
         }
         Request::DeadLetters { since } => {
             let since = since.map_or(DEFAULT_DEAD_LETTER_WINDOW, |s| s.0);
             Outcome::DeadLetters(report::dead_letters(pool, since).await?)
         }
+        Request::Erase { ticket_ids } => Outcome::Erase(erase::erase(pool, &ticket_ids).await?),
+        Request::Audit { limit } => {
+            Outcome::Audit(audit::list(pool, limit.unwrap_or(DEFAULT_AUDIT_ROWS)).await?)
+        }
     })
+}
+
+/// Refuses a run over [`CONFIRM_ABOVE_JOBS`] that was not confirmed.
+fn confirmed(jobs: i64) -> Result<(), InvalidRequest> {
+    if jobs <= CONFIRM_ABOVE_JOBS {
+        return Ok(());
+    }
+    Err(InvalidRequest::new(
+        "confirm",
+        format!(
+            "this would queue {jobs} jobs (over {CONFIRM_ABOVE_JOBS}), each a billed call: \
+             check with --dry-run, then run again with --confirm (\"confirm\": true)"
+        ),
+    ))
 }
 
 /// A reprocess under a prompt this build cannot send would only fill the dead letters.

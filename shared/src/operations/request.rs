@@ -5,16 +5,17 @@
 use std::{fmt, str::FromStr, time::Duration};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_with::{serde_as, DisplayFromStr};
 
 use crate::domain::{
     error::InvalidRequest,
+    ticket::TicketId,
     versions::{ModelVersion, PromptVersion, VersionSpec},
 };
 
 #[serde_as]
-#[derive(Debug, Clone, PartialEq, Deserialize, clap::Subcommand)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, clap::Subcommand)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// Queue tickets again under a new prompt/model version (new keys; old results stay).
@@ -39,6 +40,11 @@ pub enum Request {
         #[arg(long)]
         #[serde(default)]
         dry_run: bool,
+        /// Needed when more than `CONFIRM_ABOVE_JOBS` (1000) jobs would be queued: each
+        /// one is a billed call.
+        #[arg(long)]
+        #[serde(default)]
+        confirm: bool,
     },
     /// Compare two versions on the tickets evaluated under both.
     ShadowDiff {
@@ -83,6 +89,10 @@ pub enum Request {
         #[arg(long)]
         #[serde(default)]
         dry_run: bool,
+        /// Needed when more than `CONFIRM_ABOVE_JOBS` (1000) jobs would move.
+        #[arg(long)]
+        #[serde(default)]
+        confirm: bool,
     },
     /// Queue health: depth, oldest claimable age, dedup, billed calls and spend.
     Stats,
@@ -93,6 +103,19 @@ pub enum Request {
         #[serde(default)]
         #[serde_as(as = "Option<DisplayFromStr>")]
         since: Option<HumanDuration>,
+    },
+    /// Erase tickets, their links and request keys, and what only they referred to.
+    Erase {
+        /// Ticket ids, as POST /tickets returned them.
+        #[arg(required = true, num_args = 1..)]
+        ticket_ids: Vec<TicketId>,
+    },
+    /// The operator commands run, newest first: who, what, with which parameters.
+    Audit {
+        /// At most this many (default 50).
+        #[arg(long)]
+        #[serde(default)]
+        limit: Option<i64>,
     },
 }
 
@@ -106,6 +129,8 @@ impl Request {
             Request::Redrive { .. } => "redrive",
             Request::Stats => "stats",
             Request::DeadLetters { .. } => "dead_letters",
+            Request::Erase { .. } => "erase",
+            Request::Audit { .. } => "audit",
         }
     }
 }

@@ -7,7 +7,12 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
-use crate::{db, domain::error::Result, pipeline::outbox::claim::Serves, telemetry::metric};
+use crate::{
+    db,
+    domain::error::Result,
+    pipeline::{budget, outbox::claim::Serves},
+    telemetry::metric,
+};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Health {
@@ -39,6 +44,10 @@ pub struct Health {
     /// duplicate ticket, whether its job was never created (ingest) or found the result when
     /// claimed (a dedup hit, after retention), so no dedup hit is counted twice.
     pub saved_usd: f64,
+    /// `TRIAGE_DAILY_BUDGET_USD`; `null` when unset.
+    pub daily_budget_usd: Option<f64>,
+    /// What the ledger says was spent since 00:00 UTC (the budget's measure).
+    pub spent_today_usd: f64,
     pub breakers: Vec<BreakerState>,
 }
 
@@ -98,10 +107,12 @@ ORDER BY 2 DESC, 1
 "#;
 
 /// The queue as the workers that `serves` describes see it (the deployed configuration's:
-/// `Serves::for_model_version(&config.versions.model)`).
-pub async fn health(pool: &Pool, serves: Serves) -> Result<Health> {
+/// `Serves::for_model_version(&config.versions.model)`), and today's spend against
+/// `daily_budget_usd`.
+pub async fn health(pool: &Pool, serves: Serves, daily_budget_usd: Option<f64>) -> Result<Health> {
     let rules = serves == Serves::RulesOnly;
     let client = db::client(pool).await?;
+    let spend = budget::spend(&client).await?;
     let queue = client.query_one(QUEUE, &[&rules]).await?;
     let oldest: f64 = client.query_one(OLDEST_CLAIMABLE, &[&rules]).await?.get(0);
     let ledger = client.query_one(LEDGER, &[]).await?;
@@ -133,6 +144,8 @@ pub async fn health(pool: &Pool, serves: Serves) -> Result<Health> {
         possibly_billed_calls: ledger.get(1),
         cost_usd: ledger.get(2),
         saved_usd: duplicate_tickets as f64 * average_cost,
+        daily_budget_usd,
+        spent_today_usd: spend.spent_today_usd,
         breakers,
     })
 }
@@ -151,6 +164,7 @@ impl Health {
             metric::queue_depth(status, depth);
         }
         metric::breaker_open(self.breakers.iter().any(|b| b.state != "closed"));
+        metric::spent_today(self.spent_today_usd);
     }
 }
 

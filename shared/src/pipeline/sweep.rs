@@ -1,5 +1,6 @@
 //! The sweeper (article step 3, "o varredor"): returns expired leases to the queue, deletes
-//! finished jobs past retention, forgets expired request keys, and reports queue health.
+//! finished jobs past retention, erases tickets past theirs (when set), forgets expired
+//! request keys, and reports queue health.
 //! A lease expiry means a worker died mid-job, so it counts as the attempt the claim already
 //! added; at the maximum the job is dead-lettered as `lease_expired` instead of looping.
 
@@ -11,7 +12,7 @@ use crate::{
     db,
     domain::error::Result,
     pipeline::{
-        ingest,
+        erase, ingest,
         outbox::claim::Serves,
         report::{self, Health},
     },
@@ -30,6 +31,8 @@ pub struct SweepReport {
     #[serde(flatten)]
     pub leases: LeaseReport,
     pub retention_deleted: u64,
+    /// Tickets past `TRIAGE_TICKET_RETENTION_SECONDS`, erased with what only they referred to.
+    pub tickets_erased: i64,
     pub request_keys_expired: u64,
     pub health: Health,
     pub dead_letters: Vec<report::DeadLetterGroup>,
@@ -105,10 +108,24 @@ pub async fn apply_retention(pool: &Pool, policy: &RetentionPolicy) -> Result<u6
 pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
     let leases = return_expired_leases(pool, &config.worker).await?;
     let retention_deleted = apply_retention(pool, &config.retention).await?;
+    let retention = &config.retention;
+    let tickets_erased = match retention.keep_tickets {
+        Some(keep) => {
+            erase::erase_expired(
+                pool,
+                keep,
+                retention.batch_size,
+                retention.max_batches_per_sweep,
+            )
+            .await?
+            .tickets
+        }
+        None => 0,
+    };
     let request_keys_expired =
         ingest::expire_request_keys(pool, config.retention.batch_size).await?;
     let serves = Serves::for_model_version(&config.versions.model);
-    let health = report::health(pool, serves).await?;
+    let health = report::health(pool, serves, config.worker.daily_budget_usd).await?;
     let dead_letters =
         report::dead_letters(pool, std::time::Duration::from_secs(24 * 3600)).await?;
     health.emit();
@@ -118,6 +135,7 @@ pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
     Ok(SweepReport {
         leases,
         retention_deleted,
+        tickets_erased,
         request_keys_expired,
         health,
         dead_letters,

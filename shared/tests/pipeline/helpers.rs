@@ -108,6 +108,12 @@ impl TestApp {
         self.row(sql).await.get(0)
     }
 
+    /// Runs `sql` (statements without parameters), e.g. to move time-stamps back.
+    pub async fn exec(&self, sql: &str) {
+        let client = self.pool.get().await.unwrap();
+        client.batch_execute(sql).await.unwrap();
+    }
+
     /// Polls the count `sql` returns until `done` holds, or panics naming `what` after 10 s:
     /// awaiting a condition, never sleeping a fixed time.
     pub async fn wait_until(&self, sql: &str, done: impl Fn(i64) -> bool, what: &str) {

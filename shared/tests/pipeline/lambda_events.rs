@@ -132,3 +132,45 @@ async fn an_assumed_role_keeps_its_keys_across_sessions_and_jwt_callers_are_kept
     assert_ne!(one["id"], first["id"]);
     assert_eq!(app.count("SELECT count(*) FROM ticket").await, 3);
 }
+
+#[tokio::test]
+async fn a_request_through_api_gateway_without_a_principal_is_a_401_and_changes_nothing() {
+    let app = spawn_app().await;
+    let (_, kept) = send(&app, keyed_post(iam("arn:aws:iam::1:user/alice"), "kept")).await;
+    let kept = kept["id"].as_str().unwrap().to_string();
+    let no_sub =
+        serde_json::json!({"jwt": {"claims": {"iss": "https://issuer.example"}, "scopes": null}});
+    for authorizer in [serde_json::Value::Null, no_sub] {
+        let (status, problem) = send(&app, keyed_post(authorizer.clone(), "anonymous")).await;
+        assert_eq!(
+            (status, &problem["status"]),
+            (401, &401.into()),
+            "{authorizer}"
+        );
+        let mut get = testkit::lambda::events::http_api("GET", &format!("/tickets/{kept}"), None);
+        get["requestContext"]["authorizer"] = authorizer;
+        assert_eq!(send(&app, get.to_string()).await.0, 401);
+    }
+    assert_eq!(app.count("SELECT count(*) FROM ticket").await, 1);
+    // Locally, with no API Gateway in front, callers are anonymous.
+    assert_eq!(app.post_ticket("local", "serve").await.status, 201);
+}
+
+#[test]
+fn in_jwt_mode_the_template_scopes_post_to_write_and_get_to_read() {
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let route = |key: &str| {
+        let start = template.find(&format!("RouteKey: {key}")).expect(key);
+        template[start..]
+            .lines()
+            .take(6)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        route("POST /tickets").contains("AuthorizationScopes: !If [UseJwt, [!Ref JwtWriteScope]")
+    );
+    assert!(route("GET /tickets/{id}")
+        .contains("AuthorizationScopes: !If [UseJwt, [!Ref JwtReadScope]"));
+}

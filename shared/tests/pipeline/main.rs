@@ -1,8 +1,12 @@
 //! Integration tests against a real PostgreSQL: one binary, one module per capability.
 
+mod audit;
+mod budget;
 mod console;
+mod erase;
 mod helpers;
 mod ingest;
+mod injection;
 mod lambda_events;
 mod migrate;
 mod migrate_resource;

@@ -1,5 +1,7 @@
 use std::sync::Arc;
 
+use triage::secret::ExposeSecret;
+
 use triage::{config::Config, db};
 
 use crate::helpers::{fresh_database, spawn_app, TestApp};
@@ -210,4 +212,66 @@ async fn roles_sql_hands_tables_made_by_the_master_user_to_the_application_role(
         .unwrap();
     // Running it again changes nothing and fails on nothing.
     run_roles_sql(&url, &role);
+}
+
+/// `url` logged in as `user` with `password` instead of its own login.
+fn as_login(url: &str, user: &str, password: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (_, host_and_rest) = rest.split_once('@').unwrap();
+    format!("{scheme}://{user}:{password}@{host_and_rest}")
+}
+
+#[tokio::test]
+async fn a_login_in_the_migrated_api_role_can_ingest_and_read_but_not_delete_or_rewrite_jobs() {
+    let app = spawn_app().await;
+    let login = format!("api_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let admin = app.pool.get().await.unwrap();
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {login} LOGIN PASSWORD 'api-test-password' IN ROLE triage_api"
+        ))
+        .await
+        .unwrap();
+
+    let url = as_login(
+        app.config.database.url.expose_secret(),
+        &login,
+        "api-test-password",
+    );
+    let api = crate::helpers::TestApp {
+        pool: db::pool(&triage::config::Config::local(&url).database).unwrap(),
+        config: app.config.clone(),
+    };
+    let created = api
+        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let replay = api
+        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
+        .await;
+    assert_eq!(replay.body["id"], created.body["id"]);
+    let id = created.body["id"].as_str().unwrap();
+    assert_eq!(api.get_ticket(id).await.status, 200);
+
+    let client = api.pool.get().await.unwrap();
+    for forbidden in [
+        "DELETE FROM ticket",
+        "UPDATE evaluation_outbox SET status = 'done'",
+        "DELETE FROM evaluation_result",
+        "TRUNCATE provider_call",
+        "ALTER TABLE ticket ADD COLUMN x int",
+    ] {
+        let refused = client.batch_execute(forbidden).await.unwrap_err();
+        assert_eq!(
+            refused.code(),
+            Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+            "{forbidden}: {refused}"
+        );
+    }
+    drop(client);
+    api.pool.close();
+    admin
+        .batch_execute(&format!("DROP ROLE {login}"))
+        .await
+        .unwrap();
 }

@@ -160,3 +160,25 @@ async fn a_refused_answer_is_delivered_again() {
     assert_eq!(status, Status::Success);
     assert_eq!((s3.requests(), s3.answers().len()), (2, 1));
 }
+
+#[tokio::test]
+async fn a_request_naming_a_response_url_off_amazonaws_com_is_refused_and_migrates_nothing() {
+    let config = Config::local(&fresh_database().await);
+    for url in [
+        "https://collector.example.com/answer",
+        "http://s3.amazonaws.com/b/k",
+    ] {
+        let request: Request = serde_json::from_value(event("Create", FUNCTION_VERSION, url))
+            .expect("the handler reads CloudFormation's event");
+        let refused = handle(
+            request,
+            Some(FUNCTION_VERSION),
+            Instant::now() + Duration::from_secs(60),
+            &triage::tls::https_client_builder().build().unwrap(),
+            || db::migrate(&config.database),
+        )
+        .await;
+        assert!(refused.is_err(), "{url}");
+    }
+    assert_eq!(table_count(&config).await, 0, "nothing migrated");
+}

@@ -29,7 +29,7 @@ async fn exec(app: &TestApp, sql: &str) {
 /// The queue as this app's own workers see it.
 async fn queue_health(app: &TestApp) -> Health {
     let serves = Serves::for_model_version(&app.config.versions.model);
-    report::health(&app.pool, serves).await.unwrap()
+    report::health(&app.pool, serves, None).await.unwrap()
 }
 
 #[tokio::test]
@@ -193,7 +193,9 @@ async fn rules_jobs_left_by_a_smoke_test_do_not_age_a_model_deployments_queue() 
         (0.0, 2)
     );
     // A rules deployment sees the same two jobs as its own backlog.
-    let rules = report::health(&app.pool, Serves::RulesOnly).await.unwrap();
+    let rules = report::health(&app.pool, Serves::RulesOnly, None)
+        .await
+        .unwrap();
     assert_eq!(rules.unserved_pending, 0);
     assert!(rules.oldest_pending_age_seconds >= 3600.0);
 }

@@ -18,13 +18,14 @@ use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
 const DRAIN: Duration = Duration::from_secs(60);
 
 /// Runs a payload as the ops Lambda would, and returns the response it would send.
-async fn op(app: &TestApp, payload: Value) -> Value {
+pub async fn op(app: &TestApp, payload: Value) -> Value {
     serde_json::to_value(try_op(app, payload).await.expect("operation succeeds")).unwrap()
 }
 
-async fn try_op(app: &TestApp, payload: Value) -> triage::Result<operations::Outcome> {
+pub async fn try_op(app: &TestApp, payload: Value) -> triage::Result<operations::Outcome> {
     let request: operations::Request = serde_json::from_value(payload).expect("payload parses");
-    operations::run(&app.pool, &app.config, request).await
+    let operator = operations::Operator::lambda("arn:aws:lambda:test:ops", "request-1");
+    operations::run(&app.pool, &app.config, request, &operator).await
 }
 
 fn tickets(prefix: &str, n: usize) -> Vec<(String, String)> {
@@ -209,7 +210,9 @@ async fn reprocess_spreads_available_at_over_the_spread_or_thirty_minutes() {
 async fn reprocess_pages_through_more_tickets_than_one_batch() {
     let app = spawn_app().await;
     app.ingest_many(&tickets("ticket", 2500)).await;
-    let first = op(&app, reprocess_v4("1h", "0s")).await;
+    let mut confirmed = reprocess_v4("1h", "0s");
+    confirmed["confirm"] = json!(true);
+    let first = op(&app, confirmed).await;
     assert_eq!(first["batches"], 3);
     assert_eq!(counts(&first), (2500, 2500, 0, 2500));
     assert_eq!(
@@ -544,7 +547,11 @@ async fn redrive_works_in_batches_up_to_the_limit() {
     )
     .await;
     assert_eq!(
-        op(&app, json!({"op": "redrive", "limit": 1200})).await["moved"],
+        op(
+            &app,
+            json!({"op": "redrive", "limit": 1200, "confirm": true})
+        )
+        .await["moved"],
         1200
     );
     assert_eq!(op(&app, json!({"op": "redrive"})).await["moved"], 300);
@@ -641,7 +648,9 @@ async fn the_ops_lambda_accepts_every_payload_in_the_runbook() {
     assert_eq!(
         ops.into_iter().collect::<Vec<_>>(),
         [
+            "audit",
             "dead_letters",
+            "erase",
             "promote",
             "redrive",
             "reprocess",

@@ -273,6 +273,30 @@ async fn contract_violations_are_dead_lettered_and_never_stored() {
 }
 
 #[tokio::test]
+async fn an_answer_cut_at_the_token_cap_is_dead_lettered_as_output_truncated() {
+    let fake = FakeProvider::start().await;
+    fake.set_default(Behavior::Truncated);
+    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    post(&app, "Runaway answer").await;
+    app.drain(&app.worker(), Duration::from_secs(20)).await;
+    let row = app
+        .row("SELECT status, error_class FROM evaluation_outbox")
+        .await;
+    assert_eq!(
+        (row.get::<_, String>(0), row.get::<_, String>(1)),
+        ("dead".into(), "output_truncated".into())
+    );
+    assert_eq!(app.count("SELECT count(*) FROM evaluation_result").await, 0);
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM provider_call WHERE outcome = 'output_truncated' AND billed"
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
 async fn a_transient_error_backs_off_spends_an_attempt_and_then_succeeds() {
     let fake = FakeProvider::start().await;
     fake.push(Behavior::Status(500));

@@ -14,7 +14,9 @@ pub fn http_api(method: &str, path: &str, body: Option<&str>) -> Value {
             "accountId": "123456789012", "apiId": "abc", "domainName": "abc.execute-api.eu-west-1.amazonaws.com",
             "domainPrefix": "abc", "requestId": "req-1", "routeKey": "$default", "stage": "$default",
             "time": "30/Nov/2026:01:00:00 +0000", "timeEpoch": 1_795_000_000_000u64,
-            "http": { "method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "test" }
+            "http": { "method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "test" },
+            // Every deployed route has an authorizer (template.yaml): a SigV4-signed service.
+            "authorizer": { "iam": { "accountId": "123456789012", "userArn": "arn:aws:iam::123456789012:user/test-service" } }
         },
         "body": body,
         "isBase64Encoded": false

@@ -19,7 +19,7 @@ use super::{
     posted, queries, with_csrf, ConsoleState, Posted,
 };
 use crate::{
-    operations::{self, HumanDuration, Outcome, Request},
+    operations::{self, HumanDuration, Operator, Outcome, Request},
     pipeline::report,
     Result,
 };
@@ -130,8 +130,12 @@ async fn run_redrive(
         limit: None,
         spread: Some(HumanDuration(spread)),
         dry_run,
+        // The page's own confirmation step (the count first, then the button) is the
+        // operator's confirmation, however many jobs it moves.
+        confirm: !dry_run,
     };
-    match operations::run(&state.app.pool, &state.app.config, request).await? {
+    let (pool, config) = (&state.app.pool, &state.app.config);
+    match operations::run(pool, config, request, &Operator::console()).await? {
         Outcome::Redrive(report) => Ok(report.moved),
         other => unreachable!("redrive answered {other:?}"),
     }

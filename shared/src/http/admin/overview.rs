@@ -18,7 +18,8 @@ use crate::pipeline::{
 pub(super) async fn show(State(state): State<ConsoleState>) -> Result<Response, PageError> {
     let pool = &state.app.pool;
     let serves = Serves::for_model_version(&state.app.config.versions.model);
-    let health = report::health(pool, serves).await?;
+    let budget = state.app.config.worker.daily_budget_usd;
+    let health = report::health(pool, serves, budget).await?;
     let hours = queries::last_24_hours(pool).await?;
     let rate_limits = queries::rate_limit_state(pool).await?;
     let body = html! {

@@ -50,16 +50,17 @@ const MARK_DONE: &str = mark_done!();
 
 /// One statement, so one round trip and one transaction (article step 4, rule 8): the result
 /// is stored only if the job was still ours to close. Answers how many jobs it closed (0:
-/// fenced out, nothing stored).
+/// fenced out, nothing stored). The result names the job's ticket as it is now: an erasure
+/// may have handed the job to another ticket of the same content while the call ran.
 const STORE_RESULT_AND_MARK_DONE: &str = concat!(
     "WITH done AS (",
     mark_done!(),
-    r#"    RETURNING id
+    r#"    RETURNING id, ticket_id
 ), stored AS (
     INSERT INTO evaluation_result
         (idempotency_key, ticket_id, is_urgent, department, urgency_score,
          model_version, prompt_version, policy_version)
-    SELECT $4, $5, $6, $7, $8, $9, $10, $11 FROM done
+    SELECT $4, done.ticket_id, $5, $6, $7, $8, $9, $10 FROM done
     ON CONFLICT (idempotency_key) DO NOTHING
 )
 SELECT count(*) FROM done
@@ -123,7 +124,6 @@ impl ClaimedJob {
                     &self.claim_token,
                     &"evaluated",
                     &self.key.as_str(),
-                    &self.ticket_id.0,
                     &evaluation.is_urgent,
                     &evaluation.department,
                     &evaluation.urgency_score,

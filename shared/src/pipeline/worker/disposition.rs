@@ -161,6 +161,14 @@ mod tests {
                     reason: "contract_violation",
                 },
             ),
+            (
+                OutputTruncated,
+                1,
+                false,
+                Disposition::DeadLetter {
+                    reason: "output_truncated",
+                },
+            ),
             (Unauthorized, 1, true, PAUSE),
             (ModelNotFound, 1, true, PAUSE),
             (ConnectFailed, 5, true, PAUSE),

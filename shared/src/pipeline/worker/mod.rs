@@ -37,6 +37,7 @@ use crate::{
     evaluate::{Policy, Prompt, Provider},
     pipeline::{
         breaker,
+        budget::{self, Budgeted},
         outbox::{
             claim::{self, Serves},
             ClaimedJob,
@@ -62,6 +63,8 @@ pub struct Report {
     pub fenced: u32,
     /// Claiming stopped because the provider's circuit breaker is open.
     pub paused: bool,
+    /// Claiming stopped because today's spend reached `TRIAGE_DAILY_BUDGET_USD`.
+    pub budget_exhausted: bool,
 }
 
 /// How one job's turn ended, as far as this worker could write it.
@@ -108,7 +111,25 @@ fn observe(outcome: &Outcome) {
 /// What finished among an invocation's concurrent tasks.
 enum Task {
     Job(Result<Outcome>),
-    Claim(Result<(Vec<ClaimedJob>, bool)>),
+    Claim(Result<Claimed>),
+}
+
+/// One claim: the jobs, whether claiming may go on (at once, or once a job of this
+/// invocation has finished), and whether the budget stopped it.
+struct Claimed {
+    jobs: Vec<ClaimedJob>,
+    more: bool,
+    after_a_job: bool,
+    budget_exhausted: bool,
+}
+
+impl Claimed {
+    const NOTHING: Claimed = Claimed {
+        jobs: Vec::new(),
+        more: false,
+        after_a_job: false,
+        budget_exhausted: false,
+    };
 }
 
 pub struct Worker<P> {
@@ -132,6 +153,17 @@ impl<P: Provider> Worker<P> {
             )
         })?;
         let worker = &config.worker;
+        let model = config.versions.model.model();
+        if worker.daily_budget_usd.is_some()
+            && !config.versions.model.is_rules()
+            && !config.provider.prices.knows(model)
+        {
+            return Err(ConfigError::invalid(
+                "TRIAGE_PRICES",
+                format!("a daily budget is set but {model:?} has no price: its calls could not be counted"),
+            )
+            .into());
+        }
         if worker.lease <= worker.call_timeout + WRITE_MARGIN {
             return Err(ConfigError::invalid(
                 "TRIAGE_LEASE_SECONDS",
@@ -197,6 +229,8 @@ impl<P: Provider> Worker<P> {
         // must not stop the jobs holding the connections from finishing.
         let mut tasks = FuturesUnordered::new();
         let (mut jobs_in_flight, mut claim_in_flight, mut claiming) = (0, false, true);
+        // The budget's room is held by calls under way: the next claim waits for one to end.
+        let mut after_a_job = false;
         loop {
             while jobs_in_flight < concurrency {
                 let Some(job) = queue.pop_front() else { break };
@@ -208,7 +242,7 @@ impl<P: Provider> Worker<P> {
             // The next batch is claimed as soon as the queue is empty, while the slots are still
             // busy: it is there when they free up, instead of every slot waiting for a claim
             // round trip after each batch (at most one batch waits, well inside its lease).
-            if claiming && !claim_in_flight && queue.is_empty() {
+            if claiming && !after_a_job && !claim_in_flight && queue.is_empty() {
                 let claim = self.claim_next(deadline, stop, &paused);
                 tasks.push(Either::Right(claim.map(Task::Claim)));
                 claim_in_flight = true;
@@ -217,21 +251,24 @@ impl<P: Provider> Worker<P> {
                 None => break,
                 Some(Task::Job(outcome)) => {
                     jobs_in_flight -= 1;
+                    after_a_job = false;
                     let outcome = outcome?;
                     observe(&outcome);
                     report.count(&outcome);
                 }
                 Some(Task::Claim(claimed)) => {
                     claim_in_flight = false;
-                    let (jobs, more) = claimed?;
-                    report.claimed += jobs.len() as u32;
-                    queue.extend(jobs);
-                    claiming = more;
+                    let claimed = claimed?;
+                    report.claimed += claimed.jobs.len() as u32;
+                    report.budget_exhausted |= claimed.budget_exhausted;
+                    queue.extend(claimed.jobs);
+                    claiming = claimed.more;
+                    after_a_job = claimed.after_a_job;
                 }
             }
         }
         report.paused = paused.load(Ordering::Relaxed);
-        if report.claimed > 0 || report.paused {
+        if report.claimed > 0 || report.paused || report.budget_exhausted {
             tracing::info!(?report, "worker invocation finished");
         }
         Ok(report)
@@ -243,12 +280,12 @@ impl<P: Provider> Worker<P> {
         deadline: Instant,
         stop: &CancellationToken,
         paused: &AtomicBool,
-    ) -> Result<(Vec<ClaimedJob>, bool)> {
+    ) -> Result<Claimed> {
         let policy = &self.config.worker;
         if stop.is_cancelled() || !self.call_fits(deadline) {
-            return Ok((Vec::new(), false));
+            return Ok(Claimed::NOTHING);
         }
-        let client = db::client(&self.pool).await?;
+        let mut client = db::client(&self.pool).await?;
         let batch = match breaker::gate(
             &client,
             self.provider.name(),
@@ -262,13 +299,45 @@ impl<P: Provider> Worker<P> {
             breaker::Gate::Open { until } => {
                 tracing::info!(provider = self.provider.name(), %until, "provider paused: not claiming");
                 paused.store(true, Ordering::Relaxed);
-                return Ok((Vec::new(), false));
+                return Ok(Claimed::NOTHING);
             }
         };
         let serves = Serves::for_model_version(&self.config.versions.model);
-        let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
-        let more = batch > 1 && jobs.len() as i64 == batch;
-        Ok((jobs, more))
+        let (jobs, allowed) = match policy.daily_budget_usd {
+            None => {
+                let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
+                (jobs, batch)
+            }
+            Some(budget_usd) => {
+                let (id, lease) = (&self.id, policy.lease);
+                match budget::claim_within(&mut client, budget_usd, id, batch, lease, serves)
+                    .await?
+                {
+                    Budgeted::Claimed { jobs, allowed } => (jobs, allowed),
+                    Budgeted::Wait => {
+                        return Ok(Claimed {
+                            more: true,
+                            after_a_job: true,
+                            ..Claimed::NOTHING
+                        })
+                    }
+                    Budgeted::Exhausted => {
+                        return Ok(Claimed {
+                            budget_exhausted: true,
+                            ..Claimed::NOTHING
+                        })
+                    }
+                }
+            }
+        };
+        // A batch the budget cut short is followed by another claim, which decides again with
+        // this one reserved.
+        let more = batch > 1 && jobs.len() as i64 == allowed;
+        Ok(Claimed {
+            jobs,
+            more,
+            ..Claimed::NOTHING
+        })
     }
 
     /// Whether one more call and its write fit before `deadline`.

@@ -145,7 +145,7 @@ impl<P: Provider> Worker<P> {
         let record = CallRecord {
             outcome: match &checked {
                 Ok(_) => CallOutcome::Ok,
-                Err(_) => CallOutcome::Failed(FailureKind::ContractViolation),
+                Err(violation) => CallOutcome::Failed(violation.kind),
             },
             http_status: Some(reply.http_status),
             billed: Some(true),
@@ -159,7 +159,7 @@ impl<P: Provider> Worker<P> {
             Ok(evaluation) => (Turn::Answered(evaluation), String::new()),
             Err(violation) => (
                 Turn::Failed {
-                    kind: FailureKind::ContractViolation,
+                    kind: violation.kind,
                     retry_after: None,
                 },
                 violation.to_string(),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use fake_provider::{Behavior, FakeProvider};
 use serde_json::json;
+use triage::operations::Operator;
 use triage::{
     http::{self, admin::Guard},
     operations,
@@ -58,13 +59,10 @@ pub async fn seeded_run() -> Seeded {
     );
     let reprocess =
         json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v4", "spread": "0s"});
-    operations::run(
-        &app.pool,
-        &app.config,
-        serde_json::from_value(reprocess).unwrap(),
-    )
-    .await
-    .expect("reprocess runs");
+    let request = serde_json::from_value(reprocess).unwrap();
+    operations::run(&app.pool, &app.config, request, &Operator::os_user())
+        .await
+        .expect("reprocess runs");
     app.drain(&app.worker(), DRAIN).await;
 
     fake.when_contains("poison", Behavior::ContentPolicy);

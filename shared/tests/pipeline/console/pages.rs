@@ -208,6 +208,9 @@ async fn a_redrive_post_from_another_site_or_without_its_csrf_token_changes_noth
     assert_eq!(done.status(), 200);
     assert!(done.text().await.unwrap().contains(r#"data-moved="3""#));
     assert_eq!(app.status_counts().await.get("pending"), Some(&3));
+    // Audited like `triage redrive`, as the console's operator; the forged posts left no row.
+    let audited = "SELECT count(*) FROM operation_audit WHERE op = 'redrive' AND NOT (parameters->>'dry_run')::bool AND principal LIKE 'console, os-user %'";
+    assert_eq!(app.count(audited).await, 1);
 }
 
 #[tokio::test]

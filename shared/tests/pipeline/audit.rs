@@ -1,0 +1,92 @@
+//! Audited operations: every run, whatever its end, leaves a row naming who ran it, what and
+//! with which parameters; large reprocesses and redrives need a confirmation.
+
+use serde_json::{json, Value};
+use triage::domain::error::Error;
+
+use crate::{
+    helpers::{spawn_app, TestApp},
+    operations::{op, try_op},
+};
+
+async fn audit(app: &TestApp) -> Vec<Value> {
+    let listed = op(app, json!({"op": "audit"})).await;
+    listed.as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn every_operation_is_audited_with_who_ran_it_what_and_how_it_ended() {
+    let app = spawn_app().await;
+    op(&app, json!({"op": "stats"})).await;
+    let refused = try_op(
+        &app,
+        json!({"op": "reprocess", "since": "1d", "prompt_version": "triage-v9"}),
+    )
+    .await;
+    assert!(matches!(refused, Err(Error::InvalidRequest(_))));
+    op(
+        &app,
+        json!({"op": "erase", "ticket_ids": ["00000000-0000-4000-8000-000000000001"]}),
+    )
+    .await;
+
+    let rows = audit(&app).await;
+    let seen: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["op"].as_str().unwrap(), r["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [("erase", "ok"), ("reprocess", "refused"), ("stats", "ok")]
+    );
+    let login: String = app.row("SELECT session_user::text").await.get(0);
+    for row in &rows {
+        assert_eq!(
+            row["principal"],
+            "lambda arn:aws:lambda:test:ops request request-1"
+        );
+        // The server's word for who wrote the row, whatever the client claims.
+        assert_eq!(row["db_login"], login.as_str());
+    }
+    assert_eq!(
+        rows[0]["parameters"]["ticket_ids"][0],
+        "00000000-0000-4000-8000-000000000001"
+    );
+    assert_eq!(rows[0]["result"]["not_found"].as_array().unwrap().len(), 1);
+    assert_eq!(rows[1]["parameters"]["prompt_version"], "triage-v9");
+    assert!(rows[1]["error"].as_str().unwrap().contains("triage-v9"));
+    // Listing the trail is itself a run on it.
+    assert_eq!(audit(&app).await[0]["op"], "audit");
+}
+
+#[tokio::test]
+async fn a_reprocess_or_redrive_of_more_than_a_thousand_jobs_needs_confirm() {
+    let app = spawn_app().await;
+    let tickets: Vec<(String, String)> = (0..1001)
+        .map(|i| (format!("ticket {i}"), "body".to_string()))
+        .collect();
+    app.ingest_many(&tickets).await;
+    let reprocess = json!({"op": "reprocess", "since": "1d", "prompt_version": "triage-v4"});
+    let refused = try_op(&app, reprocess.clone()).await.unwrap_err();
+    assert!(refused.to_string().contains("--confirm"), "{refused}");
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox").await,
+        1001,
+        "nothing queued"
+    );
+
+    let mut confirmed = reprocess;
+    confirmed["confirm"] = json!(true);
+    assert_eq!(op(&app, confirmed).await["inserted"], 1001);
+
+    app.exec("UPDATE evaluation_outbox SET status = 'dead', finished_at = now(), error_class = 'attempts_exhausted'").await;
+    assert!(try_op(&app, json!({"op": "redrive"})).await.is_err());
+    assert_eq!(
+        op(&app, json!({"op": "redrive", "limit": 1000})).await["moved"],
+        1000
+    );
+    assert_eq!(
+        op(&app, json!({"op": "redrive", "confirm": true})).await["moved"],
+        1002
+    );
+}
