@@ -66,6 +66,14 @@ pub mod metric {
         counter!("outbox.dead_letter", "reason" => reason.to_string())
             .increment(count.max(0) as u64);
     }
+    /// A job left to its lease because the database stayed away longer than it.
+    pub fn abandoned() {
+        counter!("outbox.abandoned").increment(1);
+    }
+    /// A worker invocation refused because its times do not fit (`setting` is the one to change).
+    pub fn invocation_refused(setting: &str) {
+        counter!("worker.invocation_refused", "setting" => setting.to_string()).increment(1);
+    }
     pub fn lease_expired(count: i64) {
         counter!("outbox.lease_expired").increment(count.max(0) as u64);
     }

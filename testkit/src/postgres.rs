@@ -10,26 +10,84 @@ pub fn server_url() -> &'static str {
         if let Ok(url) = std::env::var("DATABASE_URL") {
             return url;
         }
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-        let dir = root.join("target/test-postgres");
-        let out = Command::new("bash")
-            .arg(root.join("scripts/local-postgres"))
-            .arg("start")
-            .arg(&dir)
-            .output()
-            .expect("run scripts/local-postgres");
-        assert!(
-            out.status.success(),
-            "local postgres: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        local_postgres("start", &repo_root().join("target/test-postgres"), false)
     })
 }
 
 /// Creates an empty database and returns its URL.
 pub async fn fresh_database() -> String {
-    let admin = server_url();
+    database_on(server_url()).await
+}
+
+/// A PostgreSQL server of one test's own, for faults that would break every other test on
+/// the shared one (a crash, a restart). Durable commits, so a crash loses only what was never
+/// acknowledged. Stopped when dropped.
+pub struct OwnServer {
+    dir: PathBuf,
+    url: String,
+}
+
+impl OwnServer {
+    /// Starts (initialising on first use) the server kept in `target/<name>`.
+    pub fn start(name: &str) -> Self {
+        let dir = repo_root().join("target").join(name);
+        let url = local_postgres("start", &dir, true);
+        Self { dir, url }
+    }
+
+    /// The admin URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// An empty database on this server.
+    pub async fn fresh_database(&self) -> String {
+        database_on(&self.url).await
+    }
+
+    /// Kills the server at once (`pg_ctl stop -m immediate`): every connection is reset,
+    /// as in a crash or an RDS failover.
+    pub fn crash(&self) {
+        local_postgres("stop", &self.dir, true);
+    }
+
+    /// Starts the server again after [`OwnServer::crash`], on the same port.
+    pub fn restart(&self) {
+        let url = local_postgres("start", &self.dir, true);
+        assert_eq!(url, self.url, "the server came back on another port");
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        local_postgres("stop", &self.dir, true);
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs `scripts/local-postgres CMD DIR` and returns what it printed.
+fn local_postgres(cmd: &str, dir: &std::path::Path, durable: bool) -> String {
+    let mut script = Command::new("bash");
+    script
+        .arg(repo_root().join("scripts/local-postgres"))
+        .arg(cmd)
+        .arg(dir);
+    if durable {
+        script.env("LOCAL_PG_DURABLE", "1");
+    }
+    let out = script.output().expect("run scripts/local-postgres");
+    assert!(
+        out.status.success(),
+        "local postgres {cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+async fn database_on(admin: &str) -> String {
     let name = format!("test_{}", uuid::Uuid::new_v4().simple());
     let (client, conn) = tokio_postgres::connect(admin, tokio_postgres::NoTls)
         .await

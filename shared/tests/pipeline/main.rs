@@ -1,5 +1,6 @@
 //! Integration tests against a real PostgreSQL: one binary, one module per capability.
 
+mod database_outage;
 mod helpers;
 mod ingest;
 mod lambda_events;

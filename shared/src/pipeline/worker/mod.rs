@@ -3,12 +3,15 @@
 //! fenced write. Run by the worker Lambda (deadline from the Lambda context) and by
 //! `triage worker` (deadline from `TRIAGE_INVOCATION_SECONDS`).
 //!
-//! [`process`] is one job's turn, [`disposition`] the pure decision after it, [`run`] the
+//! [`process`] is one job's turn, [`disposition`] the pure decision after it, [`settle`] its
+//! writes carried through a database blink, [`budget`] the time checks, [`run`] the
 //! long-running loop of `triage worker`.
 
+mod budget;
 mod disposition;
 mod process;
 mod run;
+mod settle;
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -16,7 +19,7 @@ use std::{
         atomic::{AtomicBool, Ordering},
         Arc,
     },
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use deadpool_postgres::Pool;
@@ -24,6 +27,7 @@ use futures::{future::Either, stream::FuturesUnordered, FutureExt, StreamExt};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+pub use budget::WRITE_MARGIN;
 pub use disposition::{disposition, Disposition, Turn};
 pub use run::run_until_stopped;
 
@@ -46,10 +50,6 @@ use crate::{
     telemetry::metric,
 };
 
-/// Time kept back after a call for its writes: no call starts unless it and its write can
-/// finish before the deadline.
-const WRITE_MARGIN: Duration = Duration::from_secs(1);
-
 /// What one invocation did; also the worker Lambda's response.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Report {
@@ -60,8 +60,13 @@ pub struct Report {
     pub released: u32,
     pub dead_lettered: u32,
     pub fenced: u32,
+    /// Jobs left to their lease because the database stayed away longer than it: their calls,
+    /// if any were made, show as `in_flight` in the attempt ledger.
+    pub abandoned: u32,
     /// Claiming stopped because the provider's circuit breaker is open.
     pub paused: bool,
+    /// Claiming stopped because the database could not be reached.
+    pub database_away: bool,
 }
 
 /// How one job's turn ended, as far as this worker could write it.
@@ -78,6 +83,9 @@ enum Outcome {
     },
     /// The lease was lost: another worker holds the job, nothing was written.
     Fenced,
+    /// The database stayed away until the lease (or, before a call, the deadline) ran out:
+    /// nothing was written, the lease hands the job on.
+    Abandoned,
 }
 
 impl Report {
@@ -89,6 +97,7 @@ impl Report {
             Outcome::Released => &mut self.released,
             Outcome::DeadLettered { .. } => &mut self.dead_lettered,
             Outcome::Fenced => &mut self.fenced,
+            Outcome::Abandoned => &mut self.abandoned,
         };
         *field += 1;
     }
@@ -101,7 +110,23 @@ fn observe(outcome: &Outcome) {
         Outcome::DedupHit => metric::dedup_hit(),
         Outcome::Rescheduled { reason } => metric::rescheduled(reason),
         Outcome::DeadLettered { reason } => metric::dead_letter(reason),
+        Outcome::Abandoned => metric::abandoned(),
         Outcome::Released | Outcome::Fenced => {}
+    }
+}
+
+/// What stops an invocation from claiming and from starting calls, seen by all its jobs.
+#[derive(Debug, Default)]
+struct Holds {
+    /// The provider's circuit breaker is open.
+    provider_paused: AtomicBool,
+    /// The last database round trip failed for want of a connection.
+    database_away: AtomicBool,
+}
+
+impl Holds {
+    fn any(&self) -> bool {
+        self.provider_paused.load(Ordering::Relaxed) || self.database_away.load(Ordering::Relaxed)
     }
 }
 
@@ -123,7 +148,8 @@ pub struct Worker<P> {
 }
 
 impl<P: Provider> Worker<P> {
-    /// Refuses a configuration whose lease could expire under a call that is still running.
+    /// Refuses a configuration whose lease could expire under a call that is still running, or
+    /// whose invocation cannot fit one call.
     pub fn new(pool: Pool, provider: P, config: Arc<Config>) -> Result<Self> {
         let policy = Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
             ConfigError::invalid(
@@ -131,17 +157,7 @@ impl<P: Provider> Worker<P> {
                 format!("{:?} is not in this build", config.versions.policy.as_str()),
             )
         })?;
-        let worker = &config.worker;
-        if worker.lease <= worker.call_timeout + WRITE_MARGIN {
-            return Err(ConfigError::invalid(
-                "TRIAGE_LEASE_SECONDS",
-                format!(
-                    "the lease ({:?}) must outlast one call plus its write ({:?} + {:?})",
-                    worker.lease, worker.call_timeout, WRITE_MARGIN
-                ),
-            )
-            .into());
-        }
+        budget::check_policy(&config.worker)?;
         let prompts = Prompt::known_versions()
             .filter_map(|v| Some((v.parse().ok()?, Prompt::load(v, &policy)?)))
             .collect();
@@ -173,16 +189,10 @@ impl<P: Provider> Worker<P> {
         deadline: Instant,
         stop: &CancellationToken,
     ) -> Result<Report> {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining >= self.config.worker.lease {
-            return Err(ConfigError::invalid(
-                "TRIAGE_LEASE_SECONDS",
-                format!(
-                    "the lease ({:?}) must outlast the invocation ({remaining:?}): raise the lease or shorten the timeout",
-                    self.config.worker.lease
-                ),
-            )
-            .into());
+        let left = deadline.saturating_duration_since(Instant::now());
+        if let Err(refused) = budget::check_time_left(left, &self.config.worker) {
+            metric::invocation_refused(&refused.name);
+            return Err(refused.into());
         }
         // Before the first claim: a worker whose prompt text changed under its version claims
         // nothing (see `prompt_registry`).
@@ -190,7 +200,7 @@ impl<P: Provider> Worker<P> {
             .get_or_try_init(|| prompt_registry::verify(&self.pool, self.prompts.values()))
             .await?;
         let concurrency = self.config.worker.concurrency;
-        let paused = AtomicBool::new(false);
+        let holds = Holds::default();
         let mut report = Report::default();
         let mut queue: VecDeque<ClaimedJob> = VecDeque::new();
         // Jobs and the next claim run side by side: a claim waiting for a pooled connection
@@ -201,7 +211,7 @@ impl<P: Provider> Worker<P> {
             while jobs_in_flight < concurrency {
                 let Some(job) = queue.pop_front() else { break };
                 tasks.push(Either::Left(
-                    self.process(job, deadline, &paused).map(Task::Job),
+                    self.process(job, deadline, &holds).map(Task::Job),
                 ));
                 jobs_in_flight += 1;
             }
@@ -209,7 +219,7 @@ impl<P: Provider> Worker<P> {
             // busy: it is there when they free up, instead of every slot waiting for a claim
             // round trip after each batch (at most one batch waits, well inside its lease).
             if claiming && !claim_in_flight && queue.is_empty() {
-                let claim = self.claim_next(deadline, stop, &paused);
+                let claim = self.claim_next(deadline, stop, &holds);
                 tasks.push(Either::Right(claim.map(Task::Claim)));
                 claim_in_flight = true;
             }
@@ -223,15 +233,24 @@ impl<P: Provider> Worker<P> {
                 }
                 Some(Task::Claim(claimed)) => {
                     claim_in_flight = false;
-                    let (jobs, more) = claimed?;
+                    let (jobs, more) = match claimed {
+                        // The jobs in flight still settle; no further claim this invocation.
+                        Err(error) if error.is_unavailable() => {
+                            tracing::warn!(error = %error.report(), "database unavailable: not claiming");
+                            holds.database_away.store(true, Ordering::Relaxed);
+                            (Vec::new(), false)
+                        }
+                        claimed => claimed?,
+                    };
                     report.claimed += jobs.len() as u32;
                     queue.extend(jobs);
                     claiming = more;
                 }
             }
         }
-        report.paused = paused.load(Ordering::Relaxed);
-        if report.claimed > 0 || report.paused {
+        report.paused = holds.provider_paused.load(Ordering::Relaxed);
+        report.database_away = holds.database_away.load(Ordering::Relaxed);
+        if report.claimed > 0 || report.paused || report.database_away {
             tracing::info!(?report, "worker invocation finished");
         }
         Ok(report)
@@ -242,26 +261,26 @@ impl<P: Provider> Worker<P> {
         &self,
         deadline: Instant,
         stop: &CancellationToken,
-        paused: &AtomicBool,
+        holds: &Holds,
     ) -> Result<(Vec<ClaimedJob>, bool)> {
         let policy = &self.config.worker;
-        if stop.is_cancelled() || !self.call_fits(deadline) {
+        if stop.is_cancelled() || holds.any() || !self.call_fits(deadline) {
             return Ok((Vec::new(), false));
         }
         let client = db::client(&self.pool).await?;
-        let batch = match breaker::gate(
+        let gate = breaker::gate(
             &client,
             self.provider.name(),
             policy.call_timeout + WRITE_MARGIN,
         )
-        .await?
-        {
+        .await?;
+        let batch = match gate {
             breaker::Gate::Closed => policy.batch_size,
             // One item tests the provider; the rest waits for the next invocation.
             breaker::Gate::Probe => 1,
             breaker::Gate::Open { until } => {
                 tracing::info!(provider = self.provider.name(), %until, "provider paused: not claiming");
-                paused.store(true, Ordering::Relaxed);
+                holds.provider_paused.store(true, Ordering::Relaxed);
                 return Ok((Vec::new(), false));
             }
         };
@@ -271,7 +290,8 @@ impl<P: Provider> Worker<P> {
             Serves::Models
         };
         let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
-        let more = batch > 1 && jobs.len() as i64 == batch;
+        // A full batch means there may be more; the probe's single item decides nothing.
+        let more = gate == breaker::Gate::Closed && jobs.len() as i64 == batch;
         Ok((jobs, more))
     }
 
