@@ -84,6 +84,10 @@ pub mod metric {
         counter!("provider.tokens", "direction" => "output").increment(tokens.1.max(0) as u64);
         histogram!("provider.cost_usd").record(cost_usd);
     }
+    /// The provider refused the shape of a request: a deployment fault, alarmed at once.
+    pub fn request_rejected() {
+        counter!("provider.request_rejected").increment(1);
+    }
     pub fn queue_depth(status: &'static str, depth: i64) {
         gauge!("outbox.depth", "status" => status).set(depth as f64);
     }

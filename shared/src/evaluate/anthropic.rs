@@ -85,6 +85,7 @@ fn parse_message(body: &[u8]) -> (ModelOutput, Usage) {
 fn error_signals(info: &ErrorInfo) -> ErrorSignals {
     ErrorSignals {
         label: info.label(),
+        request_shape: info.names_request_parameter(),
         // "Credit balance too low" arrives as a 400, yet every call would fail alike.
         quota_exhausted: info.kind.as_deref() == Some("billing_error")
             || info.message_mentions("credit balance"),

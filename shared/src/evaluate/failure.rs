@@ -5,7 +5,7 @@
 //! | Timeout, ServerError, ConnectionReset | transient (provider-wide when consecutive across items) | back to the queue with backoff |
 //! | RateLimited (429) | transient | back to the queue, not before `Retry-After` |
 //! | InvalidRequest (400), ContextLength, ContentPolicy, ContractViolation | permanent | dead letter at once |
-//! | Unauthorized (401/403), ModelNotFound, ConnectFailed (refused/DNS), QuotaExhausted (spend-limit 429) | provider-wide | pause claiming, item back without spending an attempt |
+//! | Unauthorized (401/403), ModelNotFound, RequestRejected (4xx naming a request parameter), ConnectFailed (refused/DNS), QuotaExhausted (spend-limit 429) | provider-wide | pause claiming, item back without spending an attempt |
 
 use serde::Serialize;
 
@@ -22,6 +22,9 @@ pub enum FailureKind {
     ContractViolation,
     Unauthorized,
     ModelNotFound,
+    /// The provider refuses the shape of our request (a parameter, the output schema, the
+    /// model), not the ticket: every call would fail alike until the deployment changes.
+    RequestRejected,
     ConnectFailed,
     QuotaExhausted,
 }
@@ -56,7 +59,7 @@ impl FailureKind {
             InvalidRequest | ContextLength | ContentPolicy | ContractViolation => {
                 ErrorClass::Permanent
             }
-            Unauthorized | ModelNotFound | ConnectFailed | QuotaExhausted => {
+            Unauthorized | ModelNotFound | RequestRejected | ConnectFailed | QuotaExhausted => {
                 ErrorClass::ProviderWide
             }
         }
@@ -84,6 +87,7 @@ impl FailureKind {
             ContractViolation => "contract_violation",
             Unauthorized => "unauthorized",
             ModelNotFound => "model_not_found",
+            RequestRejected => "request_rejected",
             ConnectFailed => "connect_failed",
             QuotaExhausted => "quota_exhausted",
         }

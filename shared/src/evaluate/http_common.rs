@@ -125,8 +125,11 @@ fn endpoint(base: &str, path: &str) -> Result<Url, ProviderError> {
 }
 
 /// The answer schema both providers are forced into; the department enum is the policy's.
+/// Kept inside the strictest subset both accept (every field required, no other field, no
+/// numeric or length constraints, which strict structured outputs reject on some models):
+/// the contract checks the ranges.
 pub(super) fn output_schema(departments: &[String]) -> Value {
-    let score = json!({"type": "number", "minimum": 0, "maximum": 1});
+    let score = json!({"type": "number"});
     json!({
         "type": "object",
         "properties": {
@@ -202,6 +205,9 @@ fn transport_error(error: &reqwest::Error, status: Option<StatusCode>) -> Provid
 pub struct ErrorInfo {
     pub kind: Option<String>,
     pub code: Option<String>,
+    /// The request parameter the provider names: OpenAI's `param`, else the path Anthropic
+    /// puts before the message (`tools.0.input_schema: ...`).
+    param: Option<String>,
     message: String,
 }
 
@@ -210,14 +216,37 @@ impl ErrorInfo {
         let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
         let error = &value["error"];
         let text = |v: &Value| v.as_str().map(str::to_owned);
+        let message = error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let leading_path = message
+            .split_once(": ")
+            .map(|(path, _)| path)
+            .filter(|path| !path.is_empty() && !path.contains(' '))
+            .map(str::to_owned);
         Self {
             kind: text(&error["type"]),
             code: text(&error["code"]),
-            message: error["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_ascii_lowercase(),
+            param: text(&error["param"]).or(leading_path),
+            message,
         }
+    }
+
+    /// Whether the error is about the shape of the request rather than the ticket in it: a
+    /// named parameter other than the messages (which carry the ticket), or a parameter the
+    /// API does not know.
+    pub fn names_request_parameter(&self) -> bool {
+        let unknown_parameter = matches!(
+            self.code.as_deref(),
+            Some("unknown_parameter" | "unsupported_parameter" | "unsupported_value")
+        ) || self.message.contains("extra inputs are not permitted")
+            || self.message.contains("unrecognized request argument");
+        let named = self.param.as_deref().is_some_and(|param| {
+            let root = param.split(['.', '[']).next().unwrap_or_default();
+            !root.is_empty() && root != "messages"
+        });
+        unknown_parameter || named
     }
 
     /// `needle` must be lowercase.
@@ -245,6 +274,8 @@ pub struct ErrorSignals {
     pub quota_exhausted: bool,
     pub context_length: bool,
     pub content_policy: bool,
+    /// The request's shape is refused (see [`ErrorInfo::names_request_parameter`]).
+    pub request_shape: bool,
 }
 
 /// Maps a non-success status to a failure; `Retry-After` is kept whenever it was sent
@@ -260,6 +291,7 @@ fn status_error(status: StatusCode, headers: &HeaderMap, signals: &ErrorSignals)
         408 | 409 => FailureKind::ServerError,
         400..=499 if signals.context_length => FailureKind::ContextLength,
         400..=499 if signals.content_policy => FailureKind::ContentPolicy,
+        400..=499 if signals.request_shape => FailureKind::RequestRejected,
         400..=499 => FailureKind::InvalidRequest,
         // 5xx, Anthropic's 529, and anything unexpected (a 3xx from a misconfigured URL):
         // transient, and a run of them trips the outage breaker.
@@ -374,10 +406,65 @@ mod tests {
         assert_eq!(kind(400, &context), FailureKind::ContextLength);
         assert_eq!(kind(422, &context), FailureKind::ContextLength);
         assert_eq!(kind(400, &policy), FailureKind::ContentPolicy);
+        let shape = ErrorSignals {
+            request_shape: true,
+            ..ErrorSignals::default()
+        };
+        assert_eq!(kind(400, &shape), FailureKind::RequestRejected);
+        assert_eq!(kind(422, &shape), FailureKind::RequestRejected);
+        assert_eq!(kind(404, &shape), FailureKind::ModelNotFound);
+        let both = ErrorSignals {
+            context_length: true,
+            request_shape: true,
+            ..ErrorSignals::default()
+        };
+        assert_eq!(
+            kind(400, &both),
+            FailureKind::ContextLength,
+            "the ticket's fault first"
+        );
         assert_eq!(kind(400, &none), FailureKind::InvalidRequest);
         assert_eq!(kind(422, &none), FailureKind::InvalidRequest);
         for status in [408, 409, 500, 502, 503, 504, 529] {
             assert_eq!(kind(status, &none), FailureKind::ServerError, "{status}");
+        }
+    }
+
+    #[test]
+    fn a_rejection_naming_a_request_parameter_is_about_the_request_not_the_ticket() {
+        let named =
+            |body: Value| ErrorInfo::parse(body.to_string().as_bytes()).names_request_parameter();
+        let openai = |param: Value, code: Value, message: &str| json!({"error": {"type": "invalid_request_error", "param": param, "code": code, "message": message}});
+        // (error body, about the request's shape)
+        let table = [
+            (openai(json!("response_format"), Value::Null, "Invalid schema for response_format 'triage': In context=('properties', 'is_urgent'), 'minimum' is not permitted."), true),
+            (openai(json!("reasoning_effort"), json!("unsupported_parameter"), "Unsupported parameter: 'reasoning_effort' is not supported with this model."), true),
+            (openai(json!("model"), json!("model_not_found"), "The model does not exist"), true),
+            (openai(json!("tools[0].function.parameters"), Value::Null, "Invalid schema"), true),
+            (openai(Value::Null, json!("unknown_parameter"), "Unrecognized request argument supplied: foo"), true),
+            (openai(json!("messages"), json!("context_length_exceeded"), "maximum context length"), false),
+            (openai(json!("messages[1].content"), Value::Null, "Invalid content"), false),
+            (openai(Value::Null, Value::Null, "Invalid request."), false),
+            (json!({"type": "error", "error": {"type": "invalid_request_error", "message": "tools.0.custom.input_schema: JSON schema is invalid"}}), true),
+            (json!({"type": "error", "error": {"type": "invalid_request_error", "message": "reasoning_effort: Extra inputs are not permitted"}}), true),
+            (json!({"type": "error", "error": {"type": "invalid_request_error", "message": "messages: field required"}}), false),
+            (json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 212345 tokens > 200000 maximum"}}), false),
+            (json!({"type": "error", "error": {"type": "invalid_request_error", "message": "Output blocked by content filtering policy"}}), false),
+        ];
+        for (body, expected) in table {
+            assert_eq!(named(body.clone()), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn the_output_schema_stays_inside_the_strict_subset() {
+        let schema = output_schema(&["billing".into(), "general".into()]);
+        assert_eq!(schema["additionalProperties"], json!(false));
+        assert_eq!(schema["required"].as_array().unwrap().len(), 3);
+        for property in schema["properties"].as_object().unwrap().values() {
+            for keyword in property.as_object().unwrap().keys() {
+                assert!(["type", "enum"].contains(&keyword.as_str()), "{keyword}");
+            }
         }
     }
 

@@ -76,6 +76,7 @@ fn error_signals(info: &ErrorInfo) -> ErrorSignals {
     let code = info.code.as_deref();
     ErrorSignals {
         label: info.label(),
+        request_shape: info.names_request_parameter(),
         quota_exhausted: code == Some("insufficient_quota")
             || info.kind.as_deref() == Some("insufficient_quota"),
         context_length: code == Some("context_length_exceeded"),

@@ -9,6 +9,7 @@ mod migrate_resource;
 mod observability;
 mod operations;
 mod request_idempotency;
+mod request_shape;
 mod secrets;
 mod sweep;
 mod tls;

@@ -110,6 +110,9 @@ impl<P: Provider> Worker<P> {
             Err(error) => {
                 metric::provider_call(latency, (0, 0), 0.0);
                 tracing::warn!(reason = error.kind.reason(), error = %error, "provider call failed");
+                if error.kind == FailureKind::RequestRejected {
+                    metric::request_rejected();
+                }
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
                     self.failed(client, &job, call, &error, latency, holds)
                 })
