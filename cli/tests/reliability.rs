@@ -143,6 +143,8 @@ struct Suite {
     api: String,
     workers: Vec<Child>,
     spawned: usize,
+    /// Ledger rows of calls whose worker was killed in an earlier phase: never finished.
+    orphaned: i64,
     ingest: Arc<Ingest>,
 }
 
@@ -151,10 +153,14 @@ impl Suite {
         self.db.query_one(sql, &[]).await.unwrap().get(0)
     }
 
-    /// Calls recorded in the ledger and not finished: in flight right now.
-    async fn in_flight(&self) -> i64 {
+    async fn unfinished_calls(&self) -> i64 {
         self.count("SELECT count(*) FROM provider_call WHERE finished_at IS NULL")
             .await
+    }
+
+    /// Calls in flight right now: unfinished in the ledger, and not left so by an earlier kill.
+    async fn in_flight(&self) -> i64 {
+        self.unfinished_calls().await - self.orphaned
     }
 
     fn spawn_worker(&mut self) {
@@ -178,14 +184,16 @@ impl Suite {
         billed - self.fake.billed_by_content().len()
     }
 
-    async fn wait_until_every_job_is_finished(&self) {
+    /// Waits until no job is pending or processing; answers the calls left unfinished by then
+    /// (their workers were killed): orphans from now on.
+    async fn wait_until_every_job_is_finished(&self) -> i64 {
         let until = Instant::now() + Duration::from_secs(60);
         loop {
             let open = self
                 .count("SELECT count(*) FROM evaluation_outbox WHERE status IN ('pending', 'processing')")
                 .await;
             if open == 0 {
-                return;
+                return self.unfinished_calls().await;
             }
             assert!(Instant::now() < until, "{open} jobs still open after 60 s");
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -235,7 +243,7 @@ impl Suite {
         self.calls_reach(8).await;
         stop.cancel();
         ingest.await.unwrap();
-        self.wait_until_every_job_is_finished().await;
+        self.orphaned = self.wait_until_every_job_is_finished().await;
         in_flight
     }
 
@@ -251,7 +259,7 @@ impl Suite {
         self.calls_reach(8).await;
         stop.cancel();
         ingest.await.unwrap();
-        self.wait_until_every_job_is_finished().await;
+        self.orphaned = self.wait_until_every_job_is_finished().await;
         in_flight
     }
 
@@ -343,6 +351,7 @@ async fn workers_killed_stopped_and_a_database_crash_lose_nothing_and_pay_twice_
         api: format!("http://{listen}"),
         workers: Vec::new(),
         spawned: 0,
+        orphaned: 0,
         ingest: Arc::default(),
     };
     let until = Instant::now() + Duration::from_secs(10);
