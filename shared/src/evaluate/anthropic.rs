@@ -9,7 +9,8 @@ use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
 use super::{
-    http_common::{self, ErrorInfo, ErrorSignals, WireFormat},
+    http_common::{self, WireFormat},
+    http_errors::{ErrorInfo, ErrorSignals},
     ticket_text, EvaluationRequest, ModelOutput, Usage,
 };
 
