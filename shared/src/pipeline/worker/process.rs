@@ -18,6 +18,7 @@ use crate::{
     evaluate::{
         contract::{self, ContractViolation},
         ErrorClass, Evaluation, EvaluationRequest, FailureKind, Prompt, Provider, ProviderError,
+        ProviderReply,
     },
     pipeline::{
         breaker,
@@ -83,25 +84,7 @@ impl<P: Provider> Worker<P> {
         // From here the call is paid for: its writes are retried until the lease runs out.
         let settled = match result {
             Ok(reply) => {
-                let checked = contract::validate(&reply.output, &self.policy);
-                let cost_usd = self
-                    .config
-                    .provider
-                    .prices
-                    .cost(job.versions.model_version.model(), reply.usage);
-                let record = CallRecord {
-                    outcome: match &checked {
-                        Ok(_) => CallOutcome::Ok,
-                        Err(_) => CallOutcome::Failed(FailureKind::ContractViolation),
-                    },
-                    http_status: Some(reply.http_status),
-                    billed: Some(true),
-                    usage: reply.usage,
-                    cost_usd,
-                    latency,
-                };
-                let tokens = (reply.usage.input_tokens, reply.usage.output_tokens);
-                metric::provider_call(latency, tokens, cost_usd);
+                let (record, checked) = self.check_answer(&job, &reply, latency);
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
                     self.answered(client, &job, call, &record, &checked)
                 })
@@ -125,6 +108,39 @@ impl<P: Provider> Worker<P> {
             tracing::info!(latency_ms = latency.as_millis() as u64, "evaluated");
         }
         Ok(outcome)
+    }
+
+    /// A billed answer held to the contract, and its ledger record (counted in the metrics
+    /// once, however often its writes are tried).
+    fn check_answer(
+        &self,
+        job: &ClaimedJob,
+        reply: &ProviderReply,
+        latency: Duration,
+    ) -> (
+        CallRecord,
+        std::result::Result<Evaluation, ContractViolation>,
+    ) {
+        let checked = contract::validate(&reply.output, &self.policy);
+        let cost_usd = self
+            .config
+            .provider
+            .prices
+            .cost(job.versions.model_version.model(), reply.usage);
+        let record = CallRecord {
+            outcome: match &checked {
+                Ok(_) => CallOutcome::Ok,
+                Err(_) => CallOutcome::Failed(FailureKind::ContractViolation),
+            },
+            http_status: Some(reply.http_status),
+            billed: Some(true),
+            usage: reply.usage,
+            cost_usd,
+            latency,
+        };
+        let tokens = (reply.usage.input_tokens, reply.usage.output_tokens);
+        metric::provider_call(latency, tokens, cost_usd);
+        (record, checked)
     }
 
     /// The dedup check and the ledger row of the call about to be made.
