@@ -11,11 +11,13 @@
 //! ```
 //!
 //! Which behaviour answers a call: a 401 when a key is required and the call carries another,
+//! else (in strict mode) a 400 for what the real API would refuse in the request's shape,
 //! else the outage (while set), else the next pushed behaviour, else the first
 //! `when_contains` rule whose needle is in the ticket text, else the default.
 
 mod render;
 mod server;
+mod strict;
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -68,6 +70,9 @@ pub enum Behavior {
     ContentPolicy,
     /// 400, anything else wrong with the request.
     InvalidRequest,
+    /// 400 naming a request parameter (`response_format`, `reasoning_effort`, `tools`...), as
+    /// the APIs refuse a shape they do not support; `message` is the API's text.
+    RejectParameter { param: String, message: String },
     /// Drops the TCP connection with a RST, without sending a response.
     ResetConnection,
     /// Never answers; the connection stays open until the client gives up.
@@ -206,6 +211,8 @@ impl std::error::Error for WaitTimedOut {}
 struct Script {
     /// The only API key accepted, when set.
     accepted_key: Option<String>,
+    /// Refuse what the real APIs refuse in a request's shape (see `strict`).
+    strict: bool,
     outage: Option<Behavior>,
     queue: VecDeque<Behavior>,
     rules: Vec<(String, Behavior)>,
@@ -319,6 +326,13 @@ impl FakeProvider {
     /// Anthropic) are answered; any other gets 401, as after a key rotation.
     pub fn accept_only_key(&self, key: &str) {
         self.shared.script().accepted_key = Some(key.to_owned());
+    }
+
+    /// From now on, refuse requests as the real APIs do when their shape is unsupported:
+    /// unknown top-level parameters, and output schemas outside the strict subset (every
+    /// property required, `additionalProperties: false`, no numeric or length constraints).
+    pub fn set_strict(&self, strict: bool) {
+        self.shared.script().strict = strict;
     }
 
     /// Every call so far, in arrival order.

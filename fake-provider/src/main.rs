@@ -1,19 +1,21 @@
-//! `fake-provider [--listen ADDR] [--delay-ms N]`: the fake OpenAI/Anthropic API with its
-//! default behaviour, for running the pipeline by hand and for `scripts/bench`. Every answer
-//! waits `--delay-ms` first (a slow provider, without touching the library's script). Prints
-//! the base URL, serves until Ctrl-C.
+//! `fake-provider [--listen ADDR] [--delay-ms N] [--strict]`: the fake OpenAI/Anthropic API
+//! with its default behaviour, for running the pipeline by hand and for `scripts/bench`. Every
+//! answer waits `--delay-ms` first (a slow provider, without touching the library's script);
+//! `--strict` refuses request shapes the real APIs refuse. Prints the base URL, serves until
+//! Ctrl-C.
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
 
 use fake_provider::{Behavior, FakeProvider};
 
 const USAGE: &str =
-    "usage: fake-provider [--listen ADDR] [--delay-ms N]   (defaults 127.0.0.1:0 and 0)";
+    "usage: fake-provider [--listen ADDR] [--delay-ms N] [--strict]   (defaults 127.0.0.1:0, 0, lenient)";
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let mut listen = SocketAddr::from(([127, 0, 0, 1], 0));
     let mut delay = Duration::ZERO;
+    let mut strict = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -31,6 +33,7 @@ async fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
+            "--strict" => strict = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -49,6 +52,7 @@ async fn main() -> ExitCode {
         }
     };
     fake.set_default(Behavior::Classify.after(delay));
+    fake.set_strict(strict);
     println!("{}", fake.url());
     if let Err(e) = tokio::signal::ctrl_c().await {
         eprintln!("cannot wait for Ctrl-C: {e}");

@@ -72,6 +72,7 @@ enum Failure {
     ContextLength,
     ContentPolicy,
     InvalidRequest,
+    RejectParameter { param: String, message: String },
 }
 
 const PROSE: &str = "This looks like a billing question and it seems fairly urgent.";
@@ -112,6 +113,13 @@ pub(crate) fn reply(behavior: &Behavior, api: Api, call: &Call) -> Reply {
         Behavior::ContextLength => (Failure::ContextLength, None),
         Behavior::ContentPolicy => (Failure::ContentPolicy, None),
         Behavior::InvalidRequest => (Failure::InvalidRequest, None),
+        Behavior::RejectParameter { param, message } => (
+            Failure::RejectParameter {
+                param: param.clone(),
+                message: message.clone(),
+            },
+            None,
+        ),
     };
     let (status, body) = match api {
         Api::OpenAi => openai_error(&failure, call),
@@ -255,6 +263,10 @@ fn openai_error(failure: &Failure, call: &Call) -> (StatusCode, Value) {
             "Your request was rejected as a result of our safety system.".to_owned(),
         ),
         Failure::InvalidRequest => (400, invalid, None, "Invalid request.".to_owned()),
+        Failure::RejectParameter { param, message } => {
+            let body = json!({"error": {"message": message, "type": invalid, "param": param, "code": null}});
+            return (status_code(400), body);
+        }
     };
     let body = json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
     (status_code(status), body)
@@ -295,6 +307,10 @@ fn anthropic_error(failure: &Failure, call: &Call) -> (StatusCode, Value) {
             "Output blocked by content filtering policy".to_owned(),
         ),
         Failure::InvalidRequest => (400, invalid, "messages: field required".to_owned()),
+        // Anthropic names the parameter as the path before its message.
+        Failure::RejectParameter { param, message } => {
+            (400, invalid, format!("{param}: {message}"))
+        }
     };
     let body = json!({"type": "error", "error": {"type": kind, "message": message}});
     (status_code(status), body)

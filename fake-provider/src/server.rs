@@ -19,7 +19,7 @@ use tokio::{
 
 use crate::{
     render::{self, Call, Reply},
-    Api, Behavior, CallRecord, Shared,
+    strict, Api, Behavior, CallRecord, Shared,
 };
 
 /// Accepts until `stopped` fires (or its sender is dropped), then aborts every connection.
@@ -103,6 +103,8 @@ async fn handle(
             .is_some_and(|accepted| key != Some(accepted))
         {
             Behavior::Unauthorized
+        } else if let Some(refused) = script.strict.then(|| strict::check(api, &body)).flatten() {
+            refused
         } else if body.is_object() {
             script.next(&call.ticket_text)
         } else {

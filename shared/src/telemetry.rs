@@ -102,6 +102,14 @@ pub mod metric {
         counter!("outbox.dead_letter", "reason" => reason.to_string())
             .increment(count.max(0) as u64);
     }
+    /// A job left to its lease because the database stayed away longer than it.
+    pub fn abandoned() {
+        counter!("outbox.abandoned").increment(1);
+    }
+    /// A worker invocation refused because its times do not fit (`setting` is the one to change).
+    pub fn invocation_refused(setting: &str) {
+        counter!("worker.invocation_refused", "setting" => setting.to_string()).increment(1);
+    }
     pub fn lease_expired(count: i64) {
         counter!("outbox.lease_expired").increment(count.max(0) as u64);
     }
@@ -111,6 +119,10 @@ pub mod metric {
         counter!("provider.tokens", "direction" => "input").increment(tokens.0.max(0) as u64);
         counter!("provider.tokens", "direction" => "output").increment(tokens.1.max(0) as u64);
         histogram!("provider.cost_usd").record(cost_usd);
+    }
+    /// The provider refused the shape of a request: a deployment fault, alarmed at once.
+    pub fn request_rejected() {
+        counter!("provider.request_rejected").increment(1);
     }
     pub fn queue_depth(status: &'static str, depth: i64) {
         gauge!("outbox.depth", "status" => status).set(depth as f64);

@@ -534,3 +534,47 @@ async fn every_billed_call_is_one_ledger_entry_per_evaluation() {
         assert_eq!(fake.billed_by_content().get(&ticket()), Some(&1));
     }
 }
+
+#[tokio::test]
+async fn both_adapters_send_a_request_a_strict_provider_accepts() {
+    for api in BOTH {
+        let fake = FakeProvider::start().await;
+        fake.set_strict(true);
+        let reply = evaluate(api, &fake)
+            .await
+            .unwrap_or_else(|e| panic!("{api:?}: the strict fake refused our request: {e}"));
+        assert_eq!(
+            reply.output,
+            ModelOutput::Json(classify(&ticket())),
+            "{api:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_refused_request_parameter_is_provider_wide_on_both_apis() {
+    let refusals = [
+        ("response_format", "Invalid schema for response_format 'triage': In context=('properties', 'is_urgent'), 'minimum' is not permitted."),
+        ("reasoning_effort", "Unsupported parameter: 'reasoning_effort' is not supported with this model."),
+        ("tools", "tools.0.custom.input_schema: JSON schema is invalid"),
+    ];
+    for api in BOTH {
+        for (param, message) in refusals {
+            let behavior = Behavior::RejectParameter {
+                param: param.into(),
+                message: message.into(),
+            };
+            let error = failure_of(api, behavior).await;
+            assert_eq!(error.kind, FailureKind::RequestRejected, "{api:?} {param}");
+            assert_eq!(error.http_status, Some(400));
+        }
+        // The ticket's own faults stay the ticket's.
+        for (behavior, kind) in [
+            (Behavior::ContextLength, FailureKind::ContextLength),
+            (Behavior::ContentPolicy, FailureKind::ContentPolicy),
+            (Behavior::InvalidRequest, FailureKind::InvalidRequest),
+        ] {
+            assert_eq!(failure_of(api, behavior).await.kind, kind, "{api:?}");
+        }
+    }
+}

@@ -10,26 +10,100 @@ pub fn server_url() -> &'static str {
         if let Ok(url) = std::env::var("DATABASE_URL") {
             return url;
         }
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-        let dir = root.join("target/test-postgres");
-        let out = Command::new("bash")
-            .arg(root.join("scripts/local-postgres"))
-            .arg("start")
-            .arg(&dir)
-            .output()
-            .expect("run scripts/local-postgres");
-        assert!(
-            out.status.success(),
-            "local postgres: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        local_postgres("start", &repo_root().join("target/test-postgres"), None)
     })
 }
 
 /// Creates an empty database and returns its URL.
 pub async fn fresh_database() -> String {
-    let admin = server_url();
+    database_on(server_url()).await
+}
+
+/// A PostgreSQL server of one test's own, for faults that would break every other test on
+/// the shared one (a crash, a restart). Durable commits, so a crash loses only what was never
+/// acknowledged. Stopped when dropped.
+pub struct OwnServer {
+    dir: PathBuf,
+    url: String,
+}
+
+impl OwnServer {
+    /// Starts (initialising on first use) the server kept in `target/<name>`.
+    pub fn start(name: &str) -> Self {
+        let dir = repo_root().join("target").join(name);
+        let url = local_postgres("start", &dir, Some(own_ports(name)));
+        Self { dir, url }
+    }
+
+    /// The admin URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// An empty database on this server.
+    pub async fn fresh_database(&self) -> String {
+        database_on(&self.url).await
+    }
+
+    /// Kills the server at once (`pg_ctl stop -m immediate`): every connection is reset,
+    /// as in a crash or an RDS failover.
+    pub fn crash(&self) {
+        local_postgres("stop", &self.dir, None);
+    }
+
+    /// Starts the server again after [`OwnServer::crash`], on the same port.
+    pub fn restart(&self) {
+        let name = self.dir.file_name().unwrap().to_string_lossy();
+        let url = local_postgres("start", &self.dir, Some(own_ports(&name)));
+        assert_eq!(url, self.url, "the server came back on another port");
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        local_postgres("stop", &self.dir, None);
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Where a server of its own looks for a free port: a range of 32 apart from the shared
+/// servers' (55432 and up) and, by its name, from the other own servers'. A crashed server
+/// comes back on its port only if nobody took it meanwhile: two servers scanning one range
+/// did take each other's ports while one was down (a test then reached the wrong server).
+fn own_ports(name: &str) -> u16 {
+    // FNV-1a: stable across runs and platforms, unlike std's hasher.
+    let hash = name.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    57_000 + (hash % 200) as u16 * 32
+}
+
+/// Runs `scripts/local-postgres CMD DIR` and returns what it printed. `own`: a server of
+/// its own (durable commits, a port scanned for from there), else the shared one.
+fn local_postgres(cmd: &str, dir: &std::path::Path, own: Option<u16>) -> String {
+    let mut script = Command::new("bash");
+    script
+        .arg(repo_root().join("scripts/local-postgres"))
+        .arg(cmd)
+        .arg(dir);
+    if let Some(port_base) = own {
+        script
+            .env("LOCAL_PG_DURABLE", "1")
+            .env("PGPORT_BASE", port_base.to_string());
+    }
+    let out = script.output().expect("run scripts/local-postgres");
+    assert!(
+        out.status.success(),
+        "local postgres {cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+async fn database_on(admin: &str) -> String {
     let name = format!("test_{}", uuid::Uuid::new_v4().simple());
     let (client, conn) = tokio_postgres::connect(admin, tokio_postgres::NoTls)
         .await
@@ -64,5 +138,26 @@ fn to_url(config: &tokio_postgres::Config, dbname: &str) -> String {
             String::from_utf8_lossy(pw)
         ),
         None => format!("postgres://{user}@{host}:{port}/{dbname}{query}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own_ports;
+
+    #[test]
+    fn the_own_servers_of_the_suites_scan_ranges_of_their_own() {
+        let names = [
+            "outage-postgres-short",
+            "outage-postgres-long",
+            "reliability-postgres",
+        ];
+        let mut bases: Vec<u16> = names.iter().map(|n| own_ports(n)).collect();
+        bases.sort();
+        assert!(bases.windows(2).all(|w| w[1] - w[0] >= 32), "{bases:?}");
+        assert!(
+            bases[0] > 55_432 + 31,
+            "apart from the shared servers' range"
+        );
     }
 }

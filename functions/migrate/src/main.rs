@@ -1,6 +1,8 @@
 //! Migrate Lambda: the `Migration` custom resource's handler (migrations on every deploy that
 //! changes them). The contract and its rollback rule live in `triage::aws::migrate_resource`.
 
+use std::time::Duration;
+
 use lambda_runtime::{service_fn, LambdaEvent};
 use triage::{
     aws::{
@@ -10,6 +12,10 @@ use triage::{
     telemetry, tls,
 };
 
+/// The budget when the runtime's deadline has already passed (a local emulator): the
+/// function's timeout in template.yaml.
+const LOCAL_BUDGET: Duration = Duration::from_secs(300);
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
@@ -18,7 +24,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let version = std::env::var("AWS_LAMBDA_FUNCTION_VERSION").ok();
     let (http, version) = (&http, version.as_deref());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Request>| async move {
-        let deadline = lambda::deadline(&event.context);
+        let deadline = lambda::deadline(&event.context, LOCAL_BUDGET);
         migrate_resource::handle(event.payload, version, deadline, http, migrate).await
     }))
     .await

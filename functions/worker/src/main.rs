@@ -19,10 +19,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let metrics = telemetry::lambda_metrics("worker")?;
     let config = Arc::new(config_from_env().await?);
     let provider = AnyProvider::from_config(&config.provider, config.worker.call_timeout)?;
+    let fallback = config.worker.invocation_budget;
     let worker = Worker::new(db::pool(&config.database)?, provider, config)?;
     let worker = &worker;
     let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
-        let deadline = lambda::deadline(&event.context);
+        let deadline = lambda::deadline(&event.context, fallback);
         worker
             .run_invocation(deadline, &CancellationToken::new())
             .await

@@ -34,6 +34,8 @@ fn worker_env(database_url: String, fake: &FakeProvider) -> Vec<(&'static str, S
         ("TRIAGE_PROVIDER_API_KEY", API_KEY.into()),
         ("TRIAGE_LEASE_SECONDS", "60".into()),
         ("TRIAGE_CALL_TIMEOUT_SECONDS", "5".into()),
+        // The budget when a local emulator sends a deadline that has already passed.
+        ("TRIAGE_INVOCATION_SECONDS", "20".into()),
     ]
 }
 
@@ -104,8 +106,8 @@ impl Container {
 fn report(evaluated: u32) -> Value {
     json!({
         "claimed": evaluated, "evaluated": evaluated, "dedup_hits": 0, "rescheduled": 0,
-        "released": 0, "dead_lettered": 0, "fenced": 0, "paused": false,
-        "budget_exhausted": false
+        "released": 0, "dead_lettered": 0, "fenced": 0, "abandoned": 0, "paused": false,
+        "database_away": false, "budget_exhausted": false
     })
 }
 
@@ -157,6 +159,53 @@ async fn a_deadline_beyond_the_lease_is_reported_as_config_and_the_next_invocati
 
     let served = container.scheduled(DEADLINE).await;
     assert_eq!(served.result.expect("the worker answered"), report(1));
+}
+
+#[tokio::test]
+async fn a_deadline_too_short_for_one_call_is_a_config_error_naming_the_call_timeout_with_a_metric()
+{
+    let fake = FakeProvider::start().await;
+    let container = start(&fake).await;
+    container.ticket("Invoice", "Wrong amount").await;
+
+    // One call may take 5 s plus its write: a function timeout of 3 s cannot fit it.
+    let refused = container.scheduled(Duration::from_secs(3)).await;
+
+    let error = refused
+        .result
+        .expect_err("no call fits: refused, not an empty success");
+    assert_eq!(error.error_type, "Config", "{error:?}");
+    assert!(
+        error.error_message.contains("TRIAGE_CALL_TIMEOUT_SECONDS")
+            && error.error_message.contains("function timeout"),
+        "{error:?}"
+    );
+    container
+        .function
+        .stdout()
+        .wait_for("worker.invocation_refused")
+        .await;
+    assert_eq!(fake.calls().len(), 0);
+}
+
+#[tokio::test]
+async fn a_deadline_already_past_at_the_start_falls_back_to_the_invocation_budget() {
+    let fake = FakeProvider::start().await;
+    let container = start(&fake).await;
+    container.ticket("Invoice", "Wrong amount").await;
+
+    // What cargo-lambda's emulator sends: 600000 ms after the epoch.
+    let invocation = container
+        .runtime
+        .invoke_with_deadline_ms(events::scheduled(), 600_000, DEADLINE)
+        .await;
+
+    assert_eq!(invocation.result.expect("the worker answered"), report(1));
+    container
+        .function
+        .stderr()
+        .wait_for("deadline has already passed")
+        .await;
 }
 
 #[tokio::test]

@@ -9,7 +9,8 @@ use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
 use super::{
-    http_common::{self, ErrorInfo, ErrorSignals, WireFormat},
+    http_common::{self, WireFormat},
+    http_errors::{ErrorInfo, ErrorSignals},
     EvaluationRequest, ModelOutput, Usage, MAX_OUTPUT_TOKENS,
 };
 
@@ -83,6 +84,7 @@ fn parse_message(body: &[u8]) -> (ModelOutput, Usage) {
 fn error_signals(info: &ErrorInfo) -> ErrorSignals {
     ErrorSignals {
         label: info.label(),
+        request_shape: info.names_request_parameter(),
         // "Credit balance too low" arrives as a 400, yet every call would fail alike.
         quota_exhausted: info.kind.as_deref() == Some("billing_error")
             || info.message_mentions("credit balance"),

@@ -5,7 +5,7 @@
 //! | Timeout, ServerError, ConnectionReset | transient (provider-wide when consecutive across items) | back to the queue with backoff |
 //! | RateLimited (429) | transient | back to the queue, not before `Retry-After` |
 //! | InvalidRequest (400), ContextLength, ContentPolicy, ContractViolation, OutputTruncated | permanent | dead letter at once |
-//! | Unauthorized (401/403), ModelNotFound, ConnectFailed (refused/DNS), QuotaExhausted (spend-limit 429) | provider-wide | pause claiming, item back without spending an attempt |
+//! | Unauthorized (401/403), ModelNotFound, RequestRejected (4xx naming a request parameter), ConnectFailed (refused/DNS), QuotaExhausted (spend-limit 429) | provider-wide | pause claiming, item back without spending an attempt |
 
 use serde::Serialize;
 
@@ -25,6 +25,9 @@ pub enum FailureKind {
     OutputTruncated,
     Unauthorized,
     ModelNotFound,
+    /// The provider refuses the shape of our request (a parameter, the output schema, the
+    /// model), not the ticket: every call would fail alike until the deployment changes.
+    RequestRejected,
     ConnectFailed,
     QuotaExhausted,
 }
@@ -58,7 +61,7 @@ impl FailureKind {
             Timeout | ServerError | ConnectionReset | RateLimited => ErrorClass::Transient,
             InvalidRequest | ContextLength | ContentPolicy | ContractViolation
             | OutputTruncated => ErrorClass::Permanent,
-            Unauthorized | ModelNotFound | ConnectFailed | QuotaExhausted => {
+            Unauthorized | ModelNotFound | RequestRejected | ConnectFailed | QuotaExhausted => {
                 ErrorClass::ProviderWide
             }
         }
@@ -87,6 +90,7 @@ impl FailureKind {
             OutputTruncated => "output_truncated",
             Unauthorized => "unauthorized",
             ModelNotFound => "model_not_found",
+            RequestRejected => "request_rejected",
             ConnectFailed => "connect_failed",
             QuotaExhausted => "quota_exhausted",
         }

@@ -7,6 +7,7 @@ pub mod anthropic;
 pub mod contract;
 pub mod failure;
 mod http_common;
+mod http_errors;
 pub mod openai;
 pub mod prices;
 pub mod prompt;

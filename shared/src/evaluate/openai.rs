@@ -4,7 +4,8 @@ use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
 use super::{
-    http_common::{self, ErrorInfo, ErrorSignals, WireFormat},
+    http_common::{self, WireFormat},
+    http_errors::{ErrorInfo, ErrorSignals},
     EvaluationRequest, ModelOutput, Usage, MAX_OUTPUT_TOKENS,
 };
 
@@ -77,6 +78,7 @@ fn error_signals(info: &ErrorInfo) -> ErrorSignals {
     let code = info.code.as_deref();
     ErrorSignals {
         label: info.label(),
+        request_shape: info.names_request_parameter(),
         quota_exhausted: code == Some("insufficient_quota")
             || info.kind.as_deref() == Some("insufficient_quota"),
         context_length: code == Some("context_length_exceeded"),

@@ -27,7 +27,11 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
-    let url = fresh_database().await;
+    spawn_app_at(fresh_database().await, adjust).await
+}
+
+/// An app on the database at `url` (a server of the test's own), migrated.
+pub async fn spawn_app_at(url: String, adjust: impl FnOnce(&mut Config)) -> TestApp {
     let mut config = Config::local(&url);
     config.database.pool_size = 16;
     adjust(&mut config);
@@ -166,14 +170,19 @@ pub async fn spawn_app_with_fake(
 ) -> TestApp {
     let url = fake.url();
     spawn_app_with(move |config| {
-        fast_policy(config);
-        config.provider.kind = triage::evaluate::ProviderKind::OpenAi;
-        config.provider.url = url;
-        config.provider.api_key = Secret::from("sk-test-secret").into();
-        config.versions.model = "gpt-6-luna@medium".parse().unwrap();
+        use_fake(config, url);
         adjust(config);
     })
     .await
+}
+
+/// The fast policy, and `fake` (at `url`) as an OpenAI-compatible provider.
+pub fn use_fake(config: &mut Config, url: String) {
+    fast_policy(config);
+    config.provider.kind = triage::evaluate::ProviderKind::OpenAi;
+    config.provider.url = url;
+    config.provider.api_key = Secret::from("sk-test-secret").into();
+    config.versions.model = "gpt-6-luna@medium".parse().unwrap();
 }
 
 impl TestApp {

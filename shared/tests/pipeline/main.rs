@@ -3,6 +3,7 @@
 mod audit;
 mod budget;
 mod console;
+mod database_outage;
 mod erase;
 mod helpers;
 mod ingest;
@@ -13,6 +14,7 @@ mod migrate_resource;
 mod observability;
 mod operations;
 mod request_idempotency;
+mod request_shape;
 mod secrets;
 mod sweep;
 mod tls;

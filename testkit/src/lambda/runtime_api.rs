@@ -57,6 +57,8 @@ struct Queued {
     request_id: String,
     event: Value,
     timeout: Duration,
+    /// Sent instead of "`timeout` from now": a local emulator's fixed deadline.
+    deadline_ms: Option<u128>,
 }
 
 type Answer = Result<Value, FunctionError>;
@@ -120,6 +122,27 @@ impl RuntimeApi {
     /// deadline the function sees is `timeout` from the moment it takes the event, as in
     /// Lambda. Panics when nothing is answered in time or the function fails its init.
     pub async fn invoke(&self, event: Value, timeout: Duration) -> Invocation {
+        self.enqueue(event, timeout, None).await
+    }
+
+    /// Like [`RuntimeApi::invoke`], but the deadline sent is `deadline_ms` (milliseconds since
+    /// the epoch) whatever the time: cargo-lambda's emulator sends 600000, in 1970. `wait`
+    /// bounds the answer as `timeout` does there.
+    pub async fn invoke_with_deadline_ms(
+        &self,
+        event: Value,
+        deadline_ms: u128,
+        wait: Duration,
+    ) -> Invocation {
+        self.enqueue(event, wait, Some(deadline_ms)).await
+    }
+
+    async fn enqueue(
+        &self,
+        event: Value,
+        timeout: Duration,
+        deadline_ms: Option<u128>,
+    ) -> Invocation {
         let request_id = uuid::Uuid::new_v4().to_string();
         let (answer, answered) = oneshot::channel();
         self.shared
@@ -132,6 +155,7 @@ impl RuntimeApi {
                 request_id: request_id.clone(),
                 event,
                 timeout,
+                deadline_ms,
             })
             .expect("the emulator is running");
         let mut init_error = self.shared.init_error.subscribe();
@@ -180,10 +204,12 @@ async fn next(State(shared): State<Arc<Shared>>) -> Response {
     let Some(queued) = shared.queue.lock().await.recv().await else {
         return StatusCode::GONE.into_response();
     };
-    let deadline = (SystemTime::now() + queued.timeout)
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
+    let deadline = queued.deadline_ms.unwrap_or_else(|| {
+        (SystemTime::now() + queued.timeout)
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    });
     let headers = [
         ("lambda-runtime-aws-request-id", queued.request_id),
         ("lambda-runtime-deadline-ms", deadline.to_string()),

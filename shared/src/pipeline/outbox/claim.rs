@@ -2,7 +2,7 @@
 //! `SKIP LOCKED` gives concurrent workers disjoint batches; each claim gets a fresh token and
 //! counts an attempt, so a crash (lease expiry) is an attempt too.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
 
@@ -69,6 +69,7 @@ pub async fn claim(
     let rules = serves == Serves::RulesOnly;
     // Prepared once per connection (deadpool's statement cache), not on every claim.
     let statement = client.prepare_cached(CLAIM).await?;
+    let lease_ends = Instant::now() + lease;
     let rows = client
         .query(&statement, &[&worker, &lease.as_secs_f64(), &batch, &rules])
         .await?;
@@ -84,6 +85,7 @@ pub async fn claim(
             },
             attempts: row.get(5),
             claim_token: row.get(6),
+            lease_ends,
             subject: row.get(7),
             message: row.get(8),
         })

@@ -3,7 +3,7 @@
 //! `InProgressTask`). Every job runs one of them, so their statements are prepared once per
 //! connection (deadpool's statement cache).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
@@ -29,6 +29,9 @@ pub struct ClaimedJob {
     /// Attempts including this one (the claim counts it).
     pub attempts: i32,
     pub claim_token: Uuid,
+    /// No later than the lease ends, on this process's clock (taken before the claim was
+    /// sent, so never after the database's `locked_until`).
+    pub lease_ends: Instant,
     pub subject: String,
     pub message: String,
 }

@@ -171,6 +171,7 @@ mod tests {
             ),
             (Unauthorized, 1, true, PAUSE),
             (ModelNotFound, 1, true, PAUSE),
+            (RequestRejected, 1, true, PAUSE),
             (ConnectFailed, 5, true, PAUSE),
             (QuotaExhausted, 5, true, PAUSE),
         ];

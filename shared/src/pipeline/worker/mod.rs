@@ -3,12 +3,15 @@
 //! fenced write. Run by the worker Lambda (deadline from the Lambda context) and by
 //! `triage worker` (deadline from `TRIAGE_INVOCATION_SECONDS`).
 //!
-//! [`process`] is one job's turn, [`disposition`] the pure decision after it, [`run`] the
+//! [`process`] is one job's turn, [`disposition`] the pure decision after it, [`settle`] its
+//! writes carried through a database blink, [`timing`] the time checks, [`run`] the
 //! long-running loop of `triage worker`.
 
 mod disposition;
 mod process;
 mod run;
+mod settle;
+mod timing;
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -16,7 +19,7 @@ use std::{
         atomic::{AtomicBool, Ordering},
         Arc,
     },
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use deadpool_postgres::Pool;
@@ -47,9 +50,7 @@ use crate::{
     telemetry::metric,
 };
 
-/// Time kept back after a call for its writes: no call starts unless it and its write can
-/// finish before the deadline.
-const WRITE_MARGIN: Duration = Duration::from_secs(1);
+pub use timing::WRITE_MARGIN;
 
 /// What one invocation did; also the worker Lambda's response.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -61,8 +62,13 @@ pub struct Report {
     pub released: u32,
     pub dead_lettered: u32,
     pub fenced: u32,
+    /// Jobs left to their lease because the database stayed away longer than it: their calls,
+    /// if any were made, show as `in_flight` in the attempt ledger.
+    pub abandoned: u32,
     /// Claiming stopped because the provider's circuit breaker is open.
     pub paused: bool,
+    /// Claiming stopped because the database could not be reached.
+    pub database_away: bool,
     /// Claiming stopped because today's spend reached `TRIAGE_DAILY_BUDGET_USD`.
     pub budget_exhausted: bool,
 }
@@ -81,6 +87,9 @@ enum Outcome {
     },
     /// The lease was lost: another worker holds the job, nothing was written.
     Fenced,
+    /// The database stayed away until the lease (or, before a call, the deadline) ran out:
+    /// nothing was written, the lease hands the job on.
+    Abandoned,
 }
 
 impl Report {
@@ -92,6 +101,7 @@ impl Report {
             Outcome::Released => &mut self.released,
             Outcome::DeadLettered { .. } => &mut self.dead_lettered,
             Outcome::Fenced => &mut self.fenced,
+            Outcome::Abandoned => &mut self.abandoned,
         };
         *field += 1;
     }
@@ -104,7 +114,23 @@ fn observe(outcome: &Outcome) {
         Outcome::DedupHit => metric::dedup_hit(),
         Outcome::Rescheduled { reason } => metric::rescheduled(reason),
         Outcome::DeadLettered { reason } => metric::dead_letter(reason),
+        Outcome::Abandoned => metric::abandoned(),
         Outcome::Released | Outcome::Fenced => {}
+    }
+}
+
+/// What stops an invocation from claiming and from starting calls, seen by all its jobs.
+#[derive(Debug, Default)]
+struct Holds {
+    /// The provider's circuit breaker is open.
+    provider_paused: AtomicBool,
+    /// The last database round trip failed for want of a connection.
+    database_away: AtomicBool,
+}
+
+impl Holds {
+    fn any(&self) -> bool {
+        self.provider_paused.load(Ordering::Relaxed) || self.database_away.load(Ordering::Relaxed)
     }
 }
 
@@ -164,16 +190,7 @@ impl<P: Provider> Worker<P> {
             )
             .into());
         }
-        if worker.lease <= worker.call_timeout + WRITE_MARGIN {
-            return Err(ConfigError::invalid(
-                "TRIAGE_LEASE_SECONDS",
-                format!(
-                    "the lease ({:?}) must outlast one call plus its write ({:?} + {:?})",
-                    worker.lease, worker.call_timeout, WRITE_MARGIN
-                ),
-            )
-            .into());
-        }
+        timing::check_policy(worker)?;
         let prompts = Prompt::known_versions()
             .filter_map(|v| Some((v.parse().ok()?, Prompt::load(v, &policy)?)))
             .collect();
@@ -205,16 +222,10 @@ impl<P: Provider> Worker<P> {
         deadline: Instant,
         stop: &CancellationToken,
     ) -> Result<Report> {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining >= self.config.worker.lease {
-            return Err(ConfigError::invalid(
-                "TRIAGE_LEASE_SECONDS",
-                format!(
-                    "the lease ({:?}) must outlast the invocation ({remaining:?}): raise the lease or shorten the timeout",
-                    self.config.worker.lease
-                ),
-            )
-            .into());
+        let left = deadline.saturating_duration_since(Instant::now());
+        if let Err(refused) = timing::check_time_left(left, &self.config.worker) {
+            metric::invocation_refused(&refused.name);
+            return Err(refused.into());
         }
         // Before the first claim: a worker whose prompt text changed under its version claims
         // nothing (see `prompt_registry`).
@@ -222,7 +233,7 @@ impl<P: Provider> Worker<P> {
             .get_or_try_init(|| prompt_registry::verify(&self.pool, self.prompts.values()))
             .await?;
         let concurrency = self.config.worker.concurrency;
-        let paused = AtomicBool::new(false);
+        let holds = Holds::default();
         let mut report = Report::default();
         let mut queue: VecDeque<ClaimedJob> = VecDeque::new();
         // Jobs and the next claim run side by side: a claim waiting for a pooled connection
@@ -235,7 +246,7 @@ impl<P: Provider> Worker<P> {
             while jobs_in_flight < concurrency {
                 let Some(job) = queue.pop_front() else { break };
                 tasks.push(Either::Left(
-                    self.process(job, deadline, &paused).map(Task::Job),
+                    self.process(job, deadline, &holds).map(Task::Job),
                 ));
                 jobs_in_flight += 1;
             }
@@ -243,7 +254,7 @@ impl<P: Provider> Worker<P> {
             // busy: it is there when they free up, instead of every slot waiting for a claim
             // round trip after each batch (at most one batch waits, well inside its lease).
             if claiming && !after_a_job && !claim_in_flight && queue.is_empty() {
-                let claim = self.claim_next(deadline, stop, &paused);
+                let claim = self.claim_next(deadline, stop, &holds);
                 tasks.push(Either::Right(claim.map(Task::Claim)));
                 claim_in_flight = true;
             }
@@ -258,7 +269,15 @@ impl<P: Provider> Worker<P> {
                 }
                 Some(Task::Claim(claimed)) => {
                     claim_in_flight = false;
-                    let claimed = claimed?;
+                    let claimed = match claimed {
+                        // The jobs in flight still settle; no further claim this invocation.
+                        Err(error) if error.is_unavailable() => {
+                            tracing::warn!(error = %error.report(), "database unavailable: not claiming");
+                            holds.database_away.store(true, Ordering::Relaxed);
+                            Claimed::NOTHING
+                        }
+                        claimed => claimed?,
+                    };
                     report.claimed += claimed.jobs.len() as u32;
                     report.budget_exhausted |= claimed.budget_exhausted;
                     queue.extend(claimed.jobs);
@@ -267,8 +286,9 @@ impl<P: Provider> Worker<P> {
                 }
             }
         }
-        report.paused = paused.load(Ordering::Relaxed);
-        if report.claimed > 0 || report.paused || report.budget_exhausted {
+        report.paused = holds.provider_paused.load(Ordering::Relaxed);
+        report.database_away = holds.database_away.load(Ordering::Relaxed);
+        if report.claimed > 0 || report.paused || report.database_away || report.budget_exhausted {
             tracing::info!(?report, "worker invocation finished");
         }
         Ok(report)
@@ -279,26 +299,26 @@ impl<P: Provider> Worker<P> {
         &self,
         deadline: Instant,
         stop: &CancellationToken,
-        paused: &AtomicBool,
+        holds: &Holds,
     ) -> Result<Claimed> {
         let policy = &self.config.worker;
-        if stop.is_cancelled() || !self.call_fits(deadline) {
+        if stop.is_cancelled() || holds.any() || !self.call_fits(deadline) {
             return Ok(Claimed::NOTHING);
         }
         let mut client = db::client(&self.pool).await?;
-        let batch = match breaker::gate(
+        let gate = breaker::gate(
             &client,
             self.provider.name(),
             policy.call_timeout + WRITE_MARGIN,
         )
-        .await?
-        {
+        .await?;
+        let batch = match gate {
             breaker::Gate::Closed => policy.batch_size,
             // One item tests the provider; the rest waits for the next invocation.
             breaker::Gate::Probe => 1,
             breaker::Gate::Open { until } => {
                 tracing::info!(provider = self.provider.name(), %until, "provider paused: not claiming");
-                paused.store(true, Ordering::Relaxed);
+                holds.provider_paused.store(true, Ordering::Relaxed);
                 return Ok(Claimed::NOTHING);
             }
         };
@@ -330,9 +350,9 @@ impl<P: Provider> Worker<P> {
                 }
             }
         };
-        // A batch the budget cut short is followed by another claim, which decides again with
-        // this one reserved.
-        let more = batch > 1 && jobs.len() as i64 == allowed;
+        // A full batch (or one the budget cut short: the next claim decides again with this one
+        // reserved) means there may be more; the probe's single item decides nothing.
+        let more = gate == breaker::Gate::Closed && jobs.len() as i64 == allowed;
         Ok(Claimed {
             jobs,
             more,

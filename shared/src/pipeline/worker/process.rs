@@ -1,27 +1,39 @@
 //! One claimed job's turn: the dedup check on the ledger insert, the call with no pooled
-//! connection held, the ledger and breaker updates, then the [`disposition`] carried out by
-//! the job's own fenced method.
+//! connection held, then the ledger and breaker updates and the [`disposition`] carried out by
+//! the job's own fenced method, all [`settle`]d so that a database blink does not lose them.
 
 use std::{
-    sync::atomic::{AtomicBool, Ordering},
+    sync::atomic::Ordering,
     time::{Duration, Instant},
 };
 
-use super::{disposition, Disposition, Outcome, Turn, Worker, WRITE_MARGIN};
+use super::{
+    disposition,
+    settle::{settle, Settled},
+    Disposition, Holds, Outcome, Turn, Worker, WRITE_MARGIN,
+};
 use crate::{
     db,
     domain::error::Result,
     evaluate::{
-        contract, ErrorClass, EvaluationRequest, FailureKind, Provider, ProviderError,
+        contract::{self, ContractViolation},
+        ErrorClass, Evaluation, EvaluationRequest, FailureKind, Prompt, Provider, ProviderError,
         ProviderReply,
     },
     pipeline::{
         breaker,
-        ledger::{self, CallOutcome, CallRecord},
+        ledger::{self, CallId, CallOutcome, CallRecord},
         outbox::{ClaimedJob, Fencing},
     },
     telemetry::metric,
 };
+
+/// Where a job stands once the database has been asked whether to call.
+enum Start<'a> {
+    /// Finished without a call (a result exists, or the prompt version is unknown).
+    Finished(Outcome),
+    Call(CallId, &'a Prompt),
+}
 
 impl<P: Provider> Worker<P> {
     #[tracing::instrument(
@@ -32,26 +44,20 @@ impl<P: Provider> Worker<P> {
         &self,
         job: ClaimedJob,
         deadline: Instant,
-        paused: &AtomicBool,
+        holds: &Holds,
     ) -> Result<Outcome> {
-        let client = db::client(&self.pool).await?;
-        if paused.load(Ordering::Relaxed) || !self.call_fits(deadline) {
-            return self
-                .carry_out(&client, &job, Turn::NotStarted, false, "")
-                .await;
+        if holds.any() || !self.call_fits(deadline) {
+            return self.give_back(&job, deadline, holds).await;
         }
-        let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
-            // A result made by a build that knew the version still answers this job.
-            if job.result_exists(&client).await? {
-                return dedup_hit(&client, &job).await;
+        let (call, prompt) = match self.start(&job).await {
+            Ok(Start::Finished(outcome)) => return Ok(outcome),
+            Ok(Start::Call(call, prompt)) => (call, prompt),
+            // No call without its ledger row: the job goes back once the database does.
+            Err(error) if error.is_unavailable() => {
+                holds.database_away.store(true, Ordering::Relaxed);
+                return self.give_back(&job, deadline, holds).await;
             }
-            let error = format!(
-                "prompt version {:?} is not in this build",
-                job.versions.prompt_version.as_str()
-            );
-            return self
-                .carry_out(&client, &job, Turn::UnknownPrompt, false, &error)
-                .await;
+            Err(error) => return Err(error),
         };
         let policy = &self.config.worker;
         let request = EvaluationRequest {
@@ -62,17 +68,6 @@ impl<P: Provider> Worker<P> {
             policy: &self.policy,
             timeout: policy.call_timeout,
         };
-
-        // Article step 4, the line that saves money, in the same statement as the ledger row.
-        let Some(call) =
-            ledger::start_call_unless_evaluated(&client, &job, &self.id, self.provider.name())
-                .await?
-        else {
-            return dedup_hit(&client, &job).await;
-        };
-        // The connection goes back to the pool while the provider thinks: a slow model must not
-        // pin one connection per call in flight.
-        drop(client);
         let started = Instant::now();
         let result = tokio::time::timeout(
             policy.call_timeout + WRITE_MARGIN,
@@ -86,56 +81,46 @@ impl<P: Provider> Worker<P> {
             ))
         });
         let latency = started.elapsed();
-
-        let mut client = db::client(&self.pool).await?;
-        match result {
-            Ok(reply) => self.answered(&client, &job, call, reply, latency).await,
+        // From here the call is paid for: its writes are retried until the lease runs out.
+        let settled = match result {
+            Ok(reply) => {
+                let (record, checked) = self.check_answer(&job, &reply, latency);
+                settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
+                    self.answered(client, &job, call, &record, &checked)
+                })
+                .await?
+            }
             Err(error) => {
-                // A timed-out request may still have been served and billed.
-                let billed = (error.kind != FailureKind::Timeout).then_some(false);
-                let record = CallRecord {
-                    outcome: CallOutcome::Failed(error.kind),
-                    http_status: error.http_status,
-                    billed,
-                    usage: Default::default(),
-                    cost_usd: 0.0,
-                    latency,
-                };
-                ledger::finish_call(&client, call, &record).await?;
                 metric::provider_call(latency, (0, 0), 0.0);
                 tracing::warn!(reason = error.kind.reason(), error = %error, "provider call failed");
-                let breaker_open = if error.kind.class() == ErrorClass::Permanent {
-                    // The provider answered: whatever outage there was is over.
-                    breaker::record_success(&client, self.provider.name()).await?;
-                    false
-                } else {
-                    let name = self.provider.name();
-                    let detail = error.to_string();
-                    breaker::record_failure(&mut client, name, error.kind, &detail, policy).await?
-                };
-                if breaker_open {
-                    paused.store(true, Ordering::Relaxed);
+                if error.kind == FailureKind::RequestRejected {
+                    metric::request_rejected();
                 }
-                let turn = Turn::Failed {
-                    kind: error.kind,
-                    retry_after: error.retry_after,
-                };
-                self.carry_out(&client, &job, turn, breaker_open, &error.to_string())
-                    .await
+                settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
+                    self.failed(client, &job, call, &error, latency, holds)
+                })
+                .await?
             }
+        };
+        let outcome =
+            abandoned_unless_written(settled, "the answer is lost: the call will be paid again");
+        if outcome == Outcome::Evaluated {
+            tracing::info!(latency_ms = latency.as_millis() as u64, "evaluated");
         }
+        Ok(outcome)
     }
 
-    /// A billed answer: ledger, breaker and the job's write pipelined on one connection (one
-    /// round trip, not three).
-    async fn answered(
+    /// A billed answer held to the contract, and its ledger record (counted in the metrics
+    /// once, however often its writes are tried).
+    fn check_answer(
         &self,
-        client: &db::Client,
         job: &ClaimedJob,
-        call: ledger::CallId,
-        reply: ProviderReply,
+        reply: &ProviderReply,
         latency: Duration,
-    ) -> Result<Outcome> {
+    ) -> (
+        CallRecord,
+        std::result::Result<Evaluation, ContractViolation>,
+    ) {
         let checked = contract::validate(&reply.output, &self.policy);
         let cost_usd = self
             .config
@@ -155,7 +140,72 @@ impl<P: Provider> Worker<P> {
         };
         let tokens = (reply.usage.input_tokens, reply.usage.output_tokens);
         metric::provider_call(latency, tokens, cost_usd);
-        let (turn, error) = match &checked {
+        (record, checked)
+    }
+
+    /// The dedup check and the ledger row of the call about to be made.
+    async fn start<'a>(&'a self, job: &ClaimedJob) -> Result<Start<'a>> {
+        let client = db::client(&self.pool).await?;
+        let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
+            // A result made by a build that knew the version still answers this job.
+            if job.result_exists(&client).await? {
+                return Ok(Start::Finished(dedup_hit(&client, job).await?));
+            }
+            let error = format!(
+                "prompt version {:?} is not in this build",
+                job.versions.prompt_version.as_str()
+            );
+            let outcome = self
+                .carry_out(&client, job, Turn::UnknownPrompt, false, &error)
+                .await?;
+            return Ok(Start::Finished(outcome));
+        };
+        // Article step 4, the line that saves money, in the same statement as the ledger row.
+        // The connection goes back to the pool before the call: a slow model must not pin one
+        // connection per call in flight.
+        match ledger::start_call_unless_evaluated(&client, job, &self.id, self.provider.name())
+            .await?
+        {
+            Some(call) => Ok(Start::Call(call, prompt)),
+            None => Ok(Start::Finished(dedup_hit(&client, job).await?)),
+        }
+    }
+
+    /// A job that gets no call (paused, out of time, database away) goes back with its
+    /// attempt; if the database stays away past the deadline, its lease hands it on.
+    async fn give_back(
+        &self,
+        job: &ClaimedJob,
+        deadline: Instant,
+        holds: &Holds,
+    ) -> Result<Outcome> {
+        let settled = settle(
+            &self.pool,
+            deadline,
+            &holds.database_away,
+            |client| async move {
+                self.carry_out(&client, job, Turn::NotStarted, false, "")
+                    .await
+            },
+        )
+        .await?;
+        Ok(abandoned_unless_written(
+            settled,
+            "no call was made: the lease will return the job",
+        ))
+    }
+
+    /// A billed answer: ledger, breaker and the job's write pipelined on one connection (one
+    /// round trip, not three). Each is safe to repeat after a blink.
+    async fn answered(
+        &self,
+        client: db::Client,
+        job: &ClaimedJob,
+        call: CallId,
+        record: &CallRecord,
+        checked: &std::result::Result<Evaluation, ContractViolation>,
+    ) -> Result<Outcome> {
+        let (turn, error) = match checked {
             Ok(evaluation) => (Turn::Answered(evaluation), String::new()),
             Err(violation) => (
                 Turn::Failed {
@@ -166,14 +216,53 @@ impl<P: Provider> Worker<P> {
             ),
         };
         let (_, _, outcome) = tokio::try_join!(
-            ledger::finish_call(client, call, &record),
-            breaker::record_success(client, self.provider.name()),
-            self.carry_out(client, job, turn, false, &error),
+            ledger::finish_call(&client, call, record),
+            breaker::record_success(&client, self.provider.name()),
+            self.carry_out(&client, job, turn, false, &error),
         )?;
-        if outcome == Outcome::Evaluated {
-            tracing::info!(latency_ms = latency.as_millis() as u64, "evaluated");
-        }
         Ok(outcome)
+    }
+
+    /// A failed call: its ledger row, the breaker's count, and the job's disposition.
+    async fn failed(
+        &self,
+        mut client: db::Client,
+        job: &ClaimedJob,
+        call: CallId,
+        error: &ProviderError,
+        latency: Duration,
+        holds: &Holds,
+    ) -> Result<Outcome> {
+        // A timed-out request may still have been served and billed.
+        let billed = (error.kind != FailureKind::Timeout).then_some(false);
+        let record = CallRecord {
+            outcome: CallOutcome::Failed(error.kind),
+            http_status: error.http_status,
+            billed,
+            usage: Default::default(),
+            cost_usd: 0.0,
+            latency,
+        };
+        ledger::finish_call(&client, call, &record).await?;
+        let breaker_open = if error.kind.class() == ErrorClass::Permanent {
+            // The provider answered: whatever outage there was is over.
+            breaker::record_success(&client, self.provider.name()).await?;
+            false
+        } else {
+            let name = self.provider.name();
+            let detail = error.to_string();
+            let policy = &self.config.worker;
+            breaker::record_failure(&mut client, name, error.kind, &detail, policy).await?
+        };
+        if breaker_open {
+            holds.provider_paused.store(true, Ordering::Relaxed);
+        }
+        let turn = Turn::Failed {
+            kind: error.kind,
+            retry_after: error.retry_after,
+        };
+        self.carry_out(&client, job, turn, breaker_open, &error.to_string())
+            .await
     }
 
     /// Decides what becomes of the job and writes it through the job's fenced method.
@@ -226,6 +315,17 @@ impl<P: Provider> Worker<P> {
             }
         };
         Ok(fenced(fencing, outcome))
+    }
+}
+
+/// What a settled write came to; a write the database never took leaves the job to its lease.
+fn abandoned_unless_written(settled: Settled<Outcome>, consequence: &str) -> Outcome {
+    match settled {
+        Settled::Written(outcome) => outcome,
+        Settled::DatabaseAway(error) => {
+            tracing::error!(error = %error.report(), consequence, "database away until the lease ran out: nothing written");
+            Outcome::Abandoned
+        }
     }
 }
 

@@ -18,7 +18,7 @@ pub async fn run_until_stopped<P: Provider>(
         let deadline = Instant::now() + worker.config.worker.invocation_budget;
         let report = worker.run_invocation(deadline, &stop).await;
         match report {
-            Ok(report) if report.claimed > 0 && !report.paused => continue,
+            Ok(report) if report.claimed > 0 && !report.paused && !report.database_away => continue,
             Ok(_) => {}
             Err(error) if error.is_unavailable() => {
                 tracing::warn!(error = %error.report(), "database unavailable; retrying")
