@@ -10,13 +10,11 @@ use serde_json::{json, Value};
 
 use super::{
     http_common::{self, ErrorInfo, ErrorSignals, WireFormat},
-    ticket_text, EvaluationRequest, ModelOutput, Usage,
+    ticket_text, EvaluationRequest, ModelOutput, Usage, MAX_OUTPUT_TOKENS,
 };
 
 const API_VERSION: &str = "2023-06-01";
 const TOOL_NAME: &str = "record_triage";
-/// The answer is three short fields; this only bounds a runaway reply.
-const MAX_TOKENS: u32 = 1024;
 
 /// The wire format behind `TRIAGE_PROVIDER=anthropic`.
 pub static ANTHROPIC: WireFormat = WireFormat {
@@ -37,7 +35,7 @@ fn authorize(request: RequestBuilder, api_key: &str) -> RequestBuilder {
 fn request_body(request: &EvaluationRequest<'_>) -> Value {
     json!({
         "model": request.model.model(),
-        "max_tokens": MAX_TOKENS,
+        "max_tokens": MAX_OUTPUT_TOKENS,
         "system": request.prompt.text,
         "messages": [
             {"role": "user", "content": ticket_text(request.subject, request.message)},

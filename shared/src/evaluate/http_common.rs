@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use super::{
-    ApiKey, EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderConfig, ProviderError,
-    ProviderReply, Usage,
+    rate_headers, ApiKey, EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderConfig,
+    ProviderError, ProviderReply, Usage,
 };
 use crate::secret::ExposeSecret;
 
@@ -95,6 +95,7 @@ impl Provider for HttpProvider {
             output,
             usage,
             http_status: exchange.status.as_u16(),
+            rate: rate_headers::read(&exchange.headers, SystemTime::now()),
         })
     }
 }
@@ -248,7 +249,8 @@ pub struct ErrorSignals {
 }
 
 /// Maps a non-success status to a failure; `Retry-After` is kept whenever it was sent
-/// (429s and 503s in practice).
+/// (429s and 503s in practice). A 429 without it is honoured until the provider's rate-limit
+/// reset headers say the budget refills.
 fn status_error(status: StatusCode, headers: &HeaderMap, signals: &ErrorSignals) -> ProviderError {
     let code = status.as_u16();
     let kind = match code {
@@ -269,10 +271,15 @@ fn status_error(status: StatusCode, headers: &HeaderMap, signals: &ErrorSignals)
         Some(label) => format!("HTTP {code} {label}"),
         None => format!("HTTP {code}"),
     };
+    let now = SystemTime::now();
+    let reset = || match kind {
+        FailureKind::RateLimited => rate_headers::read(headers, now).longest_reset,
+        _ => None,
+    };
     ProviderError {
         kind,
         http_status: Some(code),
-        retry_after: retry_after(headers, SystemTime::now()),
+        retry_after: retry_after(headers, now).or_else(reset),
         detail,
     }
 }

@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod ledger;
 pub mod outbox;
 pub mod prompt_registry;
+pub mod rate_limit;
 pub mod read;
 pub mod report;
 pub mod sweep;

@@ -6,6 +6,7 @@
 //! [`process`] is one job's turn, [`disposition`] the pure decision after it, [`run`] the
 //! long-running loop of `triage worker`.
 
+mod budget;
 mod disposition;
 mod process;
 mod run;
@@ -42,6 +43,7 @@ use crate::{
             ClaimedJob,
         },
         prompt_registry,
+        rate_limit::Limiter,
     },
     telemetry::metric,
 };
@@ -120,6 +122,7 @@ pub struct Worker<P> {
     prompts: HashMap<PromptVersion, Prompt>,
     /// Set once the prompt registry accepted this build's prompt texts.
     prompts_verified: tokio::sync::OnceCell<()>,
+    limiter: Limiter,
 }
 
 impl<P: Provider> Worker<P> {
@@ -150,6 +153,7 @@ impl<P: Provider> Worker<P> {
             provider.name(),
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
+        let limiter = Limiter::new(config.rate_limit);
         Ok(Self {
             pool,
             provider,
@@ -158,6 +162,7 @@ impl<P: Provider> Worker<P> {
             policy,
             prompts,
             prompts_verified: tokio::sync::OnceCell::new(),
+            limiter,
         })
     }
 

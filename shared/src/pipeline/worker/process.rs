@@ -1,5 +1,5 @@
-//! One claimed job's turn: the dedup check on the ledger insert, the call with no pooled
-//! connection held, the ledger and breaker updates, then the [`disposition`] carried out by
+//! One claimed job's turn: a slot in the shared rate limit, the dedup check on the ledger
+//! insert, the call with no pooled connection held, the ledger and breaker updates, then the [`disposition`] carried out by
 //! the job's own fenced method.
 
 use std::{
@@ -19,6 +19,7 @@ use crate::{
         breaker,
         ledger::{self, CallOutcome, CallRecord},
         outbox::{ClaimedJob, Fencing},
+        rate_limit::Take,
     },
     telemetry::metric,
 };
@@ -63,6 +64,20 @@ impl<P: Provider> Worker<P> {
             timeout: policy.call_timeout,
         };
 
+        // The provider's shared rate limit: a slot reserved, slept for with no connection held.
+        let tokens = request.estimated_tokens();
+        let client = match self.reserve_call(&client, tokens, deadline).await? {
+            Take::Reserved { wait } if wait.is_zero() => client,
+            Take::Reserved { wait } => {
+                drop(client);
+                tokio::time::sleep(wait).await;
+                db::client(&self.pool).await?
+            }
+            Take::Full { opens_in } => {
+                let turn = Turn::NoBudget { opens_in };
+                return self.carry_out(&client, &job, turn, false, "").await;
+            }
+        };
         // Article step 4, the line that saves money, in the same statement as the ledger row.
         let Some(call) =
             ledger::start_call_unless_evaluated(&client, &job, &self.id, self.provider.name())
@@ -89,7 +104,10 @@ impl<P: Provider> Worker<P> {
 
         let mut client = db::client(&self.pool).await?;
         match result {
-            Ok(reply) => self.answered(&client, &job, call, reply, latency).await,
+            Ok(reply) => {
+                self.answered(&client, &job, call, reply, latency, tokens)
+                    .await
+            }
             Err(error) => {
                 // A timed-out request may still have been served and billed.
                 let billed = (error.kind != FailureKind::Timeout).then_some(false);
@@ -104,7 +122,12 @@ impl<P: Provider> Worker<P> {
                 ledger::finish_call(&client, call, &record).await?;
                 metric::provider_call(latency, (0, 0), 0.0);
                 tracing::warn!(reason = error.kind.reason(), error = %error, "provider call failed");
-                let breaker_open = if error.kind.class() == ErrorClass::Permanent {
+                let class = error.kind.class();
+                if class == ErrorClass::RateLimit {
+                    self.settle_refusal(&client, tokens, &error).await?;
+                }
+                let breaker_open = if matches!(class, ErrorClass::Permanent | ErrorClass::RateLimit)
+                {
                     // The provider answered: whatever outage there was is over.
                     breaker::record_success(&client, self.provider.name()).await?;
                     false
@@ -135,6 +158,7 @@ impl<P: Provider> Worker<P> {
         call: ledger::CallId,
         reply: ProviderReply,
         latency: Duration,
+        tokens: i64,
     ) -> Result<Outcome> {
         let checked = contract::validate(&reply.output, &self.policy);
         let cost_usd = self
@@ -153,8 +177,8 @@ impl<P: Provider> Worker<P> {
             cost_usd,
             latency,
         };
-        let tokens = (reply.usage.input_tokens, reply.usage.output_tokens);
-        metric::provider_call(latency, tokens, cost_usd);
+        let usage = (reply.usage.input_tokens, reply.usage.output_tokens);
+        metric::provider_call(latency, usage, cost_usd);
         let (turn, error) = match &checked {
             Ok(evaluation) => (Turn::Answered(evaluation), String::new()),
             Err(violation) => (
@@ -165,9 +189,10 @@ impl<P: Provider> Worker<P> {
                 violation.to_string(),
             ),
         };
-        let (_, _, outcome) = tokio::try_join!(
+        let (_, _, _, outcome) = tokio::try_join!(
             ledger::finish_call(client, call, &record),
             breaker::record_success(client, self.provider.name()),
+            self.settle_answer(client, tokens, &reply),
             self.carry_out(client, job, turn, false, &error),
         )?;
         if outcome == Outcome::Evaluated {
@@ -202,12 +227,9 @@ impl<P: Provider> Worker<P> {
                 job.reschedule(client, delay, error, reason).await?,
                 Outcome::Rescheduled { reason },
             ),
-            Disposition::Release { .. } => {
+            Disposition::Release { delay, .. } => {
                 let error = (!error.is_empty()).then_some(error);
-                (
-                    job.release(client, Duration::ZERO, error).await?,
-                    Outcome::Released,
-                )
+                (job.release(client, delay, error).await?, Outcome::Released)
             }
             Disposition::DeadLetter { reason } => {
                 let error = match reason {
