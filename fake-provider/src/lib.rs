@@ -11,9 +11,11 @@
 //! ```
 //!
 //! Which behaviour answers a call: a 401 when a key is required and the call carries another,
+//! else a 429 when the request limit (if set, [`FakeProvider::limit_requests`]) is spent,
 //! else the outage (while set), else the next pushed behaviour, else the first
 //! `when_contains` rule whose needle is in the ticket text, else the default.
 
+mod limit;
 mod render;
 mod server;
 
@@ -231,6 +233,7 @@ impl Script {
 #[derive(Default)]
 struct Shared {
     script: Mutex<Script>,
+    limit: Mutex<Option<limit::Bucket>>,
     ledger: Mutex<Vec<CallRecord>>,
     recorded: Notify,
 }
@@ -238,6 +241,10 @@ struct Shared {
 impl Shared {
     fn script(&self) -> MutexGuard<'_, Script> {
         self.script.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn limit(&self) -> MutexGuard<'_, Option<limit::Bucket>> {
+        self.limit.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn ledger(&self) -> MutexGuard<'_, Vec<CallRecord>> {
@@ -319,6 +326,13 @@ impl FakeProvider {
     /// Anthropic) are answered; any other gets 401, as after a key rotation.
     pub fn accept_only_key(&self, key: &str) {
         self.shared.script().accepted_key = Some(key.to_owned());
+    }
+
+    /// From now on at most `per_minute` requests a minute are answered, about one second's
+    /// share at once (a token bucket); the others get a 429 with `Retry-After`. OpenAI calls
+    /// carry `x-ratelimit-{limit,remaining,reset}-requests` headers.
+    pub fn limit_requests(&self, per_minute: u32) {
+        *self.shared.limit() = Some(limit::Bucket::new(per_minute, Instant::now()));
     }
 
     /// Every call so far, in arrival order.

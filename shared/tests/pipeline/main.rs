@@ -7,6 +7,7 @@ mod migrate;
 mod migrate_resource;
 mod observability;
 mod operations;
+mod rate_limit;
 mod request_idempotency;
 mod secrets;
 mod sweep;
