@@ -41,6 +41,13 @@ pub const DEPARTMENTS: [&str; 5] = ["billing", "technical", "account", "sales", 
 /// Output tokens reported for every answered (200) call.
 pub const OUTPUT_TOKENS: i64 = 20;
 
+/// Whether a request limit announces itself in headers, or only refuses with `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitHeaders {
+    Sent,
+    Withheld,
+}
+
 /// How the fake answers one call.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum Behavior {
@@ -329,10 +336,11 @@ impl FakeProvider {
     }
 
     /// From now on at most `per_minute` requests a minute are answered, about one second's
-    /// share at once (a token bucket); the others get a 429 with `Retry-After`. OpenAI calls
-    /// carry `x-ratelimit-{limit,remaining,reset}-requests` headers.
-    pub fn limit_requests(&self, per_minute: u32) {
-        *self.shared.limit() = Some(limit::Bucket::new(per_minute, Instant::now()));
+    /// share at once (a token bucket); the others get a 429 with `Retry-After`. With
+    /// [`LimitHeaders::Sent`], OpenAI calls carry `x-ratelimit-{limit,remaining,reset}-requests`.
+    pub fn limit_requests(&self, per_minute: u32, headers: LimitHeaders) {
+        let bucket = limit::Bucket::new(per_minute, headers, Instant::now());
+        *self.shared.limit() = Some(bucket);
     }
 
     /// Every call so far, in arrival order.

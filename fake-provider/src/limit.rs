@@ -1,13 +1,16 @@
 //! A provider's request limit: a token bucket refilled at the per-minute rate, holding about
 //! one second's share, as real providers enforce per-minute limits over shorter windows. A
-//! request that finds it empty gets a 429 with `Retry-After`; every request gets OpenAI's
-//! `x-ratelimit-*-requests` headers.
+//! request that finds it empty gets a 429 with `Retry-After`; unless withheld, every request
+//! gets OpenAI's `x-ratelimit-*-requests` headers.
 
 use std::time::{Duration, Instant};
+
+use crate::LimitHeaders;
 
 #[derive(Debug)]
 pub(crate) struct Bucket {
     per_minute: u32,
+    headers: LimitHeaders,
     capacity: f64,
     tokens: f64,
     refilled: Instant,
@@ -22,10 +25,11 @@ pub(crate) struct Verdict {
 }
 
 impl Bucket {
-    pub fn new(per_minute: u32, now: Instant) -> Self {
+    pub fn new(per_minute: u32, headers: LimitHeaders, now: Instant) -> Self {
         let capacity = (f64::from(per_minute) / 60.0).max(1.0);
         Self {
             per_minute,
+            headers,
             capacity,
             tokens: capacity,
             refilled: now,
@@ -46,6 +50,12 @@ impl Bucket {
         }
         // Until one whole request is back in the bucket.
         let reset = Duration::from_secs_f64((1.0 - self.tokens).max(0.0) / self.per_second());
+        if self.headers == LimitHeaders::Withheld {
+            return Verdict {
+                refused: (!admitted).then_some(reset),
+                headers: Vec::new(),
+            };
+        }
         Verdict {
             refused: (!admitted).then_some(reset),
             headers: vec![
@@ -70,7 +80,7 @@ mod tests {
     #[test]
     fn a_full_bucket_admits_one_seconds_share_then_refuses_until_it_refills() {
         let start = Instant::now();
-        let mut bucket = Bucket::new(600, start);
+        let mut bucket = Bucket::new(600, LimitHeaders::Sent, start);
         let admitted = (0..20)
             .filter(|_| bucket.take(start).refused.is_none())
             .count();
@@ -85,5 +95,13 @@ mod tests {
             .take(start + Duration::from_millis(100))
             .refused
             .is_none());
+    }
+
+    #[test]
+    fn withheld_headers_leave_only_retry_after() {
+        let start = Instant::now();
+        let mut bucket = Bucket::new(60, LimitHeaders::Withheld, start);
+        assert_eq!(bucket.take(start).headers, []);
+        assert_eq!(bucket.take(start).refused, Some(Duration::from_secs(1)));
     }
 }

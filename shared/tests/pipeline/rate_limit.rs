@@ -6,7 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use fake_provider::{Behavior, FakeProvider};
+use fake_provider::{Behavior, FakeProvider, LimitHeaders};
 use triage::{
     config::RateLimitPolicy,
     pipeline::rate_limit::{self, Pace, Take},
@@ -189,7 +189,7 @@ async fn with_no_slot_before_its_deadline_a_job_goes_back_without_spending_its_a
 #[tokio::test]
 async fn two_workers_paced_at_90_percent_of_the_providers_limit_get_no_429() {
     let fake = FakeProvider::start().await;
-    fake.limit_requests(1200);
+    fake.limit_requests(1200, LimitHeaders::Sent);
     let app = spawn_app_with_fake(&fake, |c| {
         c.rate_limit = per_minute(1080);
         c.worker.concurrency = 8;
