@@ -78,6 +78,24 @@ pub struct RateLimitPolicy {
     pub tokens_per_minute: Option<u32>,
 }
 
+/// The worker fleet on AWS (docs/scaling.md): each tick of the scaler starts up to
+/// `max_workers` bounded worker invocations by ringing the doorbell queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetConfig {
+    pub max_workers: u32,
+    /// `TRIAGE_WORKER_QUEUE_URL`: the SQS queue whose messages each start one worker invocation.
+    pub doorbell_queue_url: Option<String>,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        Self {
+            max_workers: 100,
+            doorbell_queue_url: None,
+        }
+    }
+}
+
 /// How long finished jobs stay in the outbox (results stay forever), and how the sweeper
 /// deletes them: in batches, so one sweep never holds a long transaction.
 #[derive(Debug, Clone)]
@@ -105,6 +123,7 @@ pub struct Config {
     pub limits: Limits,
     pub worker: WorkerPolicy,
     pub rate_limit: RateLimitPolicy,
+    pub fleet: FleetConfig,
     pub retention: RetentionPolicy,
 }
 
@@ -216,6 +235,11 @@ impl Config {
             rate_limit: RateLimitPolicy {
                 requests_per_minute: env.limit("TRIAGE_PROVIDER_RPM")?,
                 tokens_per_minute: env.limit("TRIAGE_PROVIDER_TPM")?,
+            },
+            fleet: FleetConfig {
+                max_workers: env
+                    .number("TRIAGE_MAX_WORKERS", FleetConfig::default().max_workers)?,
+                doorbell_queue_url: env.optional("TRIAGE_WORKER_QUEUE_URL"),
             },
             retention: RetentionPolicy {
                 keep_done: env.seconds(

@@ -5,6 +5,7 @@
 
 pub mod backoff;
 pub mod breaker;
+pub mod fleet;
 pub mod ingest;
 pub mod ledger;
 pub mod outbox;
