@@ -1,7 +1,7 @@
 //! The scaler Lambda as Lambda runs it: the real binary, EventBridge scheduled events through
 //! the Runtime API emulator, a real PostgreSQL, and the doorbell queue in moto's SQS.
 
-use std::time::Duration;
+use std::{ops::Range, time::Duration};
 
 use aws_sdk_sqs::{
     config::{BehaviorVersion, Credentials, Region},
@@ -59,6 +59,18 @@ async fn doorbells(sqs: &Client, queue_url: &str) -> usize {
     }
 }
 
+async fn add_tickets(pool: &deadpool_postgres::Pool, config: &Config, numbers: Range<u32>) {
+    for i in numbers {
+        let ticket = NewTicket {
+            subject: format!("Zanzibar invoice {i}"),
+            message: "Quokka account locked since Tuesday".into(),
+        };
+        create_ticket(pool, &config.versions, &ticket)
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn each_tick_starts_workers_for_the_backlog_up_to_the_cap_through_the_queue() {
     let Some(moto) = testkit::moto::aws_env() else {
@@ -97,30 +109,14 @@ async fn each_tick_starts_workers_for_the_backlog_up_to_the_cap_through_the_queu
         "no backlog, no worker"
     );
 
-    for i in 0..6 {
-        let ticket = NewTicket {
-            subject: format!("Zanzibar invoice {i}"),
-            message: "Quokka account locked since Tuesday".into(),
-        };
-        create_ticket(&pool, &config.versions, &ticket)
-            .await
-            .unwrap();
-    }
+    add_tickets(&pool, &config, 0..6).await;
     let small = runtime.invoke(events::scheduled(), TIMEOUT).await;
     let report = small.result.expect("the scaler answered");
     assert_eq!(report["observed"]["claimable"], 6, "{report}");
     assert_eq!(report["started"], 2, "6 jobs at 4 per invocation: {report}");
     assert_eq!(doorbells(&sqs, &queue_url).await, 2);
 
-    for i in 0..40 {
-        let ticket = NewTicket {
-            subject: format!("Backlog {i}"),
-            message: "Refund please".into(),
-        };
-        create_ticket(&pool, &config.versions, &ticket)
-            .await
-            .unwrap();
-    }
+    add_tickets(&pool, &config, 6..46).await;
     let capped = runtime.invoke(events::scheduled(), TIMEOUT).await;
     assert_eq!(
         capped.result.expect("the scaler answered")["started"],

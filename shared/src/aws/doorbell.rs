@@ -4,10 +4,7 @@
 //! bounded worker invocation. The outbox carries the work: a lost doorbell costs one
 //! invocation's throughput, never a ticket.
 
-use aws_sdk_sqs::{
-    config::BehaviorVersion, error::DisplayErrorContext, types::SendMessageBatchRequestEntry,
-    Client,
-};
+use aws_sdk_sqs::{error::DisplayErrorContext, types::SendMessageBatchRequestEntry, Client};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
@@ -42,17 +39,8 @@ impl Doorbell {
             )
         })?;
         let settings = sdk::settings(get, "SQS", "to start workers")?;
-        let mut sqs = aws_sdk_sqs::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(settings.region)
-            .credentials_provider(settings.credentials)
-            .http_client(settings.http)
-            .timeout_config(settings.timeouts);
-        if let Some(url) = settings.endpoint {
-            sqs = sqs.endpoint_url(url);
-        }
         Ok(Self {
-            client: Client::from_conf(sqs.build()),
+            client: Client::new(&settings),
             queue_url,
         })
     }

@@ -5,29 +5,22 @@
 use std::time::Duration;
 
 use aws_sdk_secretsmanager::config::{
-    timeout::TimeoutConfig, Credentials, Region, SharedHttpClient,
+    timeout::TimeoutConfig, BehaviorVersion, Credentials, Region, SharedCredentialsProvider,
 };
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use aws_types::SdkConfig;
 
 use crate::domain::error::ConfigError;
 
-pub(super) struct ClientSettings {
-    pub region: Region,
-    pub credentials: Credentials,
-    pub http: SharedHttpClient,
-    pub timeouts: TimeoutConfig,
-    /// `AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`.
-    pub endpoint: Option<String>,
-}
-
-/// Reads the standard `AWS_*` variables through `get`; `service` is the suffix of the
-/// service's own endpoint variable (`SECRETS_MANAGER`, `SQS`), `purpose` says what the client
-/// is needed for, in errors.
+/// The settings of one service's client, from the standard `AWS_*` variables read through
+/// `get`; `service` is the suffix of the service's own endpoint variable
+/// (`AWS_ENDPOINT_URL_SQS`, else `AWS_ENDPOINT_URL`), `purpose` says what the client is needed
+/// for, in errors.
 pub(super) fn settings(
     get: impl Fn(&str) -> Option<String>,
     service: &str,
     purpose: &str,
-) -> Result<ClientSettings, ConfigError> {
+) -> Result<SdkConfig, ConfigError> {
     let get = |name: &str| get(name).filter(|v| !v.is_empty());
     let required = |name: &str| {
         get(name)
@@ -41,18 +34,27 @@ pub(super) fn settings(
         None,
         "environment",
     );
-    Ok(ClientSettings {
-        region: Region::new(region),
-        credentials,
-        http: aws_smithy_http_client::Builder::new()
-            .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-            .build_https(),
+    let mut config = SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region))
+        .credentials_provider(SharedCredentialsProvider::new(credentials))
+        .http_client(
+            aws_smithy_http_client::Builder::new()
+                .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+                .build_https(),
+        )
         // Bounded like the database, and well inside Lambda's 10 s init limit: an endpoint
         // the subnets cannot reach fails with this error, never with a timeout.
-        timeouts: TimeoutConfig::builder()
-            .connect_timeout(Duration::from_secs(2))
-            .operation_timeout(Duration::from_secs(5))
-            .build(),
-        endpoint: get(&format!("AWS_ENDPOINT_URL_{service}")).or_else(|| get("AWS_ENDPOINT_URL")),
-    })
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .operation_timeout(Duration::from_secs(5))
+                .build(),
+        );
+    if let Some(url) =
+        get(&format!("AWS_ENDPOINT_URL_{service}")).or_else(|| get("AWS_ENDPOINT_URL"))
+    {
+        config = config.endpoint_url(url);
+    }
+    Ok(config.build())
 }

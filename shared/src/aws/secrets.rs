@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use aws_sdk_secretsmanager::{
-    config::BehaviorVersion,
     error::{DisplayErrorContext, ProvideErrorMetadata, SdkError},
     Client,
 };
@@ -38,17 +37,8 @@ impl SecretsManager {
     /// (tests, a local emulator).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let settings = sdk::settings(get, "SECRETS_MANAGER", "to read secrets")?;
-        let mut config = aws_sdk_secretsmanager::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(settings.region)
-            .credentials_provider(settings.credentials)
-            .http_client(settings.http)
-            .timeout_config(settings.timeouts);
-        if let Some(url) = settings.endpoint {
-            config = config.endpoint_url(url);
-        }
         Ok(Self {
-            client: Client::from_conf(config.build()),
+            client: Client::new(&settings),
         })
     }
 

@@ -9,10 +9,13 @@ use std::{
 use fake_provider::{Behavior, FakeProvider, LimitHeaders};
 use triage::{
     config::RateLimitPolicy,
+    evaluate::AnyProvider,
     pipeline::rate_limit::{self, Pace, Take},
 };
 
 use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
+
+type Worker = triage::pipeline::worker::Worker<AnyProvider>;
 
 fn per_minute(requests: u32) -> RateLimitPolicy {
     RateLimitPolicy {
@@ -133,11 +136,12 @@ async fn a_429_storm_longer_than_the_whole_retry_schedule_dead_letters_nothing_a
     assert_eq!(fake.billed_calls().len(), 10, "each content billed once");
 }
 
-#[tokio::test]
-async fn retry_after_holds_every_worker_off_not_only_the_job_that_was_refused() {
+/// Two jobs, and two workers taking one at a time; the first worker's call gets a 429 with
+/// `retry_after`, and its job goes back.
+async fn one_worker_refused_for(retry_after: Duration) -> (FakeProvider, TestApp, Worker) {
     let fake = FakeProvider::start().await;
     fake.push(Behavior::RateLimited {
-        retry_after: Some(Duration::from_secs(1)),
+        retry_after: Some(retry_after),
     });
     let app = spawn_app_with_fake(&fake, |c| {
         c.worker.batch_size = 1;
@@ -145,8 +149,14 @@ async fn retry_after_holds_every_worker_off_not_only_the_job_that_was_refused() 
     })
     .await;
     post_many(&app, 2).await;
-    let (first, second) = (app.worker(), app.worker());
-    assert_eq!(app.run_worker_once(&first).await.released, 1);
+    assert_eq!(app.run_worker_once(&app.worker()).await.released, 1);
+    let second = app.worker();
+    (fake, app, second)
+}
+
+#[tokio::test]
+async fn retry_after_holds_every_worker_off_not_only_the_job_that_was_refused() {
+    let (fake, app, second) = one_worker_refused_for(Duration::from_secs(1)).await;
     // Another worker, its own job: it waits for the hold, inside its deadline.
     assert_eq!(app.run_worker_once(&second).await.evaluated, 1);
     let calls = fake.calls();
@@ -160,18 +170,7 @@ async fn retry_after_holds_every_worker_off_not_only_the_job_that_was_refused() 
 
 #[tokio::test]
 async fn with_no_slot_before_its_deadline_a_job_goes_back_without_spending_its_attempt() {
-    let fake = FakeProvider::start().await;
-    fake.push(Behavior::RateLimited {
-        retry_after: Some(Duration::from_secs(60)),
-    });
-    let app = spawn_app_with_fake(&fake, |c| {
-        c.worker.batch_size = 1;
-        c.worker.concurrency = 1;
-    })
-    .await;
-    post_many(&app, 2).await;
-    let (first, second) = (app.worker(), app.worker());
-    assert_eq!(app.run_worker_once(&first).await.released, 1);
+    let (fake, app, second) = one_worker_refused_for(Duration::from_secs(60)).await;
     let report = app.run_worker_once(&second).await;
     assert_eq!((report.claimed, report.released), (1, 1));
     assert_eq!(fake.calls().len(), 1, "nobody called during the hold");

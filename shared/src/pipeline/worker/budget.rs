@@ -41,9 +41,8 @@ impl<P: Provider> Worker<P> {
         tokens: i64,
         error: &ProviderError,
     ) -> Result<()> {
-        let settlement = Settlement::refused(tokens, error.retry_after);
-        let pace = self.limiter.pace();
-        rate_limit::settle(client, self.provider.name(), &pace, settlement).await
+        self.settle(client, Settlement::refused(tokens, error.retry_after))
+            .await
     }
 
     /// After an answer: the provider's announced limits are heard, the token budget is
@@ -56,7 +55,11 @@ impl<P: Provider> Worker<P> {
     ) -> Result<()> {
         self.limiter.heard(&reply.rate);
         let used = reply.usage.input_tokens + reply.usage.output_tokens;
-        let settlement = Settlement::answered(tokens, used, &reply.rate);
+        self.settle(client, Settlement::answered(tokens, used, &reply.rate))
+            .await
+    }
+
+    async fn settle(&self, client: &db::Client, settlement: Settlement) -> Result<()> {
         let pace = self.limiter.pace();
         rate_limit::settle(client, self.provider.name(), &pace, settlement).await
     }
