@@ -107,6 +107,19 @@ scale_run() {
     "$ideal_provider" "$calls" "$refused ($(ratio "$refused" "$calls"))" "$dead" "$billed/$unique"
 }
 
+# The limiter's own ceiling: TAKE as rate_limit.rs runs it, 8 clients on the one row, a limit so
+# high that every take reserves. Prints "takes/s mean_ms p99_ms".
+scale_take_ceiling() {
+  local url script result tps mean p99
+  url=$(fresh_db bench_scale_take)
+  script="$out/take.pgbench"
+  rust_sql shared/src/pipeline/rate_limit.rs TAKE "'openai'" 0.0001 0.9999 0 0 3600 \
+    | sed '$s/$/;/' >"$script"
+  result=$(run_pgbench take "$url" 8 "$script")
+  read -r tps mean _ p99 _ <<<"$result"
+  echo "$tps $mean $p99"
+}
+
 bench_scale() {
   echo
   echo "== 6. Scale: $scale_workers × triage worker (C=$scale_concurrency), provider limit $scale_rpm/min," \
@@ -116,6 +129,10 @@ bench_scale() {
   echo "run,second,queue_depth,calls,refused" >"$out/scale-series.csv"
   scale_run limiter
   scale_run control
+  local take_tps take_mean take_p99
+  read -r take_tps take_mean take_p99 <<<"$(scale_take_ceiling)"
+  echo "  the limiter itself: $take_tps takes/s from 8 clients on its one row (mean $take_mean ms," \
+    "p99 $take_p99 ms), against the $(( scale_rpm * 9 / 600 ))/s it was asked for above"
   echo "  limiter: TRIAGE_PROVIDER_RPM at 90% of the provider's; control: no configured limit and"
   echo "  no limit headers (429 + Retry-After only). Targets (limiter): drain <= 1.1 × jobs / limit,"
   echo "  429s <= 1% of calls, 0 dead, billed == unique."
