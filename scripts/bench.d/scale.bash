@@ -30,12 +30,20 @@ start_limited_provider() {
   die "fake-provider did not start (see $log)"
 }
 
-# SECS seconds of $scale_arrivals new jobs a second into URL (run in the background).
+# SECS seconds of $scale_arrivals new jobs a second into URL (run in the background), by the
+# clock: a busy machine delays an insert, never the end of the arrivals.
 arrive_steadily() {
-  local url=$1 secs=$2 i
-  for i in $(seq "$secs"); do
-    add_jobs "$url" "$scale_arrivals" pending
-    sleep 1
+  local url=$1 secs=$2 started added=0 due
+  started=$(date +%s.%N)
+  while :; do
+    due=$(awk -v s="$started" -v n="$(date +%s.%N)" -v r="$scale_arrivals" -v t="$secs" \
+      'BEGIN { e = n - s; if (e > t) e = t; printf "%d", e * r }')
+    if [ "$due" -gt "$added" ]; then
+      add_jobs "$url" $(( due - added )) pending
+      added=$due
+    fi
+    [ "$due" -lt $(( secs * scale_arrivals )) ] || break
+    sleep 0.2
   done
 }
 

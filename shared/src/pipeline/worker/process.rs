@@ -1,6 +1,6 @@
 //! One claimed job's turn: a slot in the shared rate limit, the dedup check on the ledger
-//! insert, the call with no pooled connection held, the ledger and breaker updates, then the [`disposition`] carried out by
-//! the job's own fenced method.
+//! insert, the call with no pooled connection held, the ledger, breaker and rate-limit
+//! updates, then the [`disposition`] carried out by the job's own fenced method.
 
 use std::{
     sync::atomic::{AtomicBool, Ordering},
