@@ -108,11 +108,14 @@ scale_run() {
     { s = int($1); printf "%s,%s,%s,%d,%d\n", run, $1, $2, calls[s], refused[s] }' \
     "$out/scale-calls-$mode.csv" "$out/scale-depth-$mode.csv" >>"$out/scale-series.csv"
 
-  local ideal_limit ideal_provider
+  local emptied ideal_limit ideal_provider
+  # When the burst was gone: the first sample with nothing left (arrivals may still come).
+  emptied=$(awk -F, '$2 == 0 { print $1; exit }' "$out/scale-depth-$mode.csv")
   ideal_limit=$(awk -v j="$jobs" -v r="$limit" 'BEGIN { printf "%.1f", j / (r / 60) }')
   ideal_provider=$(awk -v j="$jobs" -v r="$scale_rpm" 'BEGIN { printf "%.1f", j / (r / 60) }')
-  printf "$scale_row" "$mode" "$jobs" "$drained" "$ideal_limit" "$(ratio "$drained" "$ideal_limit")" \
-    "$ideal_provider" "$calls" "$refused ($(ratio "$refused" "$calls"))" "$dead" "$billed/$unique"
+  printf "$scale_row" "$mode" "$jobs" "$drained" "${emptied:--}" "$ideal_limit" \
+    "$(ratio "$drained" "$ideal_limit")" "$ideal_provider" "$calls" \
+    "$refused ($(ratio "$refused" "$calls"))" "$dead" "$billed/$unique"
 }
 
 # The limiter's own ceiling: TAKE as rate_limit.rs runs it, 8 clients on the one row, a limit so
@@ -132,8 +135,9 @@ bench_scale() {
   echo
   echo "== 6. Scale: $scale_workers × triage worker (C=$scale_concurrency), provider limit $scale_rpm/min," \
     "latency ${provider_ms} ms; burst $scale_burst + $scale_arrivals/s arrivals"
-  scale_row='  %-8s %7s %9s %12s %7s %14s %7s %15s %5s %13s\n'
-  printf "$scale_row" "run" "jobs" "drain s" "jobs/limit s" "ratio" "jobs/provider" "calls" "429s" "dead" "billed/unique"
+  scale_row='  %-8s %7s %8s %8s %13s %7s %14s %7s %15s %5s %13s\n'
+  printf "$scale_row" "run" "jobs" "drain s" "empty s" "jobs/limit s" "ratio" "jobs/provider" \
+    "calls" "429s" "dead" "billed/unique"
   echo "run,second,queue_depth,calls,refused" >"$out/scale-series.csv"
   scale_run limiter
   scale_run control
@@ -141,7 +145,8 @@ bench_scale() {
   read -r take_tps take_mean take_p99 <<<"$(scale_take_ceiling)"
   echo "  the limiter itself: $take_tps takes/s from 8 clients on its one row (mean $take_mean ms," \
     "p99 $take_p99 ms), against the $(( scale_rpm * 9 / 600 ))/s it was asked for above"
-  echo "  limiter: TRIAGE_PROVIDER_RPM at 90% of the provider's; control: no configured limit and"
+  echo "  drain: until the arrivals ended and nothing was left; empty: when the queue was first"
+  echo "  empty. limiter: TRIAGE_PROVIDER_RPM at 90% of the provider's; control: no configured limit and"
   echo "  no limit headers (429 + Retry-After only). Targets (limiter): drain <= 1.1 × jobs / limit,"
   echo "  429s <= 1% of calls, 0 dead, billed == unique."
   note "plotting docs/scale.png"
