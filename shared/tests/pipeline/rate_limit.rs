@@ -10,7 +10,7 @@ use fake_provider::{Behavior, FakeProvider, LimitHeaders};
 use triage::{
     config::RateLimitPolicy,
     evaluate::AnyProvider,
-    pipeline::rate_limit::{self, Pace, Take},
+    pipeline::rate_limit::{self, Pace, Settlement, Take},
 };
 
 use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
@@ -78,6 +78,38 @@ async fn concurrent_takers_never_exceed_the_limit_in_any_window() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn the_token_budget_is_taken_by_the_estimate_and_corrected_by_the_usage() {
+    let app = spawn_app().await;
+    // 6,000 tokens a minute: 100 a second, one second's share (100) ahead at most.
+    let limit = RateLimitPolicy {
+        requests_per_minute: None,
+        tokens_per_minute: Some(6000),
+    };
+    let pace = Pace::new(limit, RateLimitPolicy::default());
+    let client = app.pool.get().await.unwrap();
+    let take = |tokens| rate_limit::take(&client, "openai", &pace, tokens, Duration::from_secs(60));
+    let wait = |take: Take| match take {
+        Take::Reserved { wait } => wait.as_secs_f64(),
+        Take::Full { .. } => panic!("a slot opens within 60 s"),
+    };
+    assert_eq!(wait(take(500).await.unwrap()), 0.0, "an empty budget");
+    // The estimate spent five seconds of budget, one of which may be spent ahead.
+    let second = wait(take(500).await.unwrap());
+    assert!((3.8..=4.1).contains(&second), "waited {second:.2} s");
+    // Both calls used 100 tokens, not 500: 800 tokens (8 s) come back, so 200 (2 s) stay spent
+    // and the next call waits one second, not nine.
+    let used = Settlement {
+        token_correction: -800,
+        hold: None,
+    };
+    rate_limit::settle(&client, "openai", &pace, used)
+        .await
+        .unwrap();
+    let third = wait(take(100).await.unwrap());
+    assert!((0.8..=1.1).contains(&third), "waited {third:.2} s");
 }
 
 #[tokio::test]
