@@ -6,7 +6,7 @@
 //! [`process`] is one job's turn, [`disposition`] the pure decision after it, [`run`] the
 //! long-running loop of `triage worker`.
 
-mod budget;
+mod pacing;
 mod disposition;
 mod process;
 mod run;
