@@ -12,9 +12,11 @@
 //!
 //! Which behaviour answers a call: a 401 when a key is required and the call carries another,
 //! else (in strict mode) a 400 for what the real API would refuse in the request's shape,
+//! else a 429 when the request limit (if set, [`FakeProvider::limit_requests`]) is spent,
 //! else the outage (while set), else the next pushed behaviour, else the first
 //! `when_contains` rule whose needle is in the ticket text, else the default.
 
+mod limit;
 mod render;
 mod server;
 mod strict;
@@ -40,6 +42,13 @@ pub const DEPARTMENTS: [&str; 5] = ["billing", "technical", "account", "sales", 
 
 /// Output tokens reported for every answered (200) call.
 pub const OUTPUT_TOKENS: i64 = 20;
+
+/// Whether a request limit announces itself in headers, or only refuses with `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitHeaders {
+    Sent,
+    Withheld,
+}
 
 /// How the fake answers one call.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -238,6 +247,7 @@ impl Script {
 #[derive(Default)]
 struct Shared {
     script: Mutex<Script>,
+    limit: Mutex<Option<limit::Bucket>>,
     ledger: Mutex<Vec<CallRecord>>,
     recorded: Notify,
 }
@@ -245,6 +255,10 @@ struct Shared {
 impl Shared {
     fn script(&self) -> MutexGuard<'_, Script> {
         self.script.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn limit(&self) -> MutexGuard<'_, Option<limit::Bucket>> {
+        self.limit.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn ledger(&self) -> MutexGuard<'_, Vec<CallRecord>> {
@@ -333,6 +347,14 @@ impl FakeProvider {
     /// property required, `additionalProperties: false`, no numeric or length constraints).
     pub fn set_strict(&self, strict: bool) {
         self.shared.script().strict = strict;
+    }
+
+    /// From now on at most `per_minute` requests a minute are answered, about one second's
+    /// share at once (a token bucket); the others get a 429 with `Retry-After`. With
+    /// [`LimitHeaders::Sent`], OpenAI calls carry `x-ratelimit-{limit,remaining,reset}-requests`.
+    pub fn limit_requests(&self, per_minute: u32, headers: LimitHeaders) {
+        let bucket = limit::Bucket::new(per_minute, headers, Instant::now());
+        *self.shared.limit() = Some(bucket);
     }
 
     /// Every call so far, in arrival order.

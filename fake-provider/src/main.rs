@@ -1,21 +1,24 @@
-//! `fake-provider [--listen ADDR] [--delay-ms N] [--strict]`: the fake OpenAI/Anthropic API
-//! with its default behaviour, for running the pipeline by hand and for `scripts/bench`. Every
-//! answer waits `--delay-ms` first (a slow provider, without touching the library's script);
-//! `--strict` refuses request shapes the real APIs refuse. Prints the base URL, serves until
-//! Ctrl-C.
+//! `fake-provider [--listen ADDR] [--delay-ms N] [--strict] [--limit-rpm N
+//! [--withhold-limit-headers]]`: the fake OpenAI/Anthropic API with its default behaviour, for
+//! running the pipeline by hand and for `scripts/bench`. Every answer waits `--delay-ms` first
+//! (a slow provider, without touching the library's script); `--strict` refuses request shapes
+//! the real APIs refuse; `--limit-rpm` enforces a request limit (429 beyond it). Prints the
+//! base URL, serves until Ctrl-C.
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
 
-use fake_provider::{Behavior, FakeProvider};
+use fake_provider::{Behavior, FakeProvider, LimitHeaders};
 
-const USAGE: &str =
-    "usage: fake-provider [--listen ADDR] [--delay-ms N] [--strict]   (defaults 127.0.0.1:0, 0, lenient)";
+const USAGE: &str = "usage: fake-provider [--listen ADDR] [--delay-ms N] [--strict] \
+[--limit-rpm N [--withhold-limit-headers]]   (defaults 127.0.0.1:0, 0, lenient, no limit)";
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let mut listen = SocketAddr::from(([127, 0, 0, 1], 0));
     let mut delay = Duration::ZERO;
     let mut strict = false;
+    let mut limit_rpm = None;
+    let mut limit_headers = LimitHeaders::Sent;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -34,6 +37,14 @@ async fn main() -> ExitCode {
                 }
             },
             "--strict" => strict = true,
+            "--limit-rpm" => match args.next().and_then(|a| a.parse().ok()) {
+                Some(rpm) if rpm > 0 => limit_rpm = Some(rpm),
+                _ => {
+                    eprintln!("--limit-rpm needs a positive whole number of requests\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            "--withhold-limit-headers" => limit_headers = LimitHeaders::Withheld,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -53,6 +64,9 @@ async fn main() -> ExitCode {
     };
     fake.set_default(Behavior::Classify.after(delay));
     fake.set_strict(strict);
+    if let Some(rpm) = limit_rpm {
+        fake.limit_requests(rpm, limit_headers);
+    }
     println!("{}", fake.url());
     if let Err(e) = tokio::signal::ctrl_c().await {
         eprintln!("cannot wait for Ctrl-C: {e}");

@@ -76,6 +76,7 @@ async fn handle(
                 StatusCode::NOT_FOUND,
                 None,
                 Bytes::from_static(body.as_bytes()),
+                &[],
             ));
         }
     };
@@ -89,6 +90,7 @@ async fn handle(
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let call = Call::read(api, &body);
     // A request that is not JSON never reaches the model, so it leaves the script alone.
+    let verdict = shared.limit().as_mut().map(|bucket| bucket.take(at));
     let behavior = {
         let mut script = shared.script();
         let key = match api {
@@ -105,11 +107,20 @@ async fn handle(
             Behavior::Unauthorized
         } else if let Some(refused) = script.strict.then(|| strict::check(api, &body)).flatten() {
             refused
-        } else if body.is_object() {
-            script.next(&call.ticket_text)
-        } else {
+        } else if !body.is_object() {
             Behavior::InvalidRequest
+        } else if let Some(retry_after) = verdict.as_ref().and_then(|v| v.refused) {
+            Behavior::RateLimited {
+                retry_after: Some(retry_after),
+            }
+        } else {
+            script.next(&call.ticket_text)
         }
+    };
+    // Only OpenAI's API speaks these header names.
+    let rate_headers = match (verdict, api) {
+        (Some(verdict), Api::OpenAi) => verdict.headers,
+        _ => Vec::new(),
     };
     let (delay, behavior) = behavior.split_delay();
     let reply = render::reply(&behavior, api, &call);
@@ -133,7 +144,7 @@ async fn handle(
             status,
             retry_after,
             body,
-        } => Ok(respond(status, retry_after, body)),
+        } => Ok(respond(status, retry_after, body, &rate_headers)),
         Reply::Reset => {
             reset.notify_one();
             std::future::pending().await
@@ -146,10 +157,18 @@ pub(crate) fn header_value<'a>(headers: &'a hyper::HeaderMap, name: &str) -> Opt
     headers.get(name)?.to_str().ok()
 }
 
-fn respond(status: StatusCode, retry_after: Option<String>, body: Bytes) -> Response<Full<Bytes>> {
+fn respond(
+    status: StatusCode,
+    retry_after: Option<String>,
+    body: Bytes,
+    extra: &[(&'static str, String)],
+) -> Response<Full<Bytes>> {
     let mut response = Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json");
+    for (name, value) in extra {
+        response = response.header(*name, value);
+    }
     if let Some(retry_after) = retry_after {
         response = response.header(header::RETRY_AFTER, retry_after);
     }

@@ -74,6 +74,32 @@ impl Default for WorkerPolicy {
     }
 }
 
+/// The provider's limits shared by every worker (`pipeline::rate_limit`); `None` = no limit.
+/// Limits the provider announces in its headers lower these, never raise them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RateLimitPolicy {
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u32>,
+}
+
+/// The worker fleet on AWS (docs/scaling.md): each tick of the scaler starts up to
+/// `max_workers` bounded worker invocations by ringing the doorbell queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetConfig {
+    pub max_workers: u32,
+    /// `TRIAGE_WORKER_QUEUE_URL`: the SQS queue whose messages each start one worker invocation.
+    pub doorbell_queue_url: Option<String>,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        Self {
+            max_workers: 100,
+            doorbell_queue_url: None,
+        }
+    }
+}
+
 /// How long finished jobs stay in the outbox (results stay forever), and how the sweeper
 /// deletes them: in batches, so one sweep never holds a long transaction.
 #[derive(Debug, Clone)]
@@ -104,6 +130,8 @@ pub struct Config {
     pub versions: Versions,
     pub limits: Limits,
     pub worker: WorkerPolicy,
+    pub rate_limit: RateLimitPolicy,
+    pub fleet: FleetConfig,
     pub retention: RetentionPolicy,
 }
 
@@ -213,6 +241,15 @@ impl Config {
             },
             limits: Limits::default(),
             worker,
+            rate_limit: RateLimitPolicy {
+                requests_per_minute: env.limit("TRIAGE_PROVIDER_RPM")?,
+                tokens_per_minute: env.limit("TRIAGE_PROVIDER_TPM")?,
+            },
+            fleet: FleetConfig {
+                max_workers: env
+                    .number("TRIAGE_MAX_WORKERS", FleetConfig::default().max_workers)?,
+                doorbell_queue_url: env.optional("TRIAGE_WORKER_QUEUE_URL"),
+            },
             retention: RetentionPolicy {
                 keep_done: env.seconds(
                     "TRIAGE_RETENTION_SECONDS",
@@ -282,6 +319,20 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         }
     }
 
+    /// A per-minute limit: unset (or empty) is no limit; 0 is refused, it would stop all work.
+    fn limit(&self, name: &str) -> Result<Option<u32>, ConfigError> {
+        match self.optional(name) {
+            None => Ok(None),
+            Some(_) => match self.number(name, 0u32)? {
+                0 => Err(ConfigError::invalid(
+                    name,
+                    "must be at least 1 (unset = no limit)".into(),
+                )),
+                limit => Ok(Some(limit)),
+            },
+        }
+    }
+
     fn seconds(&self, name: &str, default: Duration) -> Result<Duration, ConfigError> {
         let secs: f64 = self.number(name, default.as_secs_f64())?;
         Duration::try_from_secs_f64(secs).map_err(|_| {
@@ -337,6 +388,20 @@ mod tests {
             let err = budget(bad).unwrap_err();
             assert!(err.to_string().contains("TRIAGE_DAILY_BUDGET_USD"), "{err}");
         }
+    }
+
+    #[test]
+    fn provider_limits_are_unset_by_default_and_zero_is_refused() {
+        assert_eq!(
+            Config::local("postgres://x").rate_limit,
+            RateLimitPolicy::default()
+        );
+        let c =
+            Config::from_lookup(|n| (n == "TRIAGE_PROVIDER_RPM").then(|| "2400".into())).unwrap();
+        assert_eq!(c.rate_limit.requests_per_minute, Some(2400));
+        let err =
+            Config::from_lookup(|n| (n == "TRIAGE_PROVIDER_TPM").then(|| "0".into())).unwrap_err();
+        assert!(err.to_string().contains("TRIAGE_PROVIDER_TPM"), "{err}");
     }
 
     #[test]

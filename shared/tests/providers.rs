@@ -117,6 +117,7 @@ async fn a_classification_comes_back_as_json_with_the_billed_usage() {
                 output: ModelOutput::Json(classify(&ticket())),
                 usage: fake_usage(),
                 http_status: 200,
+                rate: Default::default(),
             },
             "{api:?}"
         );

@@ -172,7 +172,8 @@ async fn a_dev_smoke_test_passes_on_endpoints_alone_with_warnings_for_what_prod_
         format!("DbHost={}", f["db_host"].as_str().unwrap()),
         "DbName=triage".into(),
         "Provider=rules".into(),
-        "WorkerReservedConcurrency=1".into(),
+        "MaxWorkerConcurrency=2".into(),
+        "WorkerReservedConcurrency=3".into(),
     ]);
     let (passed, out) = preflight(&config, &env).await;
     std::fs::remove_file(&config).unwrap();
@@ -201,6 +202,7 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
         format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
         "SecurityGroupIds=sg-EDIT-ME".into(),
         "WorkerSchedule=rate(5 minutes)".into(),
+        "WorkerReservedConcurrency=50".into(),
         format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
         format!(
             "ProviderSecretArn={}",
@@ -216,6 +218,10 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
         (
             "WorkerSchedule has spaces but no quotes",
             "escaped double quotes",
+        ),
+        (
+            "WorkerReservedConcurrency (50) is not above MaxWorkerConcurrency (100)",
+            "set WorkerReservedConcurrency=101",
         ),
         (
             "Lambda concurrency: 10 of 1000 unreserved",
@@ -258,6 +264,6 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "no {problem:?} / {fix:?} in:\n{out}"
         );
     }
-    assert!(out.contains("preflight: 13 problem(s)"), "{out}");
+    assert!(out.contains("preflight: 14 problem(s)"), "{out}");
     assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
 }

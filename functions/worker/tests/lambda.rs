@@ -140,6 +140,21 @@ async fn scheduled_event_evaluates_pending_tickets_and_bills_each_content_once()
 }
 
 #[tokio::test]
+async fn a_doorbell_from_the_scalers_queue_runs_one_bounded_invocation_like_a_tick() {
+    let fake = FakeProvider::start().await;
+    let container = start(&fake).await;
+    container.ticket("Charged twice", "Refund please").await;
+
+    let invocation = container
+        .runtime
+        .invoke(events::sqs_doorbell(), DEADLINE)
+        .await;
+
+    assert_eq!(invocation.result.expect("the worker answered"), report(1));
+    assert_eq!(fake.billed_calls().len(), 1);
+}
+
+#[tokio::test]
 async fn a_deadline_beyond_the_lease_is_reported_as_config_and_the_next_invocation_is_served() {
     let fake = FakeProvider::start().await;
     let container = start(&fake).await;

@@ -1,7 +1,10 @@
 //! AWS glue for the Lambda binaries: secrets read from Secrets Manager into the
-//! configuration, the migration custom resource, the Lambda deadline.
+//! configuration, the migration custom resource, the Lambda deadline, the worker fleet's
+//! doorbell queue.
 //! An entry-point layer: may use everything below it (config, db, tls, secret, domain).
 
+pub mod doorbell;
 pub mod lambda;
 pub mod migrate_resource;
+mod sdk;
 pub mod secrets;

@@ -3,17 +3,16 @@
 //! a [`RotatingSecret`], which reads it again when what it holds is refused. Secret values
 //! live only in [`Secret`]s: no error message or log line quotes them.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use aws_sdk_secretsmanager::{
-    config::{timeout::TimeoutConfig, BehaviorVersion, Credentials, Region},
     error::{DisplayErrorContext, ProvideErrorMetadata, SdkError},
     Client,
 };
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use super::sdk;
 use crate::{
     config::Config,
     db::{DbLogin, DbSecretRef},
@@ -37,43 +36,9 @@ impl SecretsManager {
     /// sets them); `AWS_ENDPOINT_URL_SECRETS_MANAGER` or `AWS_ENDPOINT_URL` redirect the client
     /// (tests, a local emulator).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let get = |name: &str| get(name).filter(|v| !v.is_empty());
-        let required = |name: &str| {
-            get(name).ok_or_else(|| {
-                ConfigError::invalid(name, "is not set (needed to read secrets)".into())
-            })
-        };
-        let region = get("AWS_REGION").map_or_else(|| required("AWS_DEFAULT_REGION"), Ok)?;
-        let credentials = Credentials::new(
-            required("AWS_ACCESS_KEY_ID")?,
-            required("AWS_SECRET_ACCESS_KEY")?,
-            get("AWS_SESSION_TOKEN"),
-            None,
-            "environment",
-        );
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-            .build_https();
-        let mut config = aws_sdk_secretsmanager::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(region))
-            .credentials_provider(credentials)
-            .http_client(http)
-            // Bounded like the database, and well inside Lambda's 10 s init limit: an endpoint
-            // the subnets cannot reach fails the init with this error, never with a timeout.
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(2))
-                    .operation_timeout(Duration::from_secs(5))
-                    .build(),
-            );
-        if let Some(url) =
-            get("AWS_ENDPOINT_URL_SECRETS_MANAGER").or_else(|| get("AWS_ENDPOINT_URL"))
-        {
-            config = config.endpoint_url(url);
-        }
+        let settings = sdk::settings(get, "SECRETS_MANAGER", "to read secrets")?;
         Ok(Self {
-            client: Client::from_conf(config.build()),
+            client: Client::new(&settings),
         })
     }
 

@@ -172,9 +172,11 @@ fn tls_connector(roots: &CaRoots) -> Result<MakeRustlsConnect, ConfigError> {
 
 /// Bounds every statement of a pooled session. Set after connecting rather than as a startup
 /// `options` parameter, which RDS Proxy rejects; migrations use their own session without it.
-fn session_settings(config: &DatabaseConfig) -> String {
+/// A zero timeout sends nothing: the role or RDS Proxy's init query sets the timeouts, and a
+/// session without `SET` is not pinned by the proxy (docs/deploy.md).
+fn session_settings(config: &DatabaseConfig) -> Option<String> {
     let ms = config.statement_timeout.as_millis();
-    format!("SET statement_timeout = {ms}; SET lock_timeout = {ms}")
+    (ms > 0).then(|| format!("SET statement_timeout = {ms}; SET lock_timeout = {ms}"))
 }
 
 pub fn pool(config: &DatabaseConfig) -> Result<Pool> {
@@ -194,10 +196,13 @@ pub fn pool(config: &DatabaseConfig) -> Result<Pool> {
         .post_create(Hook::async_fn(move |client, _| {
             let settings = settings.clone();
             Box::pin(async move {
-                client
-                    .batch_execute(&settings)
-                    .await
-                    .map_err(HookError::Backend)
+                match settings {
+                    Some(settings) => client
+                        .batch_execute(&settings)
+                        .await
+                        .map_err(HookError::Backend),
+                    None => Ok(()),
+                }
             })
         }))
         .timeouts(Timeouts {

@@ -3,7 +3,7 @@
 //! | kind | class | outbox |
 //! |---|---|---|
 //! | Timeout, ServerError, ConnectionReset | transient (provider-wide when consecutive across items) | back to the queue with backoff |
-//! | RateLimited (429) | transient | back to the queue, not before `Retry-After` |
+//! | RateLimited (429) | rate limit | every worker holds off until `Retry-After`; item back without spending an attempt |
 //! | InvalidRequest (400), ContextLength, ContentPolicy, ContractViolation, OutputTruncated | permanent | dead letter at once |
 //! | Unauthorized (401/403), ModelNotFound, RequestRejected (4xx naming a request parameter), ConnectFailed (refused/DNS), QuotaExhausted (spend-limit 429) | provider-wide | pause claiming, item back without spending an attempt |
 
@@ -41,6 +41,8 @@ pub enum ErrorClass {
     Permanent,
     /// Every item would fail: pause claiming, spend no attempt.
     ProviderWide,
+    /// The provider is up but over its limit: every worker holds off, no attempt is spent.
+    RateLimit,
 }
 
 impl ErrorClass {
@@ -50,6 +52,7 @@ impl ErrorClass {
             ErrorClass::Transient => "transient",
             ErrorClass::Permanent => "permanent",
             ErrorClass::ProviderWide => "provider_wide",
+            ErrorClass::RateLimit => "rate_limit",
         }
     }
 }
@@ -58,7 +61,8 @@ impl FailureKind {
     pub fn class(self) -> ErrorClass {
         use FailureKind::*;
         match self {
-            Timeout | ServerError | ConnectionReset | RateLimited => ErrorClass::Transient,
+            Timeout | ServerError | ConnectionReset => ErrorClass::Transient,
+            RateLimited => ErrorClass::RateLimit,
             InvalidRequest | ContextLength | ContentPolicy | ContractViolation
             | OutputTruncated => ErrorClass::Permanent,
             Unauthorized | ModelNotFound | RequestRejected | ConnectFailed | QuotaExhausted => {

@@ -3,7 +3,7 @@
 //!
 //! Nothing here puts ticket text or the API key into a [`ProviderError`].
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::{header::HeaderMap, Client, RequestBuilder, StatusCode, Url};
 use serde_json::{json, Value};
@@ -11,8 +11,8 @@ use tokio::sync::OnceCell;
 
 use super::{
     http_errors::{status_error, ErrorInfo, ErrorSignals},
-    ApiKey, EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderConfig, ProviderError,
-    ProviderReply, Usage,
+    rate_headers, ApiKey, EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderConfig,
+    ProviderError, ProviderReply, Usage,
 };
 use crate::secret::ExposeSecret;
 
@@ -91,6 +91,7 @@ impl Provider for HttpProvider {
             output,
             usage,
             http_status: exchange.status.as_u16(),
+            rate: rate_headers::read(&exchange.headers, SystemTime::now()),
         })
     }
 }

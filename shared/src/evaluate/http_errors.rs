@@ -13,7 +13,7 @@ use reqwest::{
 };
 use serde_json::Value;
 
-use super::{FailureKind, ProviderError};
+use super::{rate_headers, FailureKind, ProviderError};
 
 /// The error object both providers nest under `"error"`: OpenAI's `{type, code, message}`,
 /// Anthropic's `{type, message}`. The message is only searched, never stored: it may quote
@@ -121,10 +121,17 @@ pub(super) fn status_error(
         Some(label) => format!("HTTP {code} {label}"),
         None => format!("HTTP {code}"),
     };
+    // A 429 without `Retry-After` is honoured until the provider's rate-limit reset headers
+    // say the budget refills.
+    let now = SystemTime::now();
+    let reset = || match kind {
+        FailureKind::RateLimited => rate_headers::read(headers, now).longest_reset,
+        _ => None,
+    };
     ProviderError {
         kind,
         http_status: Some(code),
-        retry_after: retry_after(headers, SystemTime::now()),
+        retry_after: retry_after(headers, now).or_else(reset),
         detail,
     }
 }

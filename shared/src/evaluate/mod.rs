@@ -12,6 +12,7 @@ pub mod openai;
 pub mod prices;
 pub mod prompt;
 mod provider;
+pub mod rate_headers;
 pub mod rules;
 
 use std::{future::Future, time::Duration};
@@ -21,6 +22,7 @@ pub use failure::{ErrorClass, FailureKind};
 pub use prices::PriceTable;
 pub use prompt::{Framing, Policy, Prompt};
 pub use provider::{ApiKey, ProviderConfig, ProviderKind};
+pub use rate_headers::RateSignals;
 
 use crate::domain::versions::ModelVersion;
 
@@ -39,6 +41,16 @@ pub struct EvaluationRequest<'a> {
     pub policy: &'a Policy,
     /// The whole call, connect included.
     pub timeout: Duration,
+}
+
+impl EvaluationRequest<'_> {
+    /// The tokens this call may use, known before it is made (the shared token budget is taken
+    /// with it, then corrected by the usage reported): about four characters a token for the
+    /// prompt and the ticket, plus the output cap.
+    pub fn estimated_tokens(&self) -> i64 {
+        let chars = self.prompt.text.len() + self.subject.len() + self.message.len();
+        (chars / 4) as i64 + i64::from(MAX_OUTPUT_TOKENS)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -69,6 +81,8 @@ pub struct ProviderReply {
     pub output: ModelOutput,
     pub usage: Usage,
     pub http_status: u16,
+    /// What the provider said about its rate limit alongside the answer.
+    pub rate: RateSignals,
 }
 
 /// A call that failed. `kind` decides the class (see [`failure`]).
@@ -77,7 +91,8 @@ pub struct ProviderReply {
 pub struct ProviderError {
     pub kind: FailureKind,
     pub http_status: Option<u16>,
-    /// `Retry-After`, when the provider sent one.
+    /// `Retry-After`, when the provider sent one; for a 429 without it, the provider's
+    /// rate-limit reset.
     pub retry_after: Option<Duration>,
     /// Short, ticket-free description for `last_error` and logs.
     pub detail: String,

@@ -88,6 +88,7 @@ impl Provider for RulesProvider {
             })),
             usage: Usage::default(),
             http_status: 200,
+            rate: Default::default(),
         })
     }
 }

@@ -13,6 +13,7 @@ mod migrate;
 mod migrate_resource;
 mod observability;
 mod operations;
+mod rate_limit;
 mod request_idempotency;
 mod request_shape;
 mod secrets;

@@ -1,10 +1,8 @@
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
-use triage::secret::ExposeSecret;
+use triage::{config::Config, db, secret::ExposeSecret};
 
-use triage::{config::Config, db};
-
-use crate::helpers::{fresh_database, spawn_app, TestApp};
+use crate::helpers::{fresh_database, spawn_app, spawn_app_with, TestApp};
 
 #[tokio::test]
 async fn migrating_twice_is_a_no_op() {
@@ -46,6 +44,32 @@ async fn pooled_sessions_carry_the_statement_timeout() {
         .unwrap()
         .get(0);
     assert_eq!(timeout, "10s");
+}
+
+#[tokio::test]
+async fn a_zero_statement_timeout_sends_no_set_and_leaves_the_timeouts_to_the_database() {
+    let app = spawn_app_with(|c| c.database.statement_timeout = Duration::ZERO).await;
+    let admin = app.pool.get().await.unwrap();
+    let database: String = admin
+        .query_one("SELECT current_database()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE \"{database}\" SET statement_timeout = '7s'"
+        ))
+        .await
+        .unwrap();
+    // A new session, as a container's pool opens it after the setting (or behind RDS Proxy).
+    let pool = db::pool(&app.config.database).unwrap();
+    let client = pool.get().await.unwrap();
+    let timeout: String = client
+        .query_one("SHOW statement_timeout", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(timeout, "7s", "the database's own setting, no SET over it");
 }
 
 #[tokio::test]

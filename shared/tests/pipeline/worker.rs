@@ -322,7 +322,7 @@ async fn a_transient_error_backs_off_spends_an_attempt_and_then_succeeds() {
 }
 
 #[tokio::test]
-async fn retry_after_is_the_earliest_next_attempt() {
+async fn a_429_releases_the_job_until_retry_after_without_spending_its_attempt() {
     let fake = FakeProvider::start().await;
     fake.push(Behavior::RateLimited {
         retry_after: Some(Duration::from_secs(3)),
@@ -330,11 +330,12 @@ async fn retry_after_is_the_earliest_next_attempt() {
     let app = spawn_app_with_fake(&fake, |_| {}).await;
     post(&app, "Rate limited").await;
     let worker = app.worker();
-    assert_eq!(app.run_worker_once(&worker).await.rescheduled, 1);
-    let wait: f64 = app
-        .row("SELECT extract(epoch FROM available_at - now())::float8 FROM evaluation_outbox")
-        .await
-        .get(0);
+    assert_eq!(app.run_worker_once(&worker).await.released, 1);
+    let row = app
+        .row("SELECT attempts, extract(epoch FROM available_at - now())::float8 FROM evaluation_outbox")
+        .await;
+    let (attempts, wait): (i32, f64) = (row.get(0), row.get(1));
+    assert_eq!(attempts, 0, "a rate limit gives the attempt back");
     assert!(
         wait > 2.5,
         "next attempt only after Retry-After, not the 10 ms backoff (was {wait:.3} s)"
@@ -345,27 +346,6 @@ async fn retry_after_is_the_earliest_next_attempt() {
         "not claimable before Retry-After"
     );
     assert_eq!(fake.calls().len(), 1);
-}
-
-#[tokio::test]
-async fn rate_limits_on_every_attempt_end_in_the_dead_letter_state_at_max_attempts() {
-    let fake = FakeProvider::start().await;
-    fake.when_contains(
-        "always limited",
-        Behavior::RateLimited { retry_after: None },
-    );
-    let app = spawn_app_with_fake(&fake, |_| {}).await;
-    post(&app, "always limited").await;
-    app.drain(&app.worker(), Duration::from_secs(20)).await;
-    let row = app
-        .row("SELECT status, error_class, attempts FROM evaluation_outbox")
-        .await;
-    assert_eq!(
-        (row.get::<_, &str>(0), row.get::<_, &str>(1)),
-        ("dead", "attempts_exhausted")
-    );
-    assert_eq!(row.get::<_, i32>(2), 5);
-    assert_eq!(fake.calls().len(), 5);
 }
 
 #[tokio::test]

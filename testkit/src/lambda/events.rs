@@ -37,3 +37,26 @@ pub fn scheduled() -> Value {
         "detail": {}
     })
 }
+
+/// An SQS event carrying one doorbell message, as the worker receives it from the scaler's
+/// queue through its event source mapping (batch size 1).
+pub fn sqs_doorbell() -> Value {
+    json!({
+        "Records": [{
+            "messageId": uuid::Uuid::new_v4().to_string(),
+            "receiptHandle": "AQEB-doorbell",
+            "body": "{\"doorbell\":true}",
+            "attributes": {
+                "ApproximateReceiveCount": "1",
+                "SentTimestamp": "1764550800000",
+                "SenderId": "AROAEXAMPLE:triage-scaler",
+                "ApproximateFirstReceiveTimestamp": "1764550800001"
+            },
+            "messageAttributes": {},
+            "md5OfBody": "0",
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:triage-doorbell",
+            "awsRegion": "eu-west-1"
+        }]
+    })
+}

@@ -56,7 +56,7 @@ fn queue(h: &Health) -> Markup {
     }
 }
 
-fn provider(h: &Health, rate_limits: &[queries::RateLimitTable]) -> Markup {
+fn provider(h: &Health, rate_limits: &[queries::RateLimit]) -> Markup {
     html! {
         h2 { "Provider" }
         @if h.breakers.is_empty() {
@@ -74,11 +74,19 @@ fn provider(h: &Health, rate_limits: &[queries::RateLimitTable]) -> Markup {
                 }
             }
         }
-        @for (table, rows) in rate_limits {
+        @if rate_limits.is_empty() {
+            p { "Rate limit: no call taken from it yet (or no limit set)." }
+        } @else {
             table {
-                caption.muted { "Rate limit (" code { (table) } ")" }
-                @for row in rows {
-                    tr { @for (column, value) in row { th scope="row" { (column) } td { (value) } } }
+                caption.muted { "Rate limit, shared by every worker (spent ahead of now: calls wait once it is over about a second)" }
+                thead { tr { th scope="col" { "Provider" } th.num scope="col" { "Requests spent ahead" }
+                             th.num scope="col" { "Tokens spent ahead" } th.num scope="col" { "Held by a 429 for" } } }
+                tbody {
+                    @for r in rate_limits {
+                        tr { td { (r.provider) } td.num { (age(r.requests_ahead_seconds)) }
+                             td.num { (age(r.tokens_ahead_seconds)) }
+                             td.num data-held=(r.provider) { (age(r.held_for_seconds)) } }
+                    }
                 }
             }
         }

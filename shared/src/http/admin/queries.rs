@@ -232,43 +232,35 @@ pub async fn ledger(pool: &Pool, ticket: TicketId) -> Result<(Vec<Job>, Vec<Call
     Ok((jobs, calls))
 }
 
-/// HOOK (shared provider rate limiter, being added in another branch): when a table whose
-/// name starts with `provider_rate` exists, its rows are shown as they are, column by column,
-/// so the console needs no change when that table lands. Absent: nothing is shown.
-const RATE_TABLES: &str = r#"
-SELECT quote_ident(table_name) FROM information_schema.tables
-WHERE table_schema = current_schema() AND table_name LIKE 'provider\_rate%'
-ORDER BY table_name
+/// The shared rate limit (`pipeline::rate_limit`), as on-call reads it: how far ahead each
+/// budget is spent (more than about a second: calls wait) and how long a 429 still holds
+/// every worker off.
+const RATE_LIMIT: &str = r#"
+SELECT provider,
+       extract(epoch FROM greatest(request_tat, now()) - now())::float8,
+       extract(epoch FROM greatest(token_tat, now()) - now())::float8,
+       -- `held_until` is -infinity until a 429 comes: compared before it is subtracted.
+       extract(epoch FROM greatest(held_until, now()) - now())::float8
+FROM provider_rate_limit ORDER BY provider
 "#;
 
-/// `(table, rows as (column, value) pairs)`, at most 20 rows a table.
-pub type RateLimitTable = (String, Vec<Vec<(String, String)>>);
+pub struct RateLimit {
+    pub provider: String,
+    pub requests_ahead_seconds: f64,
+    pub tokens_ahead_seconds: f64,
+    pub held_for_seconds: f64,
+}
 
-pub async fn rate_limit_state(pool: &Pool) -> Result<Vec<RateLimitTable>> {
+pub async fn rate_limit_state(pool: &Pool) -> Result<Vec<RateLimit>> {
     let client = db::client(pool).await?;
-    let mut tables = Vec::new();
-    for row in client.query(RATE_TABLES, &[]).await? {
-        let table: String = row.get(0);
-        // The name comes from the catalogue, quoted by quote_ident.
-        let sql = format!("SELECT to_jsonb(t) FROM {table} t LIMIT 20");
-        let rows = client
-            .query(&sql, &[])
-            .await?
-            .into_iter()
-            .map(|row| {
-                let object: serde_json::Value = row.get(0);
-                object
-                    .as_object()
-                    .map(|fields| {
-                        fields
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.to_string().trim_matches('"').to_string()))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            })
-            .collect();
-        tables.push((table.trim_matches('"').to_string(), rows));
-    }
-    Ok(tables)
+    let rows = client.query(RATE_LIMIT, &[]).await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| RateLimit {
+            provider: row.get(0),
+            requests_ahead_seconds: row.get(1),
+            tokens_ahead_seconds: row.get(2),
+            held_for_seconds: row.get(3),
+        })
+        .collect())
 }

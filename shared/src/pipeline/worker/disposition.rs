@@ -1,5 +1,5 @@
 //! What becomes of a claimed job after its turn: a pure decision over the error table, the
-//! attempt count, the breaker and the policy (River's `makeRetryDecision`); the worker then
+//! attempt count, the breaker, the shared rate limit and the policy (River's `makeRetryDecision`); the worker then
 //! carries it out with one fenced write. Tested by tables below, with no database.
 
 use std::time::Duration;
@@ -8,7 +8,7 @@ use crate::{
     config::WorkerPolicy,
     domain::key::IdempotencyKey,
     evaluate::{ErrorClass, Evaluation, FailureKind},
-    pipeline::backoff,
+    pipeline::{backoff, rate_limit},
 };
 
 /// How a claimed job's turn went.
@@ -23,6 +23,9 @@ pub enum Turn<'a> {
     },
     /// No call was started: claiming is paused, or no call fits before the deadline.
     NotStarted,
+    /// No call was started: the shared rate limit has no slot before the deadline; it opens
+    /// in about `opens_in`.
+    NoBudget { opens_in: Duration },
     /// This build does not know the job's prompt version, and no result answers it.
     UnknownPrompt,
 }
@@ -37,10 +40,11 @@ pub enum Disposition<'a> {
         delay: Duration,
         reason: &'static str,
     },
-    /// Back to the queue at once, the attempt given back; `pause` stops this invocation's
-    /// claiming (the provider as a whole is failing).
+    /// Back to the queue after `delay`, the attempt given back; `pause` stops this
+    /// invocation's claiming (the provider as a whole is failing).
     Release {
         pause: bool,
+        delay: Duration,
     },
     DeadLetter {
         reason: &'static str,
@@ -48,8 +52,9 @@ pub enum Disposition<'a> {
 }
 
 /// The error table in action (docs/errors.md): permanent → dead letter; provider-wide, or an
-/// outage seen across items (the breaker open) → release and pause; transient → backoff or,
-/// at the maximum, dead letter.
+/// outage seen across items (the breaker open) → release and pause; a rate limit → release
+/// until the fleet-wide hold ends (never an attempt spent, so never a dead letter);
+/// transient → backoff or, at the maximum, dead letter.
 pub fn disposition<'a>(
     turn: Turn<'a>,
     attempts: i32,
@@ -59,7 +64,8 @@ pub fn disposition<'a>(
 ) -> Disposition<'a> {
     let (kind, retry_after) = match turn {
         Turn::Answered(evaluation) => return Disposition::Complete(evaluation),
-        Turn::NotStarted => return Disposition::Release { pause: false },
+        Turn::NotStarted => return release(false, Duration::ZERO),
+        Turn::NoBudget { opens_in } => return release(false, opens_in),
         Turn::UnknownPrompt => {
             return Disposition::DeadLetter {
                 reason: "unknown_prompt_version",
@@ -71,8 +77,9 @@ pub fn disposition<'a>(
         ErrorClass::Permanent => Disposition::DeadLetter {
             reason: kind.reason(),
         },
-        ErrorClass::ProviderWide => Disposition::Release { pause: true },
-        ErrorClass::Transient if breaker_open => Disposition::Release { pause: true },
+        ErrorClass::ProviderWide => release(true, Duration::ZERO),
+        ErrorClass::RateLimit => release(false, rate_limit::hold_after_refusal(retry_after)),
+        ErrorClass::Transient if breaker_open => release(true, Duration::ZERO),
         ErrorClass::Transient if attempts >= policy.max_attempts => Disposition::DeadLetter {
             reason: "attempts_exhausted",
         },
@@ -81,6 +88,10 @@ pub fn disposition<'a>(
             reason: kind.reason(),
         },
     }
+}
+
+fn release(pause: bool, delay: Duration) -> Disposition<'static> {
+    Disposition::Release { pause, delay }
 }
 
 #[cfg(test)]
@@ -114,7 +125,18 @@ mod tests {
         }
     }
 
-    const PAUSE: Disposition<'static> = Disposition::Release { pause: true };
+    const PAUSE: Disposition<'static> = Disposition::Release {
+        pause: true,
+        delay: Duration::ZERO,
+    };
+
+    /// Released until the shared rate limit's hold ends, the attempt given back.
+    fn held(secs: u64) -> Disposition<'static> {
+        Disposition::Release {
+            pause: false,
+            delay: Duration::from_secs(secs),
+        }
+    }
 
     #[test]
     fn every_failure_kind_has_its_disposition_from_the_error_table() {
@@ -128,7 +150,8 @@ mod tests {
                 false,
                 reschedule(8 + 7, "connection_reset"),
             ),
-            (RateLimited, 1, false, reschedule(2 + 7, "rate_limited")),
+            (RateLimited, 1, false, held(1)),
+            (RateLimited, 5, false, held(1)),
             (
                 InvalidRequest,
                 1,
@@ -183,7 +206,7 @@ mod tests {
     #[test]
     fn transient_failures_dead_letter_only_at_the_maximum_and_never_while_paused() {
         let max = WorkerPolicy::default().max_attempts;
-        for kind in [Timeout, ServerError, ConnectionReset, RateLimited] {
+        for kind in [Timeout, ServerError, ConnectionReset] {
             assert!(matches!(
                 failed(kind, max - 1, false),
                 Disposition::Reschedule { .. }
@@ -217,11 +240,31 @@ mod tests {
     #[test]
     fn retry_after_is_the_earliest_next_attempt() {
         let turn = Turn::Failed {
-            kind: RateLimited,
+            kind: ServerError,
             retry_after: Some(Duration::from_secs(120)),
         };
         let d = disposition(turn, 1, false, &WorkerPolicy::default(), &key());
-        assert_eq!(d, reschedule(120, "rate_limited"));
+        assert_eq!(d, reschedule(120, "server_error"));
+    }
+
+    #[test]
+    fn a_rate_limit_of_any_length_gives_the_attempt_back_and_never_dead_letters() {
+        let policy = WorkerPolicy::default();
+        for attempts in [1, policy.max_attempts, policy.max_attempts + 10] {
+            for (retry_after, expected) in [(None, held(1)), (Some(20), held(20))] {
+                let turn = Turn::Failed {
+                    kind: RateLimited,
+                    retry_after: retry_after.map(Duration::from_secs),
+                };
+                for breaker_open in [false, true] {
+                    let d = disposition(turn, attempts, breaker_open, &policy, &key());
+                    assert_eq!(
+                        d, expected,
+                        "attempt {attempts}, breaker open {breaker_open}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -237,9 +280,13 @@ mod tests {
             decide(Turn::Answered(&evaluation)),
             Disposition::Complete(&evaluation)
         );
+        assert_eq!(decide(Turn::NotStarted), held(0));
         assert_eq!(
-            decide(Turn::NotStarted),
-            Disposition::Release { pause: false }
+            decide(Turn::NoBudget {
+                opens_in: Duration::from_secs(3)
+            }),
+            held(3),
+            "no slot before the deadline: back until the budget opens, attempt given back"
         );
         assert_eq!(
             decide(Turn::UnknownPrompt),

@@ -8,6 +8,7 @@
 //! long-running loop of `triage worker`.
 
 mod disposition;
+mod pacing;
 mod process;
 mod run;
 mod settle;
@@ -46,6 +47,7 @@ use crate::{
             ClaimedJob,
         },
         prompt_registry,
+        rate_limit::Limiter,
     },
     telemetry::metric,
 };
@@ -167,6 +169,7 @@ pub struct Worker<P> {
     prompts: HashMap<PromptVersion, Prompt>,
     /// Set once the prompt registry accepted this build's prompt texts.
     prompts_verified: tokio::sync::OnceCell<()>,
+    limiter: Limiter,
 }
 
 impl<P: Provider> Worker<P> {
@@ -199,6 +202,7 @@ impl<P: Provider> Worker<P> {
             provider.name(),
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
+        let limiter = Limiter::new(config.rate_limit);
         Ok(Self {
             pool,
             provider,
@@ -207,6 +211,7 @@ impl<P: Provider> Worker<P> {
             policy,
             prompts,
             prompts_verified: tokio::sync::OnceCell::new(),
+            limiter,
         })
     }
 

@@ -1,6 +1,7 @@
-//! One claimed job's turn: the dedup check on the ledger insert, the call with no pooled
-//! connection held, then the ledger and breaker updates and the [`disposition`] carried out by
-//! the job's own fenced method, all [`settle`]d so that a database blink does not lose them.
+//! One claimed job's turn: a slot in the shared rate limit, the dedup check on the ledger
+//! insert, the call with no pooled connection held, then the ledger, breaker and rate-limit
+//! updates and the [`disposition`] carried out by the job's own fenced method, all
+//! [`settle`]d so that a database blink does not lose them.
 
 use std::{
     sync::atomic::Ordering,
@@ -24,6 +25,7 @@ use crate::{
         breaker,
         ledger::{self, CallId, CallOutcome, CallRecord},
         outbox::{ClaimedJob, Fencing},
+        rate_limit::Take,
     },
     telemetry::metric,
 };
@@ -32,7 +34,8 @@ use crate::{
 enum Start<'a> {
     /// Finished without a call (a result exists, or the prompt version is unknown).
     Finished(Outcome),
-    Call(CallId, &'a Prompt),
+    /// The call's ledger row, its prompt, and the tokens it reserved in the rate limit.
+    Call(CallId, &'a Prompt, i64),
 }
 
 impl<P: Provider> Worker<P> {
@@ -49,9 +52,9 @@ impl<P: Provider> Worker<P> {
         if holds.any() || !self.call_fits(deadline) {
             return self.give_back(&job, deadline, holds).await;
         }
-        let (call, prompt) = match self.start(&job).await {
+        let (call, prompt, tokens) = match self.start(&job, deadline).await {
             Ok(Start::Finished(outcome)) => return Ok(outcome),
-            Ok(Start::Call(call, prompt)) => (call, prompt),
+            Ok(Start::Call(call, prompt, tokens)) => (call, prompt, tokens),
             // No call without its ledger row: the job goes back once the database does.
             Err(error) if error.is_unavailable() => {
                 holds.database_away.store(true, Ordering::Relaxed);
@@ -60,14 +63,7 @@ impl<P: Provider> Worker<P> {
             Err(error) => return Err(error),
         };
         let policy = &self.config.worker;
-        let request = EvaluationRequest {
-            subject: &job.subject,
-            message: &job.message,
-            prompt,
-            model: &job.versions.model_version,
-            policy: &self.policy,
-            timeout: policy.call_timeout,
-        };
+        let request = self.request(&job, prompt);
         let started = Instant::now();
         let result = tokio::time::timeout(
             policy.call_timeout + WRITE_MARGIN,
@@ -85,8 +81,9 @@ impl<P: Provider> Worker<P> {
         let settled = match result {
             Ok(reply) => {
                 let (record, checked) = self.check_answer(&job, &reply, latency);
+                let answer = (&reply, tokens);
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
-                    self.answered(client, &job, call, &record, &checked)
+                    self.answered(client, &job, call, &record, &checked, answer)
                 })
                 .await?
             }
@@ -97,7 +94,7 @@ impl<P: Provider> Worker<P> {
                     metric::request_rejected();
                 }
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
-                    self.failed(client, &job, call, &error, latency, holds)
+                    self.failed(client, &job, (call, tokens), &error, latency, holds)
                 })
                 .await?
             }
@@ -143,8 +140,21 @@ impl<P: Provider> Worker<P> {
         (record, checked)
     }
 
-    /// The dedup check and the ledger row of the call about to be made.
-    async fn start<'a>(&'a self, job: &ClaimedJob) -> Result<Start<'a>> {
+    /// What the provider is sent for `job`.
+    fn request<'a>(&'a self, job: &'a ClaimedJob, prompt: &'a Prompt) -> EvaluationRequest<'a> {
+        EvaluationRequest {
+            subject: &job.subject,
+            message: &job.message,
+            prompt,
+            model: &job.versions.model_version,
+            policy: &self.policy,
+            timeout: self.config.worker.call_timeout,
+        }
+    }
+
+    /// A slot in the provider's shared rate limit (slept for with no connection held), then
+    /// the dedup check and the ledger row of the call about to be made.
+    async fn start<'a>(&'a self, job: &ClaimedJob, deadline: Instant) -> Result<Start<'a>> {
         let client = db::client(&self.pool).await?;
         let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
             // A result made by a build that knew the version still answers this job.
@@ -160,13 +170,27 @@ impl<P: Provider> Worker<P> {
                 .await?;
             return Ok(Start::Finished(outcome));
         };
+        let tokens = self.request(job, prompt).estimated_tokens();
+        let client = match self.reserve_call(&client, tokens, deadline).await? {
+            Take::Reserved { wait } if wait.is_zero() => client,
+            Take::Reserved { wait } => {
+                drop(client);
+                tokio::time::sleep(wait).await;
+                db::client(&self.pool).await?
+            }
+            Take::Full { opens_in } => {
+                let turn = Turn::NoBudget { opens_in };
+                let outcome = self.carry_out(&client, job, turn, false, "").await?;
+                return Ok(Start::Finished(outcome));
+            }
+        };
         // Article step 4, the line that saves money, in the same statement as the ledger row.
         // The connection goes back to the pool before the call: a slow model must not pin one
         // connection per call in flight.
         match ledger::start_call_unless_evaluated(&client, job, &self.id, self.provider.name())
             .await?
         {
-            Some(call) => Ok(Start::Call(call, prompt)),
+            Some(call) => Ok(Start::Call(call, prompt, tokens)),
             None => Ok(Start::Finished(dedup_hit(&client, job).await?)),
         }
     }
@@ -195,8 +219,9 @@ impl<P: Provider> Worker<P> {
         ))
     }
 
-    /// A billed answer: ledger, breaker and the job's write pipelined on one connection (one
-    /// round trip, not three). Each is safe to repeat after a blink.
+    /// A billed answer: ledger, breaker, rate limit and the job's write pipelined on one
+    /// connection (one round trip, not four). Each is safe to repeat after a blink, but for
+    /// the token correction, which a repeat applies twice (a budget off by one estimate).
     async fn answered(
         &self,
         client: db::Client,
@@ -204,6 +229,7 @@ impl<P: Provider> Worker<P> {
         call: CallId,
         record: &CallRecord,
         checked: &std::result::Result<Evaluation, ContractViolation>,
+        (reply, tokens): (&ProviderReply, i64),
     ) -> Result<Outcome> {
         let (turn, error) = match checked {
             Ok(evaluation) => (Turn::Answered(evaluation), String::new()),
@@ -215,20 +241,22 @@ impl<P: Provider> Worker<P> {
                 violation.to_string(),
             ),
         };
-        let (_, _, outcome) = tokio::try_join!(
+        let (_, _, _, outcome) = tokio::try_join!(
             ledger::finish_call(&client, call, record),
             breaker::record_success(&client, self.provider.name()),
+            self.settle_answer(&client, tokens, reply),
             self.carry_out(&client, job, turn, false, &error),
         )?;
         Ok(outcome)
     }
 
-    /// A failed call: its ledger row, the breaker's count, and the job's disposition.
+    /// A failed call: its ledger row, the breaker's count (a 429 is an answer: the provider is
+    /// up) or the rate limit's hold, and the job's disposition.
     async fn failed(
         &self,
         mut client: db::Client,
         job: &ClaimedJob,
-        call: CallId,
+        (call, tokens): (CallId, i64),
         error: &ProviderError,
         latency: Duration,
         holds: &Holds,
@@ -244,7 +272,11 @@ impl<P: Provider> Worker<P> {
             latency,
         };
         ledger::finish_call(&client, call, &record).await?;
-        let breaker_open = if error.kind.class() == ErrorClass::Permanent {
+        let class = error.kind.class();
+        if class == ErrorClass::RateLimit {
+            self.settle_refusal(&client, tokens, error).await?;
+        }
+        let breaker_open = if matches!(class, ErrorClass::Permanent | ErrorClass::RateLimit) {
             // The provider answered: whatever outage there was is over.
             breaker::record_success(&client, self.provider.name()).await?;
             false
@@ -291,12 +323,9 @@ impl<P: Provider> Worker<P> {
                 job.reschedule(client, delay, error, reason).await?,
                 Outcome::Rescheduled { reason },
             ),
-            Disposition::Release { .. } => {
+            Disposition::Release { delay, .. } => {
                 let error = (!error.is_empty()).then_some(error);
-                (
-                    job.release(client, Duration::ZERO, error).await?,
-                    Outcome::Released,
-                )
+                (job.release(client, delay, error).await?, Outcome::Released)
             }
             Disposition::DeadLetter { reason } => {
                 let error = match reason {

@@ -103,8 +103,8 @@ async fn lists_show_counts_reasons_and_versions_but_never_ticket_text() {
         assert!(overview.contains(caption), "{caption}: {overview}");
     }
     assert!(
-        !overview.contains("provider_rate"),
-        "no rate-limit table, nothing shown"
+        overview.contains(r#"data-held="openai">0 s<"#),
+        "every call went through the shared limit, no 429 holds it: {overview}"
     );
 
     let (_, dead) = get(&format!("{base}/admin/dead-letters")).await;
@@ -301,21 +301,23 @@ async fn bad_input_gets_a_4xx_that_says_what_is_wrong() {
 }
 
 #[tokio::test]
-async fn a_rate_limit_table_when_present_is_shown_on_the_overview() {
+async fn a_rate_limit_hold_is_shown_on_the_overview() {
     let app = spawn_app().await;
     let client_db = app.pool.get().await.unwrap();
     client_db
         .batch_execute(
-            "CREATE TABLE provider_rate_limit (provider text, tokens_left float8);
-             INSERT INTO provider_rate_limit VALUES ('openai', 42.5);",
+            "INSERT INTO provider_rate_limit (provider, held_until)
+             VALUES ('openai', now() + interval '90 seconds')",
         )
         .await
         .unwrap();
     let base = serve_console(&app, None).await;
     let (_, overview) = get(&format!("{base}/admin")).await;
-    assert!(overview.contains("provider_rate_limit"), "{overview}");
-    assert!(
-        overview.contains("tokens_left") && overview.contains("42.5"),
-        "{overview}"
-    );
+    let held = overview
+        .split(r#"data-held="openai">"#)
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .unwrap_or_else(|| panic!("no hold shown: {overview}"));
+    assert!(held.contains("s") || held.contains("min"), "{held}");
+    assert_ne!(held.trim(), "0 s", "the 429's hold is shown: {held}");
 }
