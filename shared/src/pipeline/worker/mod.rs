@@ -3,9 +3,10 @@
 //! fenced write. Run by the worker Lambda (deadline from the Lambda context) and by
 //! `triage worker` (deadline from `TRIAGE_INVOCATION_SECONDS`).
 //!
-//! [`process`] is one job's turn, [`disposition`] the pure decision after it, [`settle`] its
-//! writes carried through a database blink, [`timing`] the time checks, [`run`] the
-//! long-running loop of `triage worker`.
+//! [`process`] is one job's turn, [`pacing`] its slot in the provider's shared rate limit,
+//! [`disposition`] the pure decision after it, [`settle`] its writes carried through a
+//! database blink, [`timing`] the time checks, [`run`] the long-running loop of
+//! `triage worker`. The daily spend budget gates the claim (`pipeline::budget`).
 
 mod disposition;
 mod pacing;
@@ -30,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use disposition::{disposition, Disposition, Turn};
 pub use run::run_until_stopped;
+pub use timing::WRITE_MARGIN;
 
 use crate::{
     config::Config,
@@ -51,8 +53,6 @@ use crate::{
     },
     telemetry::metric,
 };
-
-pub use timing::WRITE_MARGIN;
 
 /// What one invocation did; also the worker Lambda's response.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
