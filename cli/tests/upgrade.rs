@@ -194,7 +194,7 @@ async fn the_previous_release_keeps_working_against_the_new_schema() {
         .unwrap();
     let current = PathBuf::from(TRIAGE);
     let provider = FakeProvider::start().await;
-    let database_url = testkit::postgres::fresh_database().await;
+    let database_url = testkit::fresh_database().await;
     let env = environment(&database_url, &provider.url());
     let http = reqwest::Client::new();
 
