@@ -196,22 +196,42 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
     let Some(harness) = Harness::new() else {
         return;
     };
+    // The two documents side by side (each AWS CLI start costs about a second).
+    let results: Vec<(Vec<String>, Vec<serde_json::Value>)> = std::thread::scope(|scope| {
+        let runs: Vec<_> = ["docs/deploy.md", "docs/runbook.md"]
+            .into_iter()
+            .map(|doc| {
+                let harness = &harness;
+                scope.spawn(move || {
+                    let text = std::fs::read_to_string(root().join(doc)).unwrap();
+                    let mut problems = Vec::new();
+                    let mut blocks = sh_blocks(&text);
+                    assert!(blocks.len() >= 5, "{doc}: only {} sh blocks", blocks.len());
+                    blocks.retain(|(line, block)| match harness.syntax(block) {
+                        Some(complaint) => {
+                            problems.push(format!("{doc}:{line}: bash -n: {complaint}"));
+                            false
+                        }
+                        None => true,
+                    });
+                    let mut records = harness.aws_commands(&doc.replace('/', "-"), &blocks);
+                    for record in &mut records {
+                        record["doc"] = doc.into();
+                    }
+                    (problems, records)
+                })
+            })
+            .collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
+    });
     let mut problems = Vec::new();
     let mut parsed = 0;
     let mut v2_only = 0;
     let mut seen = Vec::new();
-    for doc in ["docs/deploy.md", "docs/runbook.md"] {
-        let text = std::fs::read_to_string(root().join(doc)).unwrap();
-        let mut blocks = sh_blocks(&text);
-        assert!(blocks.len() >= 5, "{doc}: only {} sh blocks", blocks.len());
-        blocks.retain(|(line, block)| match harness.syntax(block) {
-            Some(complaint) => {
-                problems.push(format!("{doc}:{line}: bash -n: {complaint}"));
-                false
-            }
-            None => true,
-        });
-        for record in harness.aws_commands(&doc.replace('/', "-"), &blocks) {
+    for (syntax, records) in results {
+        problems.extend(syntax);
+        for record in records {
+            let doc = record["doc"].as_str().unwrap();
             let line = record["line"].as_str().unwrap();
             let args: Vec<&str> = record["args"]
                 .as_array()
