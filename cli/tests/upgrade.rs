@@ -14,14 +14,14 @@
 //! against the newer schema (a rollback redeploys the old release) and must succeed.
 
 use std::{
-    fs::File,
     path::{Path, PathBuf},
-    process::Stdio,
     time::{Duration, Instant},
 };
 
 use fake_provider::FakeProvider;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
+
+mod processes;
 
 const TRIAGE: &str = env!("CARGO_BIN_EXE_triage");
 const TICKETS_PER_STEP: usize = 4;
@@ -64,25 +64,35 @@ fn build_previous(commit: &str) -> PathBuf {
     let tree = root().join("target/upgrade").join(&commit[..12]);
     if !tree.join("Cargo.toml").exists() {
         std::fs::create_dir_all(&tree).unwrap();
-        let archive = std::process::Command::new("git")
-            .arg("-C")
-            .arg(root())
-            .args(["archive", "--format=tar", commit])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let tar = tree.with_extension("tar");
+        git(&[
+            "archive",
+            "--format=tar",
+            "-o",
+            tar.to_str().unwrap(),
+            commit,
+        ]);
         let status = std::process::Command::new("tar")
-            .arg("-x")
+            .arg("-xf")
+            .arg(&tar)
             .arg("-C")
             .arg(&tree)
-            .stdin(archive.stdout.unwrap())
             .status()
             .unwrap();
-        assert!(status.success(), "git archive {commit} | tar -x");
+        assert!(status.success(), "tar -xf {}", tar.display());
+        std::fs::remove_file(&tar).unwrap();
     }
     let target = root().join("target/upgrade/target");
     let status = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "triage-cli", "--bin", "triage", "--manifest-path"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "triage-cli",
+            "--bin",
+            "triage",
+            "--manifest-path",
+        ])
         .arg(tree.join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target)
         .status()
@@ -91,37 +101,14 @@ fn build_previous(commit: &str) -> PathBuf {
     target.join("debug/triage")
 }
 
-fn log_dir() -> PathBuf {
-    let dir = root().join("target/upgrade/logs");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn environment(database_url: &str, provider_url: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("DATABASE_URL", database_url.into()),
-        ("TRIAGE_PROVIDER", "openai".into()),
-        ("TRIAGE_PROVIDER_URL", provider_url.into()),
-        ("TRIAGE_PROVIDER_API_KEY", "sk-upgrade".into()),
-        ("TRIAGE_INVOCATION_SECONDS", "4".into()),
-        ("TRIAGE_BACKOFF_BASE_SECONDS", "0.05".into()),
-        ("TRIAGE_BACKOFF_MAX_SECONDS", "0.5".into()),
-        ("TRIAGE_JITTER_MAX_SECONDS", "0.05".into()),
-        ("RUST_LOG", "warn".into()),
-    ]
-}
-
-/// A `triage` process (the binary `bin`), killed when dropped.
+/// A `triage` process (the binary `bin`), its log under `target/upgrade/logs/`.
 fn spawn(bin: &Path, env: &[(&'static str, String)], args: &[&str], log: &str) -> Child {
-    let log = File::create(log_dir().join(log)).unwrap();
-    Command::new(bin)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start triage")
+    processes::spawn(
+        bin,
+        env,
+        args,
+        &processes::log_dir("upgrade/logs").join(log),
+    )
 }
 
 async fn migrate(bin: &Path, env: &[(&'static str, String)], log: &str) {
@@ -195,8 +182,8 @@ async fn the_previous_release_keeps_working_against_the_new_schema() {
     let current = PathBuf::from(TRIAGE);
     let provider = FakeProvider::start().await;
     let database_url = testkit::fresh_database().await;
-    let env = environment(&database_url, &provider.url());
-    let http = reqwest::Client::new();
+    let env = processes::environment(&database_url, &provider.url());
+    let http = triage::tls::https_client_builder().build().unwrap();
 
     // The previous release, as it ran before the deploy.
     migrate(&previous, &env, "old-migrate.log").await;
