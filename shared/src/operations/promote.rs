@@ -81,7 +81,7 @@ const CURRENT: &str =
 /// the configured set (`TRIAGE_EVAL_SET`, by digest) no worse than the current version's by
 /// more than `TRIAGE_EVAL_TOLERANCE`. Refused with both versions' figures otherwise.
 pub async fn quality_gate(pool: &Pool, config: &Config, version: &VersionPair) -> Result<()> {
-    let digest = configured_set_digest(config.quality.set.as_deref())?;
+    let digest = set::configured_digest(config.quality.set.as_deref())?;
     let client = db::client(pool).await?;
     let current = match client.query_opt(CURRENT, &[]).await? {
         Some(row) => VersionPair {
@@ -112,22 +112,5 @@ pub async fn quality_gate(pool: &Pool, config: &Config, version: &VersionPair) -
             )
             .into())
         }
-    }
-}
-
-/// The digest the gate compares runs by: `sha256:HEX` as given, a path's file hashed, or the
-/// shipped set's.
-fn configured_set_digest(setting: Option<&str>) -> Result<String, InvalidRequest> {
-    match setting {
-        None => Ok(set::SHIPPED_DIGEST.to_string()),
-        Some(value) => match value.strip_prefix("sha256:") {
-            Some(hex) => Ok(hex.to_ascii_lowercase()),
-            None => std::fs::read(value).map(|bytes| set::digest(&bytes)).map_err(|e| {
-                InvalidRequest::new(
-                    "TRIAGE_EVAL_SET",
-                    format!("cannot read {value}: {e} (or give sha256:HEX)"),
-                )
-            }),
-        },
     }
 }

@@ -39,13 +39,13 @@ fn labelled_set() -> String {
         .collect()
 }
 
-struct EvalSet {
+pub struct EvalSet {
     _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-    text: String,
+    pub path: std::path::PathBuf,
+    pub text: String,
 }
 
-fn write_set() -> EvalSet {
+pub fn write_set() -> EvalSet {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("set.jsonl");
     let text = labelled_set();
@@ -57,7 +57,7 @@ fn write_set() -> EvalSet {
     }
 }
 
-async fn fake_classifier(set: &EvalSet) -> FakeProvider {
+pub async fn fake_classifier(set: &EvalSet) -> FakeProvider {
     let fake = FakeProvider::start().await;
     let classifier = Classifier::from_jsonl(&set.text, RATE)
         .unwrap()
@@ -68,7 +68,7 @@ async fn fake_classifier(set: &EvalSet) -> FakeProvider {
 }
 
 /// `triage eval` as the CLI runs it: the operation waits while a worker answers.
-async fn evaluate(app: &TestApp, set: &Path, split: &str, versions: &[&str]) -> Value {
+pub async fn evaluate(app: &TestApp, set: &Path, split: &str, versions: &[&str]) -> Value {
     let request: operations::Request = serde_json::from_value(json!({
         "op": "eval", "set": set, "split": split, "versions": versions,
     }))

@@ -14,6 +14,23 @@ use crate::{domain::error::InvalidRequest, evaluate::Policy};
 /// a test fails when the file changes without it.
 pub const SHIPPED_DIGEST: &str = "1f5295db3fae4485dc53b21e85b9dd268c9b23e4852bbf3a54cfef47ed6be25a";
 
+/// The digest of the set `TRIAGE_EVAL_SET` names (the promote gate's and the Quality page's):
+/// `sha256:HEX` as given, a path's file hashed, or, unset, the shipped set's.
+pub fn configured_digest(setting: Option<&str>) -> Result<String, InvalidRequest> {
+    match setting {
+        None => Ok(SHIPPED_DIGEST.to_string()),
+        Some(value) => match value.strip_prefix("sha256:") {
+            Some(hex) => Ok(hex.to_ascii_lowercase()),
+            None => std::fs::read(value).map(|bytes| digest(&bytes)).map_err(|e| {
+                InvalidRequest::new(
+                    "TRIAGE_EVAL_SET",
+                    format!("cannot read {value}: {e} (or give sha256:HEX)"),
+                )
+            }),
+        },
+    }
+}
+
 /// The split a row belongs to: `dev` for tuning prompts, `test` only reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

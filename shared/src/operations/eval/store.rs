@@ -142,3 +142,20 @@ pub async fn gate_figures(
         urgent_recall: row.get(1),
     }))
 }
+
+/// The text of eval tickets (`workload = 'eval'` only: no production ticket's text can be read
+/// through this), for the Quality page's misclassified rows.
+pub async fn eval_ticket_texts(
+    client: &impl GenericClient,
+    ids: &[uuid::Uuid],
+) -> Result<std::collections::HashMap<uuid::Uuid, (String, String)>> {
+    Ok(client
+        .query(
+            "SELECT id, subject, message FROM ticket WHERE id = ANY($1) AND workload = 'eval'",
+            &[&ids],
+        )
+        .await?
+        .into_iter()
+        .map(|row| (row.get(0), (row.get(1), row.get(2))))
+        .collect())
+}
