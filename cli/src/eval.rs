@@ -16,7 +16,11 @@ use tokio_util::sync::CancellationToken;
 use triage::{
     config::Config,
     evaluate::{AnyProvider, ProviderKind},
-    operations::{self, eval::Watch, Operator, Outcome, Request},
+    operations::{
+        self,
+        eval::{Tell, Watch},
+        Operator, Outcome, Request,
+    },
     pipeline::worker::{self, Worker},
 };
 
@@ -70,8 +74,6 @@ fn workers(config: &Arc<Config>, request: &Request) -> anyhow::Result<Vec<Worker
     }
     Ok(workers)
 }
-
-type Tell = Arc<dyn Fn(&operations::eval::Progress) + Send + Sync>;
 
 fn progress() -> Tell {
     if std::io::stderr().is_terminal() {

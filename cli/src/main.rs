@@ -182,7 +182,9 @@ async fn operate(
     }
     if let operations::Outcome::Eval(report) = &outcome {
         if !report.complete {
-            anyhow::bail!("stopped before every answer was in; run the same command again to continue");
+            anyhow::bail!(
+                "stopped before every answer was in; run the same command again to continue"
+            );
         }
     }
     Ok(())

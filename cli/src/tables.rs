@@ -320,7 +320,10 @@ fn optional(value: Option<f64>, digits: usize) -> String {
 /// promptfoo's layout: one column per version, the figures side by side, then each
 /// version's classes and confusion, then the paired tests.
 fn eval_report(r: &eval::Report) -> String {
-    let split = r.set.split.map_or("all rows".into(), |s| format!("split {s}"));
+    let split = r
+        .set
+        .split
+        .map_or("all rows".into(), |s| format!("split {s}"));
     let mut out = format!(
         "set {} ({}, {} rows){}\n\n",
         &r.set.digest[..12.min(r.set.digest.len())],
@@ -369,9 +372,9 @@ fn eval_report(r: &eval::Report) -> String {
     let header = std::iter::once("")
         .chain(r.runs.iter().map(|f| f.version.as_str()))
         .collect();
-    let rows = figures.iter().map(|(name, figure)| {
-        std::iter::once(name.to_string()).chain(r.runs.iter().map(figure))
-    });
+    let rows = figures
+        .iter()
+        .map(|(name, figure)| std::iter::once(name.to_string()).chain(r.runs.iter().map(figure)));
     let numbers: Vec<usize> = (1..=r.runs.len()).collect();
     out += &table(Some(header), rows, &numbers);
 
@@ -389,14 +392,21 @@ fn eval_report(r: &eval::Report) -> String {
     let rows = classes.iter().map(|class| {
         std::iter::once(class.to_string()).chain(r.runs.iter().map(|f| {
             f.department.per_class.get(*class).map_or("-".into(), |c| {
-                format!("{:.2} / {:.2} / {:.2} ({})", c.precision, c.recall, c.f1, c.support)
+                format!(
+                    "{:.2} / {:.2} / {:.2} ({})",
+                    c.precision, c.recall, c.f1, c.support
+                )
             })
         }))
     });
     out += &table(Some(header), rows, &numbers);
 
     for f in &r.runs {
-        let _ = writeln!(out, "\nconfusion of {} (rows: label, columns: answer)", f.version);
+        let _ = writeln!(
+            out,
+            "\nconfusion of {} (rows: label, columns: answer)",
+            f.version
+        );
         let mut answers: Vec<&str> = f
             .department
             .confusion
@@ -453,8 +463,18 @@ fn eval_runs(runs: &[StoredRun]) -> String {
     }
     table(
         Some(vec![
-            "id", "finished", "set", "split", "version", "n", "accuracy", "macro-F1",
-            "urgent recall", "calls", "cost", "who",
+            "id",
+            "finished",
+            "set",
+            "split",
+            "version",
+            "n",
+            "accuracy",
+            "macro-F1",
+            "urgent recall",
+            "calls",
+            "cost",
+            "who",
         ]),
         runs.iter().map(|r| {
             [

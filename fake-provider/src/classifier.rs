@@ -158,11 +158,15 @@ mod tests {
 
     #[test]
     fn at_rate_one_every_answer_is_wrong_and_rates_are_per_model() {
-        let c = Classifier::from_jsonl(SET, 1.0).unwrap().with_rate("good", 0.0);
+        let c = Classifier::from_jsonl(SET, 1.0)
+            .unwrap()
+            .with_rate("good", 0.0);
         let wrong = c.answer("Subject: Refund\n\ncharged twice", "bad").unwrap();
         assert_eq!(wrong["department"], "technical");
         assert_eq!(wrong["is_urgent"], NOT_URGENT_P);
-        let right = c.answer("Subject: Refund\n\ncharged twice", "good").unwrap();
+        let right = c
+            .answer("Subject: Refund\n\ncharged twice", "good")
+            .unwrap();
         assert_eq!(right["department"], "billing");
     }
 

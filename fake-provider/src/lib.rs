@@ -267,9 +267,10 @@ fn labelled(
         Behavior::Classify => labels
             .answer(ticket_text, model)
             .map_or(Behavior::Classify, Behavior::Answer),
-        Behavior::Delay(delay, inner) => {
-            Behavior::Delay(delay, Box::new(labelled(*inner, labels, ticket_text, model)))
-        }
+        Behavior::Delay(delay, inner) => Behavior::Delay(
+            delay,
+            Box::new(labelled(*inner, labels, ticket_text, model)),
+        ),
         other => other,
     }
 }

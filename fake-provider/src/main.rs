@@ -68,7 +68,10 @@ async fn main() -> ExitCode {
             },
             "--error-rate-for" => {
                 let pair = args.next().unwrap_or_default();
-                match pair.split_once('=').and_then(|(m, r)| Some((m.to_owned(), rate(r)?))) {
+                match pair
+                    .split_once('=')
+                    .and_then(|(m, r)| Some((m.to_owned(), rate(r)?)))
+                {
                     Some(model_rate) => model_rates.push(model_rate),
                     None => {
                         eprintln!("--error-rate-for needs MODEL=R, R in [0, 1]\n{USAGE}");

@@ -131,7 +131,10 @@ mod tests {
         let v6 = Prompt::load("triage-v6", &policy).unwrap();
         assert_eq!(v6.framing, Framing::JsonData);
         // The system prompt holds no per-ticket text: the same bytes for every call.
-        assert!(v6.text.contains("Examples (ticket → answer)") && v6.text.contains("never instructions"));
+        assert!(
+            v6.text.contains("Examples (ticket → answer)")
+                && v6.text.contains("never instructions")
+        );
         let v5 = Prompt::load("triage-v5", &policy).unwrap();
         assert!(v6.text.len() > v5.text.len());
     }

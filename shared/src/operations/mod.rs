@@ -170,15 +170,22 @@ async fn execute(
             list: false,
         } => {
             let policy = Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
-                InvalidRequest::new("policy", "the configured policy is not in this build".into())
+                InvalidRequest::new(
+                    "policy",
+                    "the configured policy is not in this build".into(),
+                )
             })?;
-            let path = set.ok_or_else(|| InvalidRequest::new("set", "--set PATH is needed".into()))?;
+            let path =
+                set.ok_or_else(|| InvalidRequest::new("set", "--set PATH is needed".into()))?;
             let set = eval::set::LabelledSet::read(&path, &policy)?;
             let configured = &config.versions.model;
             let versions: Vec<VersionPair> = if versions.is_empty() {
                 vec![config.versions.pair()]
             } else {
-                versions.into_iter().map(|v| v.resolve(configured)).collect()
+                versions
+                    .into_iter()
+                    .map(|v| v.resolve(configured))
+                    .collect()
             };
             for version in &versions {
                 known_to_this_build(&version.prompt_version)?;

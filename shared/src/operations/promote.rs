@@ -97,7 +97,10 @@ pub async fn quality_gate(pool: &Pool, config: &Config, version: &VersionPair) -
         Verdict::Refused(why) => {
             let shown = |f: Option<Figures>| {
                 f.map_or("no run".to_string(), |f| {
-                    format!("macro-F1 {:.3}, urgent recall {:.3}", f.macro_f1, f.urgent_recall)
+                    format!(
+                        "macro-F1 {:.3}, urgent recall {:.3}",
+                        f.macro_f1, f.urgent_recall
+                    )
                 })
             };
             Err(InvalidRequest::new(

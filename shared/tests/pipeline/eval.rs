@@ -106,7 +106,10 @@ fn expected(set: &EvalSet, model: &str, rate: f64) -> Vec<(Label, String, bool)>
                 department: row["department"].as_str().unwrap().into(),
                 is_urgent: row["is_urgent"].as_bool().unwrap(),
             };
-            let (subject, message) = (row["subject"].as_str().unwrap(), row["message"].as_str().unwrap());
+            let (subject, message) = (
+                row["subject"].as_str().unwrap(),
+                row["message"].as_str().unwrap(),
+            );
             let (department, urgent) = answered(&label, subject, message, model, rate);
             (label, department, urgent)
         })
@@ -124,12 +127,18 @@ async fn eval_reports_exact_figures_for_the_fake_classifier_and_a_second_run_mak
     let n = rows.len();
     assert_eq!(n, 30);
     let correct = rows.iter().filter(|(l, d, _)| l.department == *d).count();
-    assert!(correct > 15 && correct < n, "the rate makes some errors: {correct}/{n}");
+    assert!(
+        correct > 15 && correct < n,
+        "the rate makes some errors: {correct}/{n}"
+    );
     let run = &report["runs"][0];
     assert_eq!(report["complete"], true);
     assert_eq!(report["set"]["rows"], 30);
     assert_eq!(run["version"], "triage-v5/gpt-6-luna@medium");
-    assert_eq!((run["n"].as_u64(), run["calls"].as_i64()), (Some(30), Some(30)));
+    assert_eq!(
+        (run["n"].as_u64(), run["calls"].as_i64()),
+        (Some(30), Some(30))
+    );
     assert_eq!(
         run["department"]["accuracy"].as_f64().unwrap(),
         correct as f64 / n as f64
@@ -141,7 +150,9 @@ async fn eval_reports_exact_figures_for_the_fake_classifier_and_a_second_run_mak
                 .iter()
                 .filter(|(l, d, _)| l.department == label && d == answer)
                 .count() as u64;
-            let got = run["department"]["confusion"][label][answer].as_u64().unwrap_or(0);
+            let got = run["department"]["confusion"][label][answer]
+                .as_u64()
+                .unwrap_or(0);
             assert_eq!(got, want, "{label} → {answer}");
         }
     }
@@ -152,14 +163,23 @@ async fn eval_reports_exact_figures_for_the_fake_classifier_and_a_second_run_mak
         .filter(|(l, d, _)| d == "billing" && l.department == "billing")
         .count();
     let billing = &run["department"]["per_class"]["billing"];
-    assert_eq!(billing["precision"].as_f64().unwrap(), billing_right as f64 / said_billing as f64);
+    assert_eq!(
+        billing["precision"].as_f64().unwrap(),
+        billing_right as f64 / said_billing as f64
+    );
     assert_eq!(billing["support"], 6);
     // Urgency at the policy's threshold, and the Brier score of 0.9 / 0.1 answers.
     let urgent = rows.iter().filter(|(l, _, _)| l.is_urgent).count();
     let caught = rows.iter().filter(|(l, _, u)| l.is_urgent && *u).count();
     let flagged = rows.iter().filter(|(_, _, u)| *u).count();
-    assert_eq!(run["urgent"]["recall"].as_f64().unwrap(), caught as f64 / urgent as f64);
-    assert_eq!(run["urgent"]["precision"].as_f64().unwrap(), caught as f64 / flagged as f64);
+    assert_eq!(
+        run["urgent"]["recall"].as_f64().unwrap(),
+        caught as f64 / urgent as f64
+    );
+    assert_eq!(
+        run["urgent"]["precision"].as_f64().unwrap(),
+        caught as f64 / flagged as f64
+    );
     let brier: f64 = rows
         .iter()
         .map(|(l, _, u)| {
@@ -171,7 +191,8 @@ async fn eval_reports_exact_figures_for_the_fake_classifier_and_a_second_run_mak
     assert!((run["urgent"]["brier"].as_f64().unwrap() - brier).abs() < 1e-12);
     assert_eq!(fake.billed_calls().len(), 30);
     assert_eq!(
-        app.count("SELECT count(*) FROM eval_run WHERE split = 'test'").await,
+        app.count("SELECT count(*) FROM eval_run WHERE split = 'test'")
+            .await,
         1
     );
 
@@ -196,16 +217,15 @@ async fn eval_work_is_absent_from_stats_the_age_metric_and_the_queue_counts() {
     let fake = fake_classifier(&set).await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
     // The ops Lambda's way: queue and report, without waiting for the fleet.
-    let queued = crate::operations::op(
-        &app,
-        json!({"op": "eval", "set": set.path, "split": "dev"}),
-    )
-    .await;
+    let queued =
+        crate::operations::op(&app, json!({"op": "eval", "set": set.path, "split": "dev"})).await;
     assert_eq!(queued["complete"], false);
     assert_eq!(queued["runs"][0]["answered"], 0);
     assert_eq!(
-        app.count("SELECT count(*) FROM evaluation_outbox WHERE workload = 'eval' AND status = 'pending'")
-            .await,
+        app.count(
+            "SELECT count(*) FROM evaluation_outbox WHERE workload = 'eval' AND status = 'pending'"
+        )
+        .await,
         30
     );
     // Jobs old enough to raise the age alarm if they counted.
@@ -221,9 +241,16 @@ async fn eval_work_is_absent_from_stats_the_age_metric_and_the_queue_counts() {
     assert_eq!(stats["pending"], 1);
     app.drain(&app.worker(), Duration::from_secs(60)).await;
     let stats = crate::operations::op(&app, json!({"op": "stats"})).await;
-    assert_eq!((stats["done"].as_i64(), stats["billed_calls"].as_i64()), (Some(1), Some(1)));
+    assert_eq!(
+        (stats["done"].as_i64(), stats["billed_calls"].as_i64()),
+        (Some(1), Some(1))
+    );
     assert_eq!(stats["pending"], 0);
-    assert_eq!(fake.billed_calls().len(), 31, "the eval jobs were answered too");
+    assert_eq!(
+        fake.billed_calls().len(),
+        31,
+        "the eval jobs were answered too"
+    );
     // The console's overview reads the same report.
     let health = triage::pipeline::report::health(
         &app.pool,
@@ -251,8 +278,16 @@ async fn promote_refuses_a_worse_version_accepts_a_better_one_and_force_is_audit
         "triage-v5/gpt-bad@medium",
     ];
     let report = evaluate(&app, &set.path, "test", &versions).await;
-    let f1 = |i: usize| report["runs"][i]["department"]["macro_f1"].as_f64().unwrap();
-    assert!(f1(1) > f1(0) + 0.01 && f1(2) < f1(0) - 0.01, "{}", report["runs"]);
+    let f1 = |i: usize| {
+        report["runs"][i]["department"]["macro_f1"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        f1(1) > f1(0) + 0.01 && f1(2) < f1(0) - 0.01,
+        "{}",
+        report["runs"]
+    );
     assert_eq!(report["comparison"].as_array().unwrap().len(), 2);
 
     let promote = |model: &str| json!({"op": "promote", "prompt_version": "triage-v5", "model_version": model});
@@ -260,14 +295,29 @@ async fn promote_refuses_a_worse_version_accepts_a_better_one_and_force_is_audit
         .await
         .unwrap_err()
         .to_string();
-    assert!(refused.contains("worse than the current version"), "{refused}");
-    assert!(refused.contains("triage-v5/gpt-6-luna@medium: macro-F1"), "both figures: {refused}");
+    assert!(
+        refused.contains("worse than the current version"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("triage-v5/gpt-6-luna@medium: macro-F1"),
+        "both figures: {refused}"
+    );
     crate::operations::op(&app, promote("gpt-good@medium")).await;
     // Now the good one is current: going back to the configured one is worse, unless forced.
-    assert!(crate::operations::try_op(&app, promote("gpt-6-luna@medium")).await.is_err());
+    assert!(
+        crate::operations::try_op(&app, promote("gpt-6-luna@medium"))
+            .await
+            .is_err()
+    );
     let mut forced = promote("gpt-6-luna@medium");
     forced["force"] = json!(true);
-    assert!(crate::operations::try_op(&app, forced.clone()).await.is_err(), "needs a reason");
+    assert!(
+        crate::operations::try_op(&app, forced.clone())
+            .await
+            .is_err(),
+        "needs a reason"
+    );
     forced["reason"] = json!("rollback during incident 42");
     crate::operations::op(&app, forced).await;
     let audit = app
@@ -275,17 +325,33 @@ async fn promote_refuses_a_worse_version_accepts_a_better_one_and_force_is_audit
         .await;
     let parameters: Value = audit.get(0);
     assert_eq!(
-        (&parameters["force"], &parameters["reason"], audit.get::<_, String>(1).as_str()),
+        (
+            &parameters["force"],
+            &parameters["reason"],
+            audit.get::<_, String>(1).as_str()
+        ),
         (&json!(true), &json!("rollback during incident 42"), "ok")
     );
     assert_eq!(
-        app.count("SELECT count(*) FROM operation_audit WHERE op = 'promote' AND status <> 'ok'").await,
+        app.count("SELECT count(*) FROM operation_audit WHERE op = 'promote' AND status <> 'ok'")
+            .await,
         3,
         "refusals are audited too"
     );
 
     // The set changed (one more row): the runs were on another digest and do not count.
-    std::fs::write(&set.path, set.text.clone() + &set.text.lines().next().unwrap().replace("\"t0\"", "\"t999\"") + "\n").unwrap();
+    std::fs::write(
+        &set.path,
+        set.text.clone()
+            + &set
+                .text
+                .lines()
+                .next()
+                .unwrap()
+                .replace("\"t0\"", "\"t999\"")
+            + "\n",
+    )
+    .unwrap();
     let stale = crate::operations::try_op(&app, promote("gpt-good@medium"))
         .await
         .unwrap_err()

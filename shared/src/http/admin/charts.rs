@@ -47,7 +47,12 @@ pub fn bars(title: &str, bars: &[Bar], unit: impl Fn(f64) -> String) -> Markup {
 /// A confusion matrix as a heat map: rows are labels, columns answers, each cell shaded by
 /// its share of the row (so a small class reads as clearly as a large one) and titled with its
 /// count.
-pub fn heat_map(title: &str, rows: &[String], columns: &[String], count: impl Fn(&str, &str) -> u64) -> Markup {
+pub fn heat_map(
+    title: &str,
+    rows: &[String],
+    columns: &[String],
+    count: impl Fn(&str, &str) -> u64,
+) -> Markup {
     const CELL: f64 = 56.0;
     const LEFT: f64 = 90.0;
     const TOP: f64 = 40.0;

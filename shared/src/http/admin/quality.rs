@@ -47,22 +47,26 @@ pub(super) async fn show(
         .map_err(|e| PageError::bad_request(e.to_string()))?;
     let digest = match choice.set.as_deref() {
         Some(d) if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => d.to_lowercase(),
-        Some(_) => return Err(PageError::bad_request("set: a SHA-256 digest, 64 hex digits")),
+        Some(_) => {
+            return Err(PageError::bad_request(
+                "set: a SHA-256 digest, 64 hex digits",
+            ))
+        }
         None => configured.clone(),
     };
-    let split: Split = choice
-        .split
-        .as_deref()
-        .unwrap_or("test")
-        .parse()
-        .map_err(|e: crate::domain::error::InvalidRequest| PageError::bad_request(e.to_string()))?;
+    let split: Split =
+        choice.split.as_deref().unwrap_or("test").parse().map_err(
+            |e: crate::domain::error::InvalidRequest| PageError::bad_request(e.to_string()),
+        )?;
     let client = db::client(&state.app.pool).await?;
     let runs = store::newest_per_version(&client, &digest, split).await?;
     let chosen = match choice.version.as_deref() {
         Some(v) => Some(
             runs.iter()
                 .find(|r| r.version.to_string() == v)
-                .ok_or_else(|| PageError::not_found(format!("no run of {v} on this set and split")))?,
+                .ok_or_else(|| {
+                    PageError::not_found(format!("no run of {v} on this set and split"))
+                })?,
         ),
         None => runs.first(),
     };
@@ -84,7 +88,7 @@ pub(super) async fn show(
             "Set " code data-set=(digest) { (&digest[..12]) }
             @if digest == configured { " (the set " code { "promote" } " checks)" }
             ", split " strong { (split) } ". Runs come from "
-            code { "triage eval --set PATH --split " (split) " --version ..." } "."
+            code { "triage eval --set PATH --split " (split) " --version VERSION" } "."
         }
         @if runs.is_empty() {
             p.muted { "No eval run on this set and split yet." }
@@ -95,7 +99,10 @@ pub(super) async fn show(
             (details(run, &texts))
         }
     };
-    Ok(html_response(StatusCode::OK, page(Section::Quality, "Quality", body)))
+    Ok(html_response(
+        StatusCode::OK,
+        page(Section::Quality, "Quality", body),
+    ))
 }
 
 fn side_by_side(runs: &[StoredRun], digest: &str, split: Split) -> Markup {
@@ -103,21 +110,42 @@ fn side_by_side(runs: &[StoredRun], digest: &str, split: Split) -> Markup {
     let rows: [(&str, &str, Figure); 9] = [
         ("accuracy", "Department accuracy [95% CI]", |r| {
             let d = &r.figures.department;
-            format!("{:.3} [{:.3}, {:.3}]", d.accuracy, d.accuracy_ci95.low, d.accuracy_ci95.high)
+            format!(
+                "{:.3} [{:.3}, {:.3}]",
+                d.accuracy, d.accuracy_ci95.low, d.accuracy_ci95.high
+            )
         }),
         ("macro_f1", "Department macro-F1 [95% CI]", |r| {
             let d = &r.figures.department;
-            format!("{:.3} [{:.3}, {:.3}]", d.macro_f1, d.macro_f1_ci95.low, d.macro_f1_ci95.high)
+            format!(
+                "{:.3} [{:.3}, {:.3}]",
+                d.macro_f1, d.macro_f1_ci95.low, d.macro_f1_ci95.high
+            )
         }),
-        ("urgent_precision", "Urgent precision", |r| format!("{:.3}", r.figures.urgent.precision)),
-        ("urgent_recall", "Urgent recall", |r| format!("{:.3}", r.figures.urgent.recall)),
-        ("brier", "Urgent Brier score", |r| format!("{:.4}", r.figures.urgent.brier)),
-        ("auc", "Urgent ROC AUC", |r| optional(r.figures.urgent.auc.map(|a| format!("{a:.3}")))),
-        ("cost_per_ticket", "Cost per ticket", |r| usd(r.figures.cost_per_ticket_usd)),
+        ("urgent_precision", "Urgent precision", |r| {
+            format!("{:.3}", r.figures.urgent.precision)
+        }),
+        ("urgent_recall", "Urgent recall", |r| {
+            format!("{:.3}", r.figures.urgent.recall)
+        }),
+        ("brier", "Urgent Brier score", |r| {
+            format!("{:.4}", r.figures.urgent.brier)
+        }),
+        ("auc", "Urgent ROC AUC", |r| {
+            optional(r.figures.urgent.auc.map(|a| format!("{a:.3}")))
+        }),
+        ("cost_per_ticket", "Cost per ticket", |r| {
+            usd(r.figures.cost_per_ticket_usd)
+        }),
         ("failures", "Contract violations / dead letters", |r| {
-            format!("{} / {}", r.figures.contract_violations, r.figures.dead_letters)
+            format!(
+                "{} / {}",
+                r.figures.contract_violations, r.figures.dead_letters
+            )
         }),
-        ("finished", "Run finished", |r| r.finished_at.format("%Y-%m-%d %H:%M UTC").to_string()),
+        ("finished", "Run finished", |r| {
+            r.finished_at.format("%Y-%m-%d %H:%M UTC").to_string()
+        }),
     ];
     html! {
         h2 { "Versions side by side" }
@@ -184,7 +212,7 @@ fn details(
                             td { (miss.department) @if miss.is_urgent { ", urgent" } }
                             td {
                                 (miss.predicted.as_deref().unwrap_or(NO_ANSWER))
-                                @if let Some(p) = miss.predicted_urgent { ", urgent " (format!("{p:.2}")) }
+                                @if let Some(p) = miss.predicted_urgent { ", p(urgent) " (format!("{p:.2}")) }
                             }
                             td {
                                 @if let Some((subject, message)) = texts.get(&miss.ticket_id) {

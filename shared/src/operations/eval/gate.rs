@@ -81,11 +81,27 @@ mod tests {
             (f(0.85, 0.95), f(0.80, 0.90), None),
             // Exactly the tolerance passes; beyond it is refused, figure by figure.
             (f(0.79, 0.88), f(0.80, 0.90), None),
-            (f(0.78, 0.90), f(0.80, 0.90), Some("macro-F1 0.780 vs 0.800")),
-            (f(0.80, 0.87), f(0.80, 0.90), Some("urgent recall 0.870 vs 0.900")),
-            (f(0.70, 0.50), f(0.80, 0.90), Some("macro-F1 0.700 vs 0.800 (tolerance 0.01); urgent recall")),
+            (
+                f(0.78, 0.90),
+                f(0.80, 0.90),
+                Some("macro-F1 0.780 vs 0.800"),
+            ),
+            (
+                f(0.80, 0.87),
+                f(0.80, 0.90),
+                Some("urgent recall 0.870 vs 0.900"),
+            ),
+            (
+                f(0.70, 0.50),
+                f(0.80, 0.90),
+                Some("macro-F1 0.700 vs 0.800 (tolerance 0.01); urgent recall"),
+            ),
             (None, f(0.80, 0.90), Some("the candidate has no eval run")),
-            (f(0.80, 0.90), None, Some("the current version has no eval run")),
+            (
+                f(0.80, 0.90),
+                None,
+                Some("the current version has no eval run"),
+            ),
             (None, None, Some("neither")),
         ];
         for (candidate, current, refused) in cases {

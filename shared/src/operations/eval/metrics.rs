@@ -103,7 +103,11 @@ pub fn department(rows: &[Scored]) -> DepartmentFigures {
 
 pub fn urgent(rows: &[Scored], threshold: f64) -> UrgentFigures {
     let probability = |r: &Scored| r.predicted.as_ref().map_or(0.5, |p| p.is_urgent);
-    let flagged = |r: &Scored| r.predicted.as_ref().is_some_and(|p| p.is_urgent >= threshold);
+    let flagged = |r: &Scored| {
+        r.predicted
+            .as_ref()
+            .is_some_and(|p| p.is_urgent >= threshold)
+    };
     let tp = rows.iter().filter(|r| r.is_urgent && flagged(r)).count() as u64;
     let predicted = rows.iter().filter(|r| flagged(r)).count() as u64;
     let actual = rows.iter().filter(|r| r.is_urgent).count() as u64;
@@ -164,7 +168,10 @@ fn per_class(rows: &[Scored], sample: &[usize]) -> BTreeMap<String, ClassFigures
             let (mut tp, mut predicted, mut support) = (0, 0, 0);
             for &i in sample {
                 let row = &rows[i];
-                let said = row.predicted.as_ref().is_some_and(|p| p.department == class);
+                let said = row
+                    .predicted
+                    .as_ref()
+                    .is_some_and(|p| p.department == class);
                 let is = row.department == class;
                 tp += u64::from(said && is);
                 predicted += u64::from(said);
@@ -193,7 +200,10 @@ fn macro_f1(rows: &[Scored], sample: &[usize]) -> f64 {
 /// Wilson score interval for `k` successes in `n`.
 fn wilson(k: u64, n: u64) -> Interval {
     if n == 0 {
-        return Interval { low: 0.0, high: 1.0 };
+        return Interval {
+            low: 0.0,
+            high: 1.0,
+        };
     }
     let (n, p) = (n as f64, k as f64 / n as f64);
     let z2 = Z95 * Z95;
@@ -305,7 +315,10 @@ pub fn mcnemar_exact(b: u64, c: u64) -> f64 {
 
 fn bootstrap_interval(n: usize, statistic: impl Fn(&[usize]) -> f64) -> Interval {
     if n == 0 {
-        return Interval { low: 0.0, high: 0.0 };
+        return Interval {
+            low: 0.0,
+            high: 0.0,
+        };
     }
     percentiles(&mut resample(n, statistic))
 }
@@ -330,10 +343,14 @@ fn resample(n: usize, statistic: impl Fn(&[usize]) -> f64) -> Vec<f64> {
 /// The 2.5th and 97.5th percentiles (nearest rank).
 fn percentiles(values: &mut [f64]) -> Interval {
     if values.is_empty() {
-        return Interval { low: 0.0, high: 0.0 };
+        return Interval {
+            low: 0.0,
+            high: 0.0,
+        };
     }
     values.sort_by(f64::total_cmp);
-    let at = |q: f64| values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+    let at =
+        |q: f64| values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
     Interval {
         low: at(0.025),
         high: at(0.975),
@@ -400,13 +417,20 @@ mod tests {
         assert_eq!(billing.support, 3);
         close(d.per_class["technical"].f1, 0.5);
         let sales = &d.per_class["sales"];
-        assert_eq!((sales.precision, sales.recall, sales.f1, sales.support), (0.0, 0.0, 0.0, 1));
+        assert_eq!(
+            (sales.precision, sales.recall, sales.f1, sales.support),
+            (0.0, 0.0, 0.0, 1)
+        );
         assert_eq!(d.confusion["billing"]["technical"], 1);
         assert_eq!(d.confusion["sales"][NO_ANSWER], 1);
         assert_eq!(d.confusion["technical"]["billing"], 1);
         // Wilson for 3/6: centre (0.5 + z²/12) / (1 + z²/6) = 0.5, half-width 0.3244...
         close(d.accuracy_ci95.low + d.accuracy_ci95.high, 1.0);
-        assert!((d.accuracy_ci95.low - 0.1876).abs() < 1e-3, "{:?}", d.accuracy_ci95);
+        assert!(
+            (d.accuracy_ci95.low - 0.1876).abs() < 1e-3,
+            "{:?}",
+            d.accuracy_ci95
+        );
         assert!(d.macro_f1_ci95.low <= d.macro_f1 && d.macro_f1 <= d.macro_f1_ci95.high);
     }
 
@@ -467,15 +491,27 @@ mod tests {
     fn the_paired_test_finds_a_clear_difference_and_not_a_null_one() {
         let labels = ["billing", "technical", "account", "sales", "general"];
         let truth: Vec<&str> = (0..200).map(|i| labels[i % 5]).collect();
-        let good: Vec<Scored> = truth.iter().map(|l| row(l, false, Some((l, 0.1)))).collect();
+        let good: Vec<Scored> = truth
+            .iter()
+            .map(|l| row(l, false, Some((l, 0.1))))
+            .collect();
         // Wrong on every third row.
         let bad: Vec<Scored> = truth
             .iter()
             .enumerate()
-            .map(|(i, l)| row(l, false, Some((if i % 3 == 0 { "general" } else { l }, 0.1))))
+            .map(|(i, l)| {
+                row(
+                    l,
+                    false,
+                    Some((if i % 3 == 0 { "general" } else { l }, 0.1)),
+                )
+            })
             .collect();
         let p = paired(&bad, &good);
-        assert!(p.only_other_right > 50 && p.only_baseline_right == 0, "{p:?}");
+        assert!(
+            p.only_other_right > 50 && p.only_baseline_right == 0,
+            "{p:?}"
+        );
         assert!(p.significant && p.macro_f1_diff > 0.0, "{p:?}");
         assert!(p.macro_f1_diff_ci95.low > 0.0);
         let same = paired(&good, &good);

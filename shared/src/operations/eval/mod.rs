@@ -64,8 +64,11 @@ pub struct Plan {
 pub struct Watch {
     pub wait: bool,
     pub stop: CancellationToken,
-    pub progress: Option<Arc<dyn Fn(&Progress) + Send + Sync>>,
+    pub progress: Option<Tell>,
 }
+
+/// What a waiting run calls with its progress.
+pub type Tell = Arc<dyn Fn(&Progress) + Send + Sync>;
 
 /// How far the run's jobs are, over every version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -208,8 +211,16 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -
     let mut runs = Vec::new();
     let mut scored = Vec::new();
     for (version, keys) in plan.versions.iter().zip(&keys) {
-        let (figures, rows_scored) =
-            score(&client, version, &rows, &ids, keys, &plan.policy, started_at).await?;
+        let (figures, rows_scored) = score(
+            &client,
+            version,
+            &rows,
+            &ids,
+            keys,
+            &plan.policy,
+            started_at,
+        )
+        .await?;
         runs.push(figures);
         scored.push(rows_scored);
     }
@@ -238,7 +249,12 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -
             paired: metrics::paired(&scored[0], rows),
         })
         .collect();
-    tracing::info!(complete, versions = runs.len(), rows = rows.len(), "eval run");
+    tracing::info!(
+        complete,
+        versions = runs.len(),
+        rows = rows.len(),
+        "eval run"
+    );
     Ok(Report {
         set: SetInfo {
             digest: plan.set.digest.clone(),

@@ -21,12 +21,14 @@ pub fn configured_digest(setting: Option<&str>) -> Result<String, InvalidRequest
         None => Ok(SHIPPED_DIGEST.to_string()),
         Some(value) => match value.strip_prefix("sha256:") {
             Some(hex) => Ok(hex.to_ascii_lowercase()),
-            None => std::fs::read(value).map(|bytes| digest(&bytes)).map_err(|e| {
-                InvalidRequest::new(
-                    "TRIAGE_EVAL_SET",
-                    format!("cannot read {value}: {e} (or give sha256:HEX)"),
-                )
-            }),
+            None => std::fs::read(value)
+                .map(|bytes| digest(&bytes))
+                .map_err(|e| {
+                    InvalidRequest::new(
+                        "TRIAGE_EVAL_SET",
+                        format!("cannot read {value}: {e} (or give sha256:HEX)"),
+                    )
+                }),
         },
     }
 }
@@ -112,7 +114,8 @@ impl LabelledSet {
             if line.trim().is_empty() {
                 continue;
             }
-            let bad = |why: String| InvalidRequest::new("set", format!("line {}: {why}", number + 1));
+            let bad =
+                |why: String| InvalidRequest::new("set", format!("line {}: {why}", number + 1));
             let row: Row = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
             if !policy.departments.contains(&row.department) {
                 return Err(bad(format!(
@@ -161,7 +164,11 @@ mod tests {
         let set = LabelledSet::parse(format!("{ROW}\n").as_bytes(), &policy()).unwrap();
         assert_eq!(set.rows.len(), 1);
         assert_eq!(set.digest, digest(format!("{ROW}\n").as_bytes()));
-        assert_ne!(set.digest, digest(ROW.as_bytes()), "one byte more is another set");
+        assert_ne!(
+            set.digest,
+            digest(ROW.as_bytes()),
+            "one byte more is another set"
+        );
         assert_eq!(set.rows_of(Some(Split::Dev)).len(), 0);
         assert_eq!(set.rows_of(Some(Split::Test)).len(), 1);
     }
@@ -170,7 +177,10 @@ mod tests {
     fn the_shipped_set_parses_and_its_digest_is_the_gates_default() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../evals/tickets.jsonl");
         let set = LabelledSet::read(Path::new(path), &policy()).unwrap();
-        assert_eq!(set.digest, SHIPPED_DIGEST, "update SHIPPED_DIGEST with the set");
+        assert_eq!(
+            set.digest, SHIPPED_DIGEST,
+            "update SHIPPED_DIGEST with the set"
+        );
         assert!(set.rows.len() >= 400);
     }
 
@@ -178,8 +188,14 @@ mod tests {
     fn bad_rows_are_refused_by_line_number() {
         let cases = [
             (format!("{ROW}\n{ROW}"), "line 2: id \"a\" appears twice"),
-            (ROW.replace("billing", "legal"), "line 1: department \"legal\""),
-            (ROW.replace("\"test\"", "\"train\""), "line 1: unknown variant"),
+            (
+                ROW.replace("billing", "legal"),
+                "line 1: department \"legal\"",
+            ),
+            (
+                ROW.replace("\"test\"", "\"train\""),
+                "line 1: unknown variant",
+            ),
             (ROW.replace("\"s\"", "\" \""), "line 1: subject and message"),
             ("\n".to_string(), "no rows"),
         ];

@@ -328,7 +328,10 @@ async fn the_quality_page_without_runs_says_how_to_make_one_and_refuses_a_bad_di
     let base = serve_console(&app, None).await;
     let (status, html) = get(&format!("{base}/admin/quality")).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(html.contains("No eval run on this set and split yet"), "{html}");
+    assert!(
+        html.contains("No eval run on this set and split yet"),
+        "{html}"
+    );
     assert!(html.contains(triage::operations::eval::set::SHIPPED_DIGEST));
     let (status, html) = get(&format!("{base}/admin/quality?set=nothex")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
