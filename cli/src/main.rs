@@ -299,4 +299,46 @@ mod tests {
             Request::Reprocess { confirm: false, .. }
         ));
     }
+
+    #[test]
+    fn eval_takes_repeated_versions_or_list_and_a_forced_promote_needs_a_reason() {
+        let Request::Eval {
+            set,
+            split,
+            versions,
+            list,
+        } = operation(&[
+            "eval",
+            "--set",
+            "evals/tickets.jsonl",
+            "--split",
+            "test",
+            "--version",
+            "triage-v5",
+            "--version",
+            "triage-v6/gpt-6-luna@high",
+        ])
+        .unwrap()
+        else {
+            panic!("not an eval");
+        };
+        assert_eq!(set.unwrap().to_str(), Some("evals/tickets.jsonl"));
+        assert_eq!(split.map(|s| s.to_string()).as_deref(), Some("test"));
+        assert_eq!(versions.len(), 2);
+        assert_eq!(versions[1].to_string(), "triage-v6/gpt-6-luna@high");
+        assert!(!list);
+        assert!(matches!(
+            operation(&["eval", "--list"]).unwrap(),
+            Request::Eval { list: true, .. }
+        ));
+        assert!(operation(&["eval"]).is_err(), "--set or --list");
+        assert!(operation(&["eval", "--set", "x", "--split", "train"]).is_err());
+        let promote = ["promote", "--prompt-version", "triage-v6", "--force"];
+        assert!(operation(&promote).is_err(), "--force needs --reason");
+        let forced = [&promote[..], &["--reason", "incident 42"]].concat();
+        assert!(matches!(
+            operation(&forced).unwrap(),
+            Request::Promote { force: true, .. }
+        ));
+    }
 }

@@ -406,6 +406,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_eval_gate_defaults_to_the_shipped_set_and_its_tolerance_parses_by_name() {
+        let c = Config::local("postgres://x");
+        assert_eq!(c.quality.set, None);
+        assert_eq!(c.quality.tolerance, Tolerance::default());
+        let cases = [
+            ("", Ok((0.01, 0.02))),
+            ("macro_f1=0.05", Ok((0.05, 0.02))),
+            ("urgent_recall=0, macro_f1=0.002", Ok((0.002, 0.0))),
+            ("macro_f1", Err("expected name=value")),
+            ("macro_f1=2", Err("a number in [0, 1]")),
+            ("accuracy=0.1", Err("not a gated figure")),
+        ];
+        for (text, want) in cases {
+            let got = text
+                .parse::<Tolerance>()
+                .map(|t| (t.macro_f1, t.urgent_recall));
+            match (&got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(*got, want, "{text}"),
+                (Err(e), Err(want)) => assert!(e.contains(want), "{text}: {e}"),
+                _ => panic!("{text}: {got:?}"),
+            }
+        }
+        let env = |name: &str| (name == "TRIAGE_EVAL_TOLERANCE").then(|| "bogus".to_string());
+        let error = Config::from_lookup(env).unwrap_err().to_string();
+        assert!(error.contains("TRIAGE_EVAL_TOLERANCE"), "{error}");
+    }
+
+    #[test]
     fn defaults_are_the_articles_numbers() {
         let c = Config::local("postgres://x");
         assert_eq!(c.worker.lease, Duration::from_secs(300));

@@ -358,3 +358,65 @@ async fn promote_refuses_a_worse_version_accepts_a_better_one_and_force_is_audit
         .to_string();
     assert!(stale.contains("no eval run on the test split"), "{stale}");
 }
+
+#[tokio::test]
+async fn a_stopped_eval_stores_nothing_and_a_rerun_continues_without_paying_twice() {
+    let set = write_set();
+    let fake = fake_classifier(&set).await;
+    fake.set_default(fake_provider::Behavior::Classify.after(Duration::from_millis(100)));
+    let app = spawn_app_with_fake(&fake, |config| config.worker.concurrency = 2).await;
+    let request: operations::Request =
+        serde_json::from_value(json!({"op": "eval", "set": set.path, "split": "test"})).unwrap();
+    let stop = CancellationToken::new();
+    // Ctrl-C once the first answers are in.
+    let tell = {
+        let stop = stop.clone();
+        std::sync::Arc::new(move |p: &operations::eval::Progress| {
+            if p.answered >= 4 {
+                stop.cancel();
+            }
+        })
+    };
+    let watch = Watch {
+        wait: true,
+        stop: stop.clone(),
+        progress: Some(tell),
+    };
+    let operator = operations::Operator::os_user();
+    let w = app.worker();
+    let (outcome, worked) = tokio::join!(
+        operations::run_with(&app.pool, &app.config, request, &operator, &watch),
+        worker::run_until_stopped(&w, Duration::from_millis(20), stop.clone())
+    );
+    worked.unwrap();
+    let stopped = serde_json::to_value(outcome.unwrap()).unwrap();
+    assert_eq!(stopped["complete"], false);
+    let answered = stopped["runs"][0]["answered"].as_u64().unwrap();
+    assert!((4..30).contains(&answered), "stopped part way: {answered}");
+    assert_eq!(
+        app.count("SELECT count(*) FROM eval_run").await,
+        0,
+        "nothing stored"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'processing'")
+            .await,
+        0,
+        "in-flight calls finished and were written"
+    );
+
+    let resumed = evaluate(&app, &set.path, "test", &["triage-v3"]).await;
+    assert_eq!(resumed["complete"], true);
+    let resumed_calls = resumed["runs"][0]["calls"].as_i64().unwrap();
+    assert_eq!(app.count("SELECT count(*) FROM eval_run").await, 1);
+    assert_eq!(
+        fake.billed_calls().len(),
+        30,
+        "every content paid once, across both runs"
+    );
+    assert!(
+        resumed_calls < 30,
+        "the rerun made only the missing calls: {resumed_calls}"
+    );
+    assert!(fake.billed_by_content().values().all(|n| *n == 1));
+}
