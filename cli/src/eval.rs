@@ -15,6 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 use triage::{
     config::Config,
+    domain::versions::ModelVersion,
     evaluate::{AnyProvider, ProviderKind},
     operations::{
         self,
@@ -60,16 +61,27 @@ pub async fn run(
 /// for `rules@offline` and the configured provider is another.
 fn workers(config: &Arc<Config>, request: &Request) -> anyhow::Result<Vec<Worker<AnyProvider>>> {
     let mut workers = vec![crate::build_worker(config)?];
-    let wants_rules = match request {
+    let models: Vec<&ModelVersion> = match request {
         Request::Eval { versions, .. } => versions
             .iter()
-            .any(|v| v.model_version.as_ref().is_some_and(|m| m.is_rules())),
-        _ => false,
+            .filter_map(|v| v.model_version.as_ref())
+            .collect(),
+        _ => Vec::new(),
     };
+    // Otherwise the run would wait for jobs no worker here claims.
+    if config.provider.kind == ProviderKind::Rules {
+        if let Some(model) = models.iter().find(|m| !m.is_rules()) {
+            anyhow::bail!(
+                "TRIAGE_PROVIDER=rules cannot answer {model}: set TRIAGE_PROVIDER, \
+                 TRIAGE_PROVIDER_URL and its key, or evaluate rules@offline"
+            );
+        }
+    }
+    let wants_rules = models.iter().any(|m| m.is_rules());
     if wants_rules && config.provider.kind != ProviderKind::Rules {
         let mut rules = (**config).clone();
         rules.provider.kind = ProviderKind::Rules;
-        rules.versions.model = triage::domain::versions::ModelVersion::rules();
+        rules.versions.model = ModelVersion::rules();
         workers.push(crate::build_worker(&Arc::new(rules))?);
     }
     Ok(workers)

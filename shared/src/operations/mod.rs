@@ -2,7 +2,8 @@
 //! [`run`], shared by the CLI (as subcommands) and the ops Lambda (as its JSON payload), so
 //! both do exactly the same thing.
 //! An entry-point layer: uses the pipeline (reports), evaluate (prompt versions), config, db
-//! and the domain.
+//! and the domain. [`eval`] is `triage eval` (the labelled set, its metrics, the stored runs and
+//! the quality gate `promote` consults).
 
 pub mod audit;
 pub mod eval;
@@ -47,6 +48,8 @@ const DEFAULT_DEAD_LETTER_WINDOW: Duration = Duration::from_secs(24 * 3600);
 pub const CONFIRM_ABOVE_JOBS: i64 = 1000;
 /// How many rows `triage audit` lists by default.
 const DEFAULT_AUDIT_ROWS: i64 = 50;
+/// How many runs `triage eval --list` shows, newest first.
+const LISTED_EVAL_RUNS: i64 = 50;
 
 /// What an operation did. Serialised as the report alone (the caller knows what it asked).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -161,7 +164,7 @@ async fn execute(
         }
         Request::Eval { list: true, .. } => {
             let client = crate::db::client(pool).await?;
-            Outcome::EvalRuns(eval::store::list(&client, DEFAULT_AUDIT_ROWS).await?)
+            Outcome::EvalRuns(eval::store::list(&client, LISTED_EVAL_RUNS).await?)
         }
         Request::Eval {
             set,
