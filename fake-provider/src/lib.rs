@@ -16,6 +16,7 @@
 //! else the outage (while set), else the next pushed behaviour, else the first
 //! `when_contains` rule whose needle is in the ticket text, else the default.
 
+pub mod classifier;
 mod limit;
 mod render;
 mod server;
@@ -226,9 +227,20 @@ struct Script {
     queue: VecDeque<Behavior>,
     rules: Vec<(String, Behavior)>,
     default: Behavior,
+    /// Classifier mode: `Classify` answers from these labels (see [`classifier`]).
+    labels: Option<classifier::Classifier>,
 }
 
 impl Script {
+    /// The behaviour for a call, with `Classify` answered from the labels in classifier mode.
+    fn behavior(&mut self, ticket_text: &str, model: &str) -> Behavior {
+        let behavior = self.next(ticket_text);
+        match &self.labels {
+            Some(labels) => labelled(behavior, labels, ticket_text, model),
+            None => behavior,
+        }
+    }
+
     fn next(&mut self, ticket_text: &str) -> Behavior {
         if let Some(outage) = &self.outage {
             return outage.clone();
@@ -240,6 +252,26 @@ impl Script {
             .iter()
             .find(|(needle, _)| ticket_text.contains(needle.as_str()))
             .map_or_else(|| self.default.clone(), |(_, b)| b.clone())
+    }
+}
+
+/// `Classify` (delayed or not) as the label file answers it; a ticket it does not label keeps
+/// the hash answer.
+fn labelled(
+    behavior: Behavior,
+    labels: &classifier::Classifier,
+    ticket_text: &str,
+    model: &str,
+) -> Behavior {
+    match behavior {
+        Behavior::Classify => labels
+            .answer(ticket_text, model)
+            .map_or(Behavior::Classify, Behavior::Answer),
+        Behavior::Delay(delay, inner) => Behavior::Delay(
+            delay,
+            Box::new(labelled(*inner, labels, ticket_text, model)),
+        ),
+        other => other,
     }
 }
 
@@ -329,6 +361,12 @@ impl FakeProvider {
     /// What calls get when nothing else applies ([`Behavior::Classify`] at start).
     pub fn set_default(&self, behavior: Behavior) {
         self.shared.script().default = behavior;
+    }
+
+    /// Classifier mode: from now on `Classify` answers from `labels` (a ticket they do not
+    /// label keeps the hash answer).
+    pub fn classify_from_labels(&self, labels: classifier::Classifier) {
+        self.shared.script().labels = Some(labels);
     }
 
     /// While `Some`, every call gets this behaviour, and the queue is left untouched.

@@ -114,7 +114,7 @@ async fn handle(
                 retry_after: Some(retry_after),
             }
         } else {
-            script.next(&call.ticket_text)
+            script.behavior(&call.ticket_text, &call.model)
         }
     };
     // Only OpenAI's API speaks these header names.
