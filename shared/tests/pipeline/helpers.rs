@@ -247,6 +247,10 @@ impl TestApp {
                         &self.pool,
                         &self.config.versions,
                         &ticket,
+                        triage::pipeline::ingest::Submitter {
+                            owner: "local",
+                            daily_quota: None,
+                        },
                     )
                     .await
                     .unwrap()
