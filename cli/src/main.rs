@@ -213,12 +213,21 @@ async fn serve(
              with their tokens, or listen on loopback"
         );
     }
-    let signed = |token: &Option<Secret>| if token.is_some() { " (token required)" } else { "" };
+    let signed = |token: &Option<Secret>| {
+        if token.is_some() {
+            " (token required)"
+        } else {
+            ""
+        }
+    };
     if let Some(token) = &api {
         eprintln!("triage: API listening on http://{listen}{}", signed(token));
     }
     if let Some(token) = &console {
-        eprintln!("triage: operator console at http://{listen}/admin{}", signed(token));
+        eprintln!(
+            "triage: operator console at http://{listen}/admin{}",
+            signed(token)
+        );
     }
     let server = http::LocalServer {
         api: api.map(local::ApiGuard::new),
@@ -229,7 +238,13 @@ async fn serve(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
-    http::serve(listener, state, server, async move { stop.cancelled().await }).await?;
+    http::serve(
+        listener,
+        state,
+        server,
+        async move { stop.cancelled().await },
+    )
+    .await?;
     Ok(())
 }
 

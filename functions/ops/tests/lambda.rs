@@ -8,7 +8,7 @@ use testkit::lambda::{Function, RuntimeApi};
 use triage::{
     config::Config,
     db,
-    pipeline::ingest::{create_ticket, NewTicket},
+    pipeline::ingest::{create_ticket, NewTicket, Submitter},
     telemetry::NAMESPACE,
 };
 
@@ -26,7 +26,7 @@ async fn stats_answer_with_the_queue_and_count_the_operation_and_a_bad_request_i
         subject: subject.into(),
         message: message.into(),
     };
-    create_ticket(&pool, &config.versions, &ticket)
+    create_ticket(&pool, &config.versions, &ticket, Submitter::LOCAL)
         .await
         .unwrap();
     let runtime = RuntimeApi::start().await;

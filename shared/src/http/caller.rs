@@ -11,15 +11,11 @@ use lambda_http::request::RequestContext;
 use sha2::{Digest, Sha256};
 
 use super::Problem;
+use crate::pipeline::ingest::Submitter;
 
 /// The JWT scope that lets a support tool read every ticket, not only its own (the route's own
 /// read scope is still needed to reach it).
 pub const READ_ALL_SCOPE: &str = "triage/tickets.read_all";
-
-/// The owner recorded for tickets sent to the local server (`triage serve`), where no API
-/// Gateway stands in front: its one caller, on loopback or holding `TRIAGE_API_TOKEN`. Not 32
-/// hex digits, so it never equals a principal's digest.
-const LOCAL: &str = "local";
 
 /// The authenticated principal, or the local server's caller. A request that came through API
 /// Gateway names its principal, or is a 401.
@@ -64,7 +60,7 @@ impl Caller {
     /// copied into every ticket), or `local`.
     pub fn owner(&self) -> String {
         match &self.principal {
-            None => LOCAL.to_string(),
+            None => Submitter::LOCAL.owner.to_string(),
             Some(principal) => {
                 let digest = Sha256::digest(principal.as_bytes());
                 hex::encode(&digest[..16])

@@ -168,7 +168,9 @@ impl ApiGuard {
     pub fn protect<S: Clone + Send + Sync + 'static>(self, routes: Router<S>) -> Router<S> {
         match self.token {
             None => routes,
-            Some(token) => routes.route_layer(middleware::from_fn_with_state(token, require_api_token)),
+            Some(token) => {
+                routes.route_layer(middleware::from_fn_with_state(token, require_api_token))
+            }
         }
     }
 }
@@ -180,7 +182,10 @@ async fn require_api_token(State(token): State<Token>, request: Request, next: N
     }
     let mut response = Problem::new(
         StatusCode::UNAUTHORIZED,
-        format!("this server's API needs `Authorization: Bearer` with {}", API.token_env),
+        format!(
+            "this server's API needs `Authorization: Bearer` with {}",
+            API.token_env
+        ),
     )
     .into_response();
     response
@@ -215,9 +220,7 @@ mod tests {
             ));
             let refused = door.decide(any, true, None).unwrap_err();
             assert!(refused.contains(door.token_env), "{refused}");
-            assert!(door
-                .decide(any, true, Some(Secret::from("short")))
-                .is_err());
+            assert!(door.decide(any, true, Some(Secret::from("short"))).is_err());
             assert!(matches!(
                 door.decide(any, true, token()),
                 Ok(Exposure::Served { token: Some(_) })

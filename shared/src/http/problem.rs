@@ -56,7 +56,10 @@ impl IntoResponse for Problem {
             HeaderValue::from_static("application/problem+json"),
         );
         if let Some(after) = self.retry_after {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(after.as_secs().max(1)));
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(after.as_secs().max(1)),
+            );
         } else if self.status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
         }

@@ -43,6 +43,16 @@ pub struct Submitter<'a> {
     pub daily_quota: Option<u32>,
 }
 
+impl Submitter<'static> {
+    /// The local server's one caller (on loopback, or holding `TRIAGE_API_TOKEN`), and tools
+    /// and tests that ingest directly: the owner `local` (never 32 hex digits, so never a
+    /// principal's digest), no quota.
+    pub const LOCAL: Self = Submitter {
+        owner: "local",
+        daily_quota: None,
+    };
+}
+
 /// What a ticket creation resolves to.
 #[derive(Debug)]
 pub enum Outcome {
@@ -55,7 +65,9 @@ pub enum Outcome {
     /// Same `Idempotency-Key`, different request.
     Mismatch,
     /// The owner created its quota of tickets today (UTC); nothing was written.
-    OverQuota { retry_after: Duration },
+    OverQuota {
+        retry_after: Duration,
+    },
 }
 
 /// Ticket, link and job in one statement: one round trip, one implicit transaction.
@@ -108,7 +120,10 @@ pub async fn create_ticket(
 
 /// `Some(OverQuota)` when the owner's quota is used up (the caller then drops its
 /// transaction, so nothing of the request is kept); else today's count has gone up by one.
-async fn over_quota(client: &impl GenericClient, submitter: Submitter<'_>) -> Result<Option<Outcome>> {
+async fn over_quota(
+    client: &impl GenericClient,
+    submitter: Submitter<'_>,
+) -> Result<Option<Outcome>> {
     let Some(quota) = submitter.daily_quota else {
         return Ok(None);
     };

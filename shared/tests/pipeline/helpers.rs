@@ -247,10 +247,7 @@ impl TestApp {
                         &self.pool,
                         &self.config.versions,
                         &ticket,
-                        triage::pipeline::ingest::Submitter {
-                            owner: "local",
-                            daily_quota: None,
-                        },
+                        triage::pipeline::ingest::Submitter::LOCAL,
                     )
                     .await
                     .unwrap()

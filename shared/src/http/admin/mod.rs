@@ -195,7 +195,10 @@ async fn login(
 
 /// Sign-out: ends this browser's session and clears its cookie. Only from the console's own
 /// pages (same origin); forging it would only sign someone out.
-async fn logout(State(state): State<ConsoleState>, headers: HeaderMap) -> Result<Response, PageError> {
+async fn logout(
+    State(state): State<ConsoleState>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
     security::same_origin(&headers).map_err(PageError::forbidden)?;
     state.guard.end_session(&headers);
     let mut response = Redirect::to("/admin/login").into_response();

@@ -250,7 +250,10 @@ mod tests {
         let with = |value: &str| headers(&[("cookie", &format!("{SESSION_COOKIE}={value}"))]);
         guard.end_session(&with(&one));
         assert!(!guard.is_signed_in(&with(&one)), "signed out");
-        assert!(guard.is_signed_in(&with(&two)), "the other session lives on");
+        assert!(
+            guard.is_signed_in(&with(&two)),
+            "the other session lives on"
+        );
         assert!(guard
             .session_cookie(&two)
             .to_str()
