@@ -239,7 +239,9 @@ impl Config {
                 },
             },
             versions: Versions {
-                prompt: env.parsed("TRIAGE_PROMPT_VERSION", "triage-v3")?,
+                // triage-v5 sends the ticket as data in a message of its own, never pasted into
+                // the instructions (v3, v4), which a ticket's text could then override.
+                prompt: env.parsed("TRIAGE_PROMPT_VERSION", "triage-v5")?,
                 model: model_version,
                 policy: env.parsed("TRIAGE_POLICY_VERSION", "policy-v1")?,
             },
@@ -359,7 +361,7 @@ mod tests {
         assert_eq!(c.worker.max_attempts, 5);
         assert_eq!(c.worker.backoff_max, Duration::from_secs(300));
         assert_eq!(c.worker.jitter_max, Duration::from_secs(30));
-        assert_eq!(c.versions.prompt, "triage-v3");
+        assert_eq!(c.versions.prompt, "triage-v5");
         assert_eq!(c.versions.policy, "policy-v1");
         assert_eq!(c.versions.model, ModelVersion::RULES);
     }

@@ -34,6 +34,9 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
 pub async fn spawn_app_at(url: String, adjust: impl FnOnce(&mut Config)) -> TestApp {
     let mut config = Config::local(&url);
     config.database.pool_size = 16;
+    // The suite's fixtures (reprocess and shadow diffs from v3 to v4, the versions page) are
+    // written against triage-v3; the default (triage-v5) is config's own test.
+    config.versions.prompt = "triage-v3".parse().unwrap();
     adjust(&mut config);
     db::migrate(&config.database)
         .await

@@ -312,3 +312,51 @@ async fn without_a_quota_nothing_is_counted() {
         0
     );
 }
+
+#[test]
+fn the_deployed_default_prompt_is_triage_v5_which_keeps_ticket_text_out_of_the_instructions() {
+    let read = |path: &str| {
+        std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    };
+    let template = read("template.yaml");
+    let parameter = template
+        .split("\n  PromptVersion:\n")
+        .nth(1)
+        .expect("the PromptVersion parameter");
+    let default = parameter.lines().find(|l| l.trim().starts_with("Default:"));
+    assert!(
+        default.is_some_and(|l| l.contains("Default: triage-v5")),
+        "{default:?}"
+    );
+    let samconfig = read("samconfig.toml");
+    let set: Vec<&str> = samconfig
+        .lines()
+        .filter(|l| l.contains("\"PromptVersion="))
+        .collect();
+    assert!(!set.is_empty());
+    assert!(
+        set.iter().all(|l| l.contains("PromptVersion=triage-v5")),
+        "{set:?}"
+    );
+    let config = triage::config::Config::from_lookup(|_| None).unwrap();
+    assert_eq!(config.versions.prompt, "triage-v5");
+}
+
+#[test]
+fn the_api_function_has_reserved_concurrency_so_it_cannot_exhaust_the_databases_connections() {
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let api = template
+        .split("\n  ApiFunction:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n  ApiLogGroup:").next())
+        .expect("the ApiFunction resource");
+    assert!(
+        api.contains("ReservedConcurrentExecutions: !Ref ApiReservedConcurrency"),
+        "{api}"
+    );
+    assert!(
+        api.contains("TRIAGE_DB_POOL_SIZE: \"1\""),
+        "one connection each"
+    );
+}
