@@ -142,6 +142,18 @@ impl TestApp {
     }
 }
 
+/// Each of `statements` is refused for lack of privilege on `client`'s login.
+pub async fn assert_refused(client: &tokio_postgres::Client, statements: &[&str]) {
+    for statement in statements {
+        let refused = client.batch_execute(statement).await.unwrap_err();
+        assert_eq!(
+            refused.code(),
+            Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+            "{statement}: {refused}"
+        );
+    }
+}
+
 /// A configuration whose database cannot be reached (nothing listens on port 1).
 pub fn unreachable_config() -> Config {
     let mut config = Config::local("postgres://triage@127.0.0.1:1/nowhere");

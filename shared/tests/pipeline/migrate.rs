@@ -249,6 +249,20 @@ async fn roles_sql_hands_tables_made_by_the_master_user_to_the_application_role(
     run_roles_sql(&url, &role);
 }
 
+/// What the API does, as `api`'s login: a keyed ticket, its replay, and the read.
+async fn ingest_and_read_as_the_api(api: &TestApp) {
+    let created = api
+        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let replay = api
+        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
+        .await;
+    assert_eq!(replay.body["id"], created.body["id"]);
+    let id = created.body["id"].as_str().unwrap();
+    assert_eq!(api.get_ticket(id).await.status, 200);
+}
+
 /// `url` logged in as `user` with `password` instead of its own login.
 fn as_login(url: &str, user: &str, password: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap();
@@ -277,32 +291,20 @@ async fn a_login_in_the_migrated_api_role_can_ingest_and_read_but_not_delete_or_
         pool: db::pool(&triage::config::Config::local(&url).database).unwrap(),
         config: app.config.clone(),
     };
-    let created = api
-        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
-        .await;
-    assert_eq!(created.status, 201, "{:?}", created.body);
-    let replay = api
-        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
-        .await;
-    assert_eq!(replay.body["id"], created.body["id"]);
-    let id = created.body["id"].as_str().unwrap();
-    assert_eq!(api.get_ticket(id).await.status, 200);
+    ingest_and_read_as_the_api(&api).await;
 
     let client = api.pool.get().await.unwrap();
-    for forbidden in [
-        "DELETE FROM ticket",
-        "UPDATE evaluation_outbox SET status = 'done'",
-        "DELETE FROM evaluation_result",
-        "TRUNCATE provider_call",
-        "ALTER TABLE ticket ADD COLUMN x int",
-    ] {
-        let refused = client.batch_execute(forbidden).await.unwrap_err();
-        assert_eq!(
-            refused.code(),
-            Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
-            "{forbidden}: {refused}"
-        );
-    }
+    crate::helpers::assert_refused(
+        &client,
+        &[
+            "DELETE FROM ticket",
+            "UPDATE evaluation_outbox SET status = 'done'",
+            "DELETE FROM evaluation_result",
+            "TRUNCATE provider_call",
+            "ALTER TABLE ticket ADD COLUMN x int",
+        ],
+    )
+    .await;
     drop(client);
     api.pool.close();
     admin
@@ -331,37 +333,25 @@ async fn on_the_documented_path_the_api_runs_as_its_own_login_which_may_not_dele
         pool: db::pool(&config.database).unwrap(),
         config: Arc::new(config),
     };
-    let created = api
-        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
-        .await;
-    assert_eq!(created.status, 201, "{:?}", created.body);
-    let replay = api
-        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
-        .await;
-    assert_eq!(replay.body["id"], created.body["id"]);
+    ingest_and_read_as_the_api(&api).await;
     assert_eq!(api.post_ticket("c", "d").await.status, 201);
-    let id = created.body["id"].as_str().unwrap();
-    assert_eq!(api.get_ticket(id).await.status, 200);
 
     let client = api.pool.get().await.unwrap();
-    for forbidden in [
-        "DELETE FROM ticket",
-        "DELETE FROM request_idempotency",
-        "UPDATE ticket SET owner = 'someone-else'",
-        "DELETE FROM operation_audit",
-        "TRUNCATE evaluation_outbox",
-        "ALTER TABLE ticket ADD COLUMN x int",
-        "DROP TABLE ticket",
-        "CREATE TABLE intruder (x int)",
-        "CREATE FUNCTION intruder() RETURNS int LANGUAGE sql AS 'SELECT 1'",
-    ] {
-        let refused = client.batch_execute(forbidden).await.unwrap_err();
-        assert_eq!(
-            refused.code(),
-            Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
-            "{forbidden}: {refused}"
-        );
-    }
+    crate::helpers::assert_refused(
+        &client,
+        &[
+            "DELETE FROM ticket",
+            "DELETE FROM request_idempotency",
+            "UPDATE ticket SET owner = 'someone-else'",
+            "DELETE FROM operation_audit",
+            "TRUNCATE evaluation_outbox",
+            "ALTER TABLE ticket ADD COLUMN x int",
+            "DROP TABLE ticket",
+            "CREATE TABLE intruder (x int)",
+            "CREATE FUNCTION intruder() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+        ],
+    )
+    .await;
     drop(client);
     api.pool.close();
     let (admin, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
