@@ -254,9 +254,18 @@ fn fingerprint(ticket: &NewTicket) -> String {
     hex::encode(hasher.finalize())
 }
 
-/// Removes request keys past their expiry (run by the sweeper).
+/// Removes request keys past their expiry, and the quota counts of days before yesterday (UTC)
+/// (run by the sweeper). Returns the number of request keys removed.
 pub async fn expire_request_keys(pool: &Pool, batch: i64) -> Result<u64> {
     let client = db::client(pool).await?;
+    client
+        .execute(
+            "DELETE FROM caller_daily_tickets WHERE (owner, day) IN
+               (SELECT owner, day FROM caller_daily_tickets
+                WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)",
+            &[&batch],
+        )
+        .await?;
     Ok(client
         .execute(
             "DELETE FROM request_idempotency WHERE key IN

@@ -360,3 +360,22 @@ fn the_api_function_has_reserved_concurrency_so_it_cannot_exhaust_the_databases_
         "one connection each"
     );
 }
+
+#[tokio::test]
+async fn the_sweeper_forgets_quota_counts_of_past_days() {
+    let app = spawn_app_with(|config| config.limits.caller_daily_tickets = Some(5)).await;
+    assert_eq!(app.post_ticket("a", "b").await.status, 201);
+    app.exec(
+        "INSERT INTO caller_daily_tickets (owner, day, tickets)
+         VALUES ('old', (now() AT TIME ZONE 'UTC')::date - 2, 7)",
+    )
+    .await;
+    triage::pipeline::sweep::sweep(&app.pool, &app.config)
+        .await
+        .unwrap();
+    let left: String = app
+        .row("SELECT string_agg(owner, ',') FROM caller_daily_tickets")
+        .await
+        .get(0);
+    assert_eq!(left, "local", "today's count stays, the old day goes");
+}
