@@ -1,6 +1,8 @@
 //! The HTTP API: one router, served by the api Lambda (through lambda_http) and by
-//! `triage serve` / `triage dev`. An entry point: maps requests onto the pipeline (ingest,
-//! read) and its errors onto problem+json; uses config and the domain too.
+//! `triage serve` / `triage dev`, where [`local`] guards it (loopback by default, a bearer
+//! token beyond, the Host check on loopback) since no API Gateway stands in front. An entry
+//! point: maps requests onto the pipeline (ingest, read) and its errors onto problem+json;
+//! uses config and the domain too.
 
 pub mod admin;
 mod caller;
