@@ -19,7 +19,7 @@ use triage::{
     config::Config,
     db,
     evaluate::AnyProvider,
-    http::{self, admin},
+    http::{self, admin, local},
     operations,
     pipeline::{
         sweep,
@@ -47,7 +47,7 @@ struct Cli {
 enum Command {
     /// Apply migrations/ (idempotent, safe to run concurrently).
     Migrate,
-    /// Serve the HTTP API, and the operator console at /admin (loopback only by default).
+    /// Serve the HTTP API, and the operator console at /admin (each loopback only by default).
     Serve {
         #[arg(long, default_value = "127.0.0.1:3000")]
         listen: SocketAddr,
@@ -76,14 +76,19 @@ enum Command {
     },
 }
 
-/// Who may reach the console (docs/console.md). The token is read from TRIAGE_ADMIN_TOKEN
-/// only, never from a flag, so it does not show in the process list.
+/// Who may reach the local server beyond loopback (docs/console.md, docs/runbook.md
+/// "Security"). Tokens are read from TRIAGE_ADMIN_TOKEN and TRIAGE_API_TOKEN only, never from
+/// a flag, so they do not show in the process list.
 #[derive(Args)]
 struct ConsoleAccess {
     /// Also serve /admin when --listen is not a loopback address; requires TRIAGE_ADMIN_TOKEN
-    /// (at least 24 characters). Without it, such a server has the API only.
+    /// (at least 24 characters).
     #[arg(long)]
     allow_remote_admin: bool,
+    /// Also serve the API (/tickets) when --listen is not a loopback address; requires
+    /// TRIAGE_API_TOKEN (at least 24 characters), sent as `Authorization: Bearer`.
+    #[arg(long)]
+    allow_remote_api: bool,
 }
 
 /// How often the long-running worker and sweeper look again when idle.
@@ -205,36 +210,56 @@ async fn serve(
     access: &ConsoleAccess,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let token = std::env::var(admin::security::TOKEN_ENV)
-        .ok()
-        .map(Secret::from);
-    let console = match admin::Exposure::decide(listen, access.allow_remote_admin, token)
-        .map_err(anyhow::Error::msg)?
-    {
-        admin::Exposure::Served { token } => {
-            let signed = if token.is_some() {
-                " (token required)"
-            } else {
-                ""
-            };
-            eprintln!("triage: operator console at http://{listen}/admin{signed}");
-            Some(admin::Guard::new(token))
+    let token = |door: &local::Door| std::env::var(door.token_env).ok().map(Secret::from);
+    let decide = |door: &local::Door, allowed| -> anyhow::Result<Option<Option<Secret>>> {
+        match door
+            .decide(listen, allowed, token(door))
+            .map_err(anyhow::Error::msg)?
+        {
+            local::Exposure::Served { token } => Ok(Some(token)),
+            local::Exposure::NotServed { why } => {
+                eprintln!("triage: {why}");
+                Ok(None)
+            }
         }
-        admin::Exposure::NotServed { why } => {
-            eprintln!("triage: {why}");
-            None
+    };
+    let api = decide(&local::API, access.allow_remote_api)?;
+    let console = decide(&local::CONSOLE, access.allow_remote_admin)?;
+    if api.is_none() && console.is_none() {
+        anyhow::bail!(
+            "nothing to serve on {listen}: give --allow-remote-api and/or --allow-remote-admin \
+             with their tokens, or listen on loopback"
+        );
+    }
+    let signed = |token: &Option<Secret>| {
+        if token.is_some() {
+            " (token required)"
+        } else {
+            ""
         }
+    };
+    if let Some(token) = &api {
+        eprintln!("triage: API listening on http://{listen}{}", signed(token));
+    }
+    if let Some(token) = &console {
+        eprintln!(
+            "triage: operator console at http://{listen}/admin{}",
+            signed(token)
+        );
+    }
+    let server = http::LocalServer {
+        api: api.map(local::ApiGuard::new),
+        console: console.map(admin::Guard::new),
     };
     let pool = db::pool(&config.database)?;
     let state = http::AppState { pool, config };
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
-    eprintln!("triage: API listening on http://{listen}");
     http::serve(
         listener,
         state,
-        console,
+        server,
         async move { stop.cancelled().await },
     )
     .await?;

@@ -25,6 +25,9 @@ pub struct Limits {
     pub max_message_chars: usize,
     /// How long an `Idempotency-Key` request header is remembered.
     pub idempotency_key_ttl: Duration,
+    /// `TRIAGE_CALLER_DAILY_TICKETS`: tickets one principal may create per UTC day; `None`, no
+    /// quota.
+    pub caller_daily_tickets: Option<u32>,
 }
 
 impl Default for Limits {
@@ -34,6 +37,7 @@ impl Default for Limits {
             max_subject_chars: 500,
             max_message_chars: 20_000,
             idempotency_key_ttl: Duration::from_secs(24 * 3600),
+            caller_daily_tickets: None,
         }
     }
 }
@@ -291,11 +295,16 @@ impl Config {
                 },
             },
             versions: Versions {
-                prompt: env.parsed("TRIAGE_PROMPT_VERSION", "triage-v3")?,
+                // triage-v5 sends the ticket as data in a message of its own, never pasted into
+                // the instructions (v3, v4), which a ticket's text could then override.
+                prompt: env.parsed("TRIAGE_PROMPT_VERSION", "triage-v5")?,
                 model: model_version,
                 policy: env.parsed("TRIAGE_POLICY_VERSION", "policy-v1")?,
             },
-            limits: Limits::default(),
+            limits: Limits {
+                caller_daily_tickets: env.limit("TRIAGE_CALLER_DAILY_TICKETS")?,
+                ..Limits::default()
+            },
             worker,
             rate_limit: RateLimitPolicy {
                 requests_per_minute: env.limit("TRIAGE_PROVIDER_RPM")?,
@@ -440,7 +449,7 @@ mod tests {
         assert_eq!(c.worker.max_attempts, 5);
         assert_eq!(c.worker.backoff_max, Duration::from_secs(300));
         assert_eq!(c.worker.jitter_max, Duration::from_secs(30));
-        assert_eq!(c.versions.prompt, "triage-v3");
+        assert_eq!(c.versions.prompt, "triage-v5");
         assert_eq!(c.versions.policy, "policy-v1");
         assert_eq!(c.versions.model, ModelVersion::RULES);
     }

@@ -21,14 +21,23 @@ pub fn init() {
 const DEFAULT_FILTER: &str = "info,refinery_core=warn,tokio_postgres=warn";
 
 /// Libraries that log whole requests below info: lambda_runtime the raw event at trace (the
-/// Authorization header and the ticket with it), hyper the bytes on the wire. Capped at info
-/// whatever `RUST_LOG` says.
-const CAPPED_AT_INFO: [&str; 5] = [
+/// Authorization header and the ticket with it), hyper the bytes on the wire, tokio_postgres
+/// each statement's parameters at debug (a ticket's subject and message), reqwest and the AWS
+/// SDK (`aws_smithy_*`, `aws_sdk_*`, `aws_sigv4`, ...) requests and responses with their
+/// headers and bodies. Capped at info whatever `RUST_LOG` says. An entry ending in `_` caps
+/// every crate whose name starts with it.
+const CAPPED_AT_INFO: [&str; 11] = [
     "lambda_runtime",
     "lambda_runtime_api_client",
     "lambda_http",
     "hyper",
     "hyper_util",
+    "h2",
+    "tokio_postgres",
+    "postgres_protocol",
+    "reqwest",
+    "rustls",
+    "aws_",
 ];
 
 /// The one log format: JSON lines with the current span's fields (the Lambda request id),
@@ -40,6 +49,16 @@ where
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     subscriber_filtered(writer, filter)
+}
+
+/// The subscriber as `RUST_LOG=rust_log` would make it, set for the current thread until the
+/// guard drops, with records of the `log` crate (tokio_postgres logs through it) forwarded as
+/// `init` does: for a test that must see what a deployment with that `RUST_LOG` would write.
+pub fn set_default_with<W>(writer: W, rust_log: &str) -> tracing::subscriber::DefaultGuard
+where
+    W: for<'w> fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    subscriber_filtered(writer, EnvFilter::new(rust_log)).set_default()
 }
 
 fn subscriber_filtered<W>(writer: W, filter: EnvFilter) -> impl tracing::Subscriber + Send + Sync
@@ -59,11 +78,14 @@ where
 
 fn within_caps(metadata: &Metadata<'_>) -> bool {
     let target = metadata.target();
-    let capped = CAPPED_AT_INFO.iter().any(|crate_name| {
-        target
-            .strip_prefix(crate_name)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
-    });
+    let capped = CAPPED_AT_INFO
+        .iter()
+        .any(|name| match name.strip_suffix('_') {
+            Some(prefix) => target.starts_with(prefix) && target[prefix.len()..].starts_with('_'),
+            None => target
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with("::")),
+        });
     !capped || *metadata.level() <= Level::INFO
 }
 
@@ -153,7 +175,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn raw_events_stay_out_of_the_logs_even_at_rust_log_trace() {
+    fn raw_events_statements_and_sdk_bodies_stay_out_of_the_logs_even_at_rust_log_trace() {
         let captured = Arc::new(Mutex::new(Vec::<u8>::new()));
         let sink = captured.clone();
         let writer = move || WriteTo(sink.clone());
@@ -165,13 +187,19 @@ mod tests {
                 "raw JSON event received from Lambda"
             );
             tracing::debug!(target: "hyper::proto", "SECRET-WIRE-BYTES");
+            tracing::debug!(target: "tokio_postgres::query", "SECRET-PARAMETERS");
+            tracing::debug!(target: "reqwest::connect", "SECRET-HEADERS");
+            tracing::trace!(target: "aws_smithy_runtime::client", "SECRET-BODY");
+            tracing::trace!(target: "aws_sigv4::http_request", "SECRET-CANONICAL");
             tracing::info!(target: "lambda_runtime", "runtime info is kept");
             tracing::trace!(target: "triage::pipeline", "our own trace is kept");
+            tracing::trace!(target: "awsome::thing", "a crate merely named alike is kept");
         });
         let logs = String::from_utf8(captured.lock().unwrap().clone()).unwrap();
         assert!(!logs.contains("SECRET"), "{logs}");
         assert!(logs.contains("runtime info is kept"), "{logs}");
         assert!(logs.contains("our own trace is kept"), "{logs}");
+        assert!(logs.contains("named alike is kept"), "{logs}");
     }
 
     struct WriteTo(Arc<Mutex<Vec<u8>>>);

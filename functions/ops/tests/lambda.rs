@@ -8,7 +8,7 @@ use testkit::lambda::{Function, RuntimeApi};
 use triage::{
     config::Config,
     db,
-    pipeline::ingest::{create_ticket, NewTicket},
+    pipeline::ingest::{create_ticket, NewTicket, Submitter},
     telemetry::NAMESPACE,
 };
 
@@ -26,7 +26,7 @@ async fn stats_answer_with_the_queue_and_count_the_operation_and_a_bad_request_i
         subject: subject.into(),
         message: message.into(),
     };
-    create_ticket(&pool, &config.versions, &ticket)
+    create_ticket(&pool, &config.versions, &ticket, Submitter::LOCAL)
         .await
         .unwrap();
     let runtime = RuntimeApi::start().await;
@@ -79,10 +79,12 @@ async fn stats_answer_with_the_queue_and_count_the_operation_and_a_bad_request_i
             (field("op"), field("status"), field("principal"))
         })
         .collect();
-    assert_eq!(rows.len(), 2, "{trail}");
-    assert_eq!((rows[0].0, rows[0].1), ("reprocess", "refused"));
-    assert!(rows[0].2.contains(&refused.request_id), "{trail}");
-    assert_eq!((rows[1].0, rows[1].1), ("stats", "ok"));
-    assert!(rows[1].2.starts_with("lambda arn:aws:lambda:"), "{trail}");
+    // The listing's own row first: written before it ran, still started.
+    assert_eq!(rows.len(), 3, "{trail}");
+    assert_eq!((rows[0].0, rows[0].1), ("audit", "started"));
+    assert_eq!((rows[1].0, rows[1].1), ("reprocess", "refused"));
+    assert!(rows[1].2.contains(&refused.request_id), "{trail}");
+    assert_eq!((rows[2].0, rows[2].1), ("stats", "ok"));
+    assert!(rows[2].2.starts_with("lambda arn:aws:lambda:"), "{trail}");
     function.print_init_and_size(&runtime).await;
 }

@@ -11,7 +11,7 @@ use testkit::lambda::{events, Function, RuntimeApi};
 use triage::{
     config::Config,
     db,
-    pipeline::ingest::{create_ticket, NewTicket},
+    pipeline::ingest::{create_ticket, NewTicket, Submitter},
 };
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -65,7 +65,7 @@ async fn add_tickets(pool: &deadpool_postgres::Pool, config: &Config, numbers: R
             subject: format!("Zanzibar invoice {i}"),
             message: "Quokka account locked since Tuesday".into(),
         };
-        create_ticket(pool, &config.versions, &ticket)
+        create_ticket(pool, &config.versions, &ticket, Submitter::LOCAL)
             .await
             .unwrap();
     }

@@ -7,7 +7,7 @@ use testkit::lambda::{events, Function, RuntimeApi};
 use triage::{
     config::Config,
     db,
-    pipeline::ingest::{create_ticket, NewTicket},
+    pipeline::ingest::{create_ticket, NewTicket, Submitter},
     pipeline::outbox::claim::{claim, Serves},
     telemetry::NAMESPACE,
 };
@@ -25,7 +25,7 @@ async fn scheduled_event_returns_an_expired_lease_to_pending_and_answers_with_th
         subject: subject.into(),
         message: message.into(),
     };
-    create_ticket(&pool, &config.versions, &ticket)
+    create_ticket(&pool, &config.versions, &ticket, Submitter::LOCAL)
         .await
         .unwrap();
     // A worker that claimed the job and died: its lease (zero long) has run out.

@@ -9,7 +9,7 @@ use testkit::lambda::{events, Function, Invocation, RuntimeApi};
 use triage::{
     config::Config,
     db,
-    pipeline::ingest::{create_ticket, NewTicket},
+    pipeline::ingest::{create_ticket, NewTicket, Submitter},
     telemetry::NAMESPACE,
 };
 
@@ -74,7 +74,7 @@ impl Container {
             subject: subject.into(),
             message: message.into(),
         };
-        create_ticket(&self.pool, &self.config.versions, &ticket)
+        create_ticket(&self.pool, &self.config.versions, &ticket, Submitter::LOCAL)
             .await
             .unwrap();
     }

@@ -207,7 +207,8 @@ where
     // A request naming any other URL is not CloudFormation's: nothing is migrated or sent.
     if !is_cloudformation_url(&request.response_url) {
         return Err(AnswerNotDelivered(
-            "the ResponseURL is not an https URL on amazonaws.com: refused, nothing done".into(),
+            "the ResponseURL is not CloudFormation's response bucket on S3: refused, nothing done"
+                .into(),
         ));
     }
     *in_hand() = Some((request.clone(), deadline));
@@ -244,20 +245,41 @@ where
     Ok(response)
 }
 
-/// CloudFormation's pre-signed S3 URLs: https on `amazonaws.com` (`.com.cn` in China), so a
-/// forged event cannot make the function send its answer (or anything) elsewhere. Loopback
-/// stands in for S3 in tests; nothing sent there leaves the host.
+/// The bucket CloudFormation answers custom resources through, one per region
+/// (`cloudformation-custom-resource-response-euwest1`).
+const RESPONSE_BUCKET: &str = "cloudformation-custom-resource-response-";
+
+/// CloudFormation's pre-signed response URLs: https to its own response bucket on S3
+/// (`amazonaws.com`, `.com.cn` in China), virtual-hosted or path-style, so a forged event
+/// cannot make the function send its answer (or anything) to any other host or bucket.
+/// Plain http to loopback stands in for S3 in debug builds (the tests) only, never in a
+/// release build.
 fn is_cloudformation_url(url: &str) -> bool {
     let Ok(url) = reqwest::Url::parse(url) else {
         return false;
     };
-    let on_aws = url.host_str().is_some_and(|host| {
-        ["amazonaws.com", "amazonaws.com.cn"].iter().any(|domain| {
-            host.strip_suffix(domain)
-                .is_some_and(|sub| sub.ends_with('.'))
-        })
-    });
-    (url.scheme() == "https" && on_aws) || crate::tls::is_loopback(&url)
+    if cfg!(debug_assertions) && crate::tls::is_loopback(&url) {
+        return true;
+    }
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let Some(s3) = ["amazonaws.com", "amazonaws.com.cn"]
+        .iter()
+        .find_map(|domain| host.strip_suffix(domain)?.strip_suffix('.'))
+    else {
+        return false;
+    };
+    let is_s3 = |name: &str| name == "s3" || name.starts_with("s3.") || name.starts_with("s3-");
+    let bucket_host = s3
+        .split_once('.')
+        .is_some_and(|(bucket, rest)| bucket.starts_with(RESPONSE_BUCKET) && is_s3(rest));
+    let bucket_path = is_s3(s3)
+        && url
+            .path_segments()
+            .and_then(|mut segments| segments.next())
+            .is_some_and(|bucket| bucket.starts_with(RESPONSE_BUCKET));
+    url.scheme() == "https" && url.username().is_empty() && (bucket_host || bucket_path)
 }
 
 /// CloudFormation refuses answers over 4 KiB; the reason is the only part that can grow.
@@ -351,24 +373,36 @@ mod tests {
     }
 
     #[test]
-    fn answers_go_only_to_https_urls_on_amazonaws_com_or_loopback() {
+    fn answers_go_only_to_cloudformations_response_bucket_or_loopback_in_debug_builds() {
         for allowed in [
             "https://cloudformation-custom-resource-response-euwest1.s3-eu-west-1.amazonaws.com/x?sig=1",
-            "https://s3.cn-north-1.amazonaws.com.cn/bucket/key",
-            "http://127.0.0.1:4000/answer",
+            "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/arn%3Aaws?sig=1",
+            "https://cloudformation-custom-resource-response-euwest1.s3.eu-west-1.amazonaws.com/x",
+            "https://cloudformation-custom-resource-response-cnnorth1.s3.cn-north-1.amazonaws.com.cn/x",
+            "https://s3.amazonaws.com/cloudformation-custom-resource-response-useast1/x",
         ] {
             assert!(is_cloudformation_url(allowed), "{allowed}");
         }
         for refused in [
-            "http://s3.amazonaws.com/bucket/key",
+            "http://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/x",
+            "https://s3.amazonaws.com/bucket/key",
+            "https://attacker-bucket.s3.amazonaws.com/key",
+            "https://s3.cn-north-1.amazonaws.com.cn/bucket/key",
+            "https://cloudformation-custom-resource-response-useast1.execute-api.amazonaws.com/x",
             "https://evil.example.com/collect",
             "https://amazonaws.com.evil.example/x",
             "https://notamazonaws.com/x",
             "https://s3.amazonaws.com@evil.example/x",
+            "https://user@cloudformation-custom-resource-response-useast1.s3.amazonaws.com/x",
             "file:///etc/passwd",
         ] {
             assert!(!is_cloudformation_url(refused), "{refused}");
         }
+        // Tests are debug builds, where loopback stands in for S3; a release build refuses it.
+        assert_eq!(
+            is_cloudformation_url("http://127.0.0.1:4000/answer"),
+            cfg!(debug_assertions)
+        );
     }
 
     #[test]

@@ -18,7 +18,8 @@ pub struct DatabaseConfig {
     /// Filled from `secret` by `crate::aws::secrets::resolve`; shared by every clone, so a refresh after a
     /// rotation serves all pools of the process.
     pub credentials: Option<Arc<DbCredentials>>,
-    /// `TRIAGE_DB_TLS`. Unset: `sslmode=disable` in `DATABASE_URL` means [`DbTls::Disable`],
+    /// `TRIAGE_DB_TLS`. Unset: `sslmode=disable` in `DATABASE_URL` means [`DbTls::Disable`]
+    /// (for a loopback host only; another host is refused),
     /// anything else (libpq's `prefer` and `require` included) verify-full with the RDS CAs.
     pub tls: Option<DbTls>,
     pub pool_size: usize,

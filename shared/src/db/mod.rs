@@ -67,8 +67,19 @@ impl Connector {
             (None, _) => {
                 let pg = tokio_postgres::Config::from_str(config.url.expose_secret())
                     .map_err(|e| ConfigError::invalid("DATABASE_URL", e.to_string()))?;
-                // The local path's explicit opt-out; any other sslmode is upgraded below.
+                // The local path's explicit opt-out, for a server on this machine only; any
+                // other sslmode is upgraded below.
                 url_disables_tls = pg.get_ssl_mode() == SslMode::Disable;
+                if url_disables_tls && config.tls.is_none() && !all_hosts_local(&pg) {
+                    return Err(ConfigError::invalid(
+                        "DATABASE_URL",
+                        "sslmode=disable is accepted for a loopback host only (a password \
+                         and ticket text would cross the network in clear); remove it, or set \
+                         TRIAGE_DB_TLS=disable to turn TLS off deliberately"
+                            .into(),
+                    )
+                    .into());
+                }
                 Login::Url(Box::new(pg))
             }
         };
@@ -124,6 +135,25 @@ impl Connector {
             }
         }
     }
+}
+
+/// Whether every host of `pg` is this machine: a loopback name or address, or a Unix socket.
+fn all_hosts_local(pg: &tokio_postgres::Config) -> bool {
+    use tokio_postgres::config::Host;
+    let addresses_local = pg.get_hostaddrs().iter().all(|ip| ip.is_loopback());
+    let hosts_local = pg.get_hosts().iter().all(|host| match host {
+        Host::Tcp(name) => {
+            name.eq_ignore_ascii_case("localhost")
+                || name
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        #[cfg(unix)]
+        Host::Unix(_) => true,
+    });
+    addresses_local && hosts_local
 }
 
 impl Connect for Connector {
@@ -294,8 +324,41 @@ mod tests {
             &format!("{local}?sslmode=disable"),
             Some("verify-full")
         ));
+        assert!(!tls_of(
+            "postgres://triage@localhost/triage?sslmode=disable",
+            None
+        ));
+        assert!(!tls_of(
+            "postgres://triage@[::1]:5432/triage?sslmode=disable",
+            None
+        ));
         let err = Config::from_lookup(|n| (n == "TRIAGE_DB_TLS").then(|| "require".into()));
         assert!(err.unwrap_err().to_string().contains("TRIAGE_DB_TLS"));
+    }
+
+    #[test]
+    fn sslmode_disable_in_the_url_is_refused_for_a_host_beyond_loopback() {
+        for url in [
+            "postgres://triage@db.example.internal:5432/triage?sslmode=disable",
+            "postgres://triage@10.0.1.25/triage?sslmode=disable",
+            "postgres://triage@localhost,db.example.internal/triage?sslmode=disable",
+            "postgres://triage@localhost/triage?sslmode=disable&hostaddr=10.0.1.25",
+        ] {
+            let config =
+                Config::from_lookup(|n| (n == "DATABASE_URL").then(|| url.into())).unwrap();
+            let refused = Connector::new(&config.database)
+                .err()
+                .unwrap_or_else(|| panic!("{url}"));
+            assert!(
+                refused.to_string().contains("loopback host only"),
+                "{url}: {refused}"
+            );
+        }
+        // Turning TLS off elsewhere stays possible, but only said in so many words.
+        assert!(!tls_of(
+            "postgres://triage@10.0.1.25/triage?sslmode=disable",
+            Some("disable")
+        ));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Who sent a request, as API Gateway's authorizer established it. `Idempotency-Key`s are
 //! unique per caller (IETF httpapi draft: a key identifies one client's request), so two
-//! services that happen to pick the same key never see each other's tickets.
+//! services that happen to pick the same key never see each other's tickets; and a ticket is
+//! read by the caller that created it (or one with [`READ_ALL_SCOPE`]), no one else.
 
 use axum::{
     extract::FromRequestParts,
@@ -10,46 +11,72 @@ use lambda_http::request::RequestContext;
 use sha2::{Digest, Sha256};
 
 use super::Problem;
+use crate::pipeline::ingest::Submitter;
 
-/// The authenticated principal, or anonymous: only local `triage serve`, where no API Gateway
-/// stands in front. A request that came through API Gateway names its principal, or is a 401.
+/// The JWT scope that lets a support tool read every ticket, not only its own (the route's own
+/// read scope is still needed to reach it).
+pub const READ_ALL_SCOPE: &str = "triage/tickets.read_all";
+
+/// The authenticated principal, or the local server's caller. A request that came through API
+/// Gateway names its principal, or is a 401.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller(Option<String>);
+pub struct Caller {
+    /// `None`: the local server's caller.
+    principal: Option<String>,
+    read_all: bool,
+}
 
 impl Caller {
-    pub const ANONYMOUS: Caller = Caller(None);
+    pub const LOCAL: Caller = Caller {
+        principal: None,
+        read_all: false,
+    };
 
     /// From the request context lambda_http attaches to each request:
     /// - IAM (SigV4): the user ARN, with an assumed role's session name dropped, so a
     ///   service's retry after its credentials were refreshed is still the same caller;
-    /// - JWT: issuer and subject.
+    /// - JWT: issuer and subject; [`READ_ALL_SCOPE`] among its scopes reads every ticket.
     ///
     /// Without a principal (a route deployed without an authorizer, a JWT without `sub`) the
-    /// request is refused: its `Idempotency-Key`s would be shared with every such caller.
+    /// request is refused: its `Idempotency-Key`s and tickets would be shared with every such
+    /// caller.
     pub fn from_extensions(extensions: &Extensions) -> Result<Self, Problem> {
         match extensions.get::<RequestContext>() {
-            None => Ok(Self::ANONYMOUS),
-            Some(RequestContext::ApiGatewayV2(context)) => context
-                .authorizer
-                .as_ref()
-                .and_then(principal)
-                .map(|p| Caller(Some(p)))
-                .ok_or_else(unauthenticated),
+            None => Ok(Self::LOCAL),
+            Some(RequestContext::ApiGatewayV2(context)) => {
+                let authorizer = context.authorizer.as_ref().ok_or_else(unauthenticated)?;
+                let principal = principal(authorizer).ok_or_else(unauthenticated)?;
+                Ok(Caller {
+                    principal: Some(principal),
+                    read_all: has_scope(authorizer, READ_ALL_SCOPE),
+                })
+            }
             Some(_) => Err(unauthenticated()),
         }
     }
 
-    /// The stored form of `key` for this caller. Anonymous keys are stored as sent; a caller's
-    /// are prefixed with a digest of the principal, which keeps rows short (an ARN can be long)
-    /// and needs no schema change, so a rolled-back release still reads the table.
-    pub fn scope(&self, key: &str) -> String {
-        match &self.0 {
-            None => key.to_string(),
+    /// Who owns what this caller creates, as stored on the ticket: a digest of the principal
+    /// (32 hex digits: rows stay short however long an ARN is, and the principal itself is not
+    /// copied into every ticket), or `local`.
+    pub fn owner(&self) -> String {
+        match &self.principal {
+            None => Submitter::LOCAL.owner.to_string(),
             Some(principal) => {
                 let digest = Sha256::digest(principal.as_bytes());
-                format!("{}/{key}", hex::encode(&digest[..16]))
+                hex::encode(&digest[..16])
             }
         }
+    }
+
+    /// Whose tickets this caller may read: its own, or (`None`) all of them.
+    pub fn reads(&self) -> Option<String> {
+        (!self.read_all).then(|| self.owner())
+    }
+
+    /// The stored form of `key` for this caller: its owner, a slash, the key. Owners differ in
+    /// form (32 hex digits, or `local`), so no caller's stored form can equal another's.
+    pub fn scope(&self, key: &str) -> String {
+        format!("{}/{key}", self.owner())
     }
 }
 
@@ -75,6 +102,24 @@ fn principal(
     let subject = claims.get("sub")?;
     let issuer = claims.get("iss").map_or("", String::as_str);
     Some(format!("jwt {issuer} {subject}"))
+}
+
+/// Whether the token carries `scope`: in `scopes` (API Gateway fills it for routes with
+/// authorization scopes) or in the space-separated `scope` claim (`scp` for some issuers).
+fn has_scope(
+    authorizer: &lambda_http::aws_lambda_events::apigw::ApiGatewayRequestAuthorizer,
+    scope: &str,
+) -> bool {
+    let Some(jwt) = authorizer.jwt.as_ref() else {
+        return false;
+    };
+    let listed = jwt.scopes.iter().flatten().any(|s| s == scope);
+    let claimed = ["scope", "scp"].iter().any(|name| {
+        jwt.claims
+            .get(*name)
+            .is_some_and(|v| v.split([' ', ',']).any(|s| s == scope))
+    });
+    listed || claimed
 }
 
 fn unauthenticated() -> Problem {
@@ -111,12 +156,35 @@ mod tests {
     }
 
     #[test]
-    fn anonymous_keys_are_stored_as_sent_and_callers_keys_apart() {
-        let alice = Caller(Some("iam arn:aws:iam::1:user/alice".into()));
-        let bob = Caller(Some("iam arn:aws:iam::1:user/bob".into()));
-        assert_eq!(Caller::ANONYMOUS.scope("k1"), "k1");
+    fn every_callers_keys_are_apart_and_the_local_callers_too() {
+        let named = |p: &str| Caller {
+            principal: Some(p.into()),
+            read_all: false,
+        };
+        let alice = named("iam arn:aws:iam::1:user/alice");
+        let bob = named("iam arn:aws:iam::1:user/bob");
+        assert_eq!(Caller::LOCAL.scope("k1"), "local/k1");
         assert_ne!(alice.scope("k1"), bob.scope("k1"));
         assert_eq!(alice.scope("k1"), alice.scope("k1"));
-        assert!(alice.scope("k1").ends_with("/k1"));
+        assert_eq!(alice.scope("k1"), format!("{}/k1", alice.owner()));
+        // A local key that looks like a principal's stored form stays apart from it.
+        let forged = Caller::LOCAL.scope(&alice.scope("k1"));
+        assert_ne!(forged, alice.scope("k1"));
+        assert!(alice.owner().len() == 32 && alice.owner().bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn only_the_read_all_scope_reads_every_ticket() {
+        let caller = Caller {
+            principal: Some("jwt i s".into()),
+            read_all: false,
+        };
+        assert_eq!(caller.reads(), Some(caller.owner()));
+        let support = Caller {
+            read_all: true,
+            ..caller
+        };
+        assert_eq!(support.reads(), None);
+        assert_eq!(Caller::LOCAL.reads().as_deref(), Some("local"));
     }
 }

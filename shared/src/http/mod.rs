@@ -1,9 +1,12 @@
 //! The HTTP API: one router, served by the api Lambda (through lambda_http) and by
-//! `triage serve` / `triage dev`. An entry point: maps requests onto the pipeline (ingest,
-//! read) and its errors onto problem+json; uses config and the domain too.
+//! `triage serve` / `triage dev`, where [`local`] guards it (loopback by default, a bearer
+//! token beyond, the Host check on loopback) since no API Gateway stands in front. An entry
+//! point: maps requests onto the pipeline (ingest, read) and its errors onto problem+json;
+//! uses config and the domain too.
 
 pub mod admin;
 mod caller;
+pub mod local;
 mod problem;
 mod tickets;
 
@@ -12,12 +15,13 @@ use std::sync::Arc;
 use axum::{
     extract::DefaultBodyLimit,
     http::StatusCode,
+    middleware,
     routing::{get, post},
     Router,
 };
 use deadpool_postgres::Pool;
 
-pub use caller::Caller;
+pub use caller::{Caller, READ_ALL_SCOPE};
 pub use problem::Problem;
 
 use crate::config::Config;
@@ -28,11 +32,16 @@ pub struct AppState {
     pub config: Arc<Config>,
 }
 
-pub fn router(state: AppState) -> Router {
-    let body_limit = state.config.limits.max_body_bytes;
+fn api_routes() -> Router<AppState> {
     Router::new()
         .route("/tickets", post(tickets::create))
         .route("/tickets/{id}", get(tickets::show))
+}
+
+/// Problem+json for unknown paths and methods, the body limit, and the state.
+fn finish(routes: Router<AppState>, state: AppState) -> Router {
+    let body_limit = state.config.limits.max_body_bytes;
+    routes
         .fallback(|| async { Problem::not_found("no such resource") })
         .method_not_allowed_fallback(|| async {
             Problem::new(
@@ -44,23 +53,46 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The local server's router: the API, plus the operator console when `console` is given
-/// (`triage serve` decides that with [`admin::Exposure`]).
-pub fn local_router(state: AppState, console: Option<admin::Guard>) -> Router {
-    match console {
-        Some(guard) => router(state.clone()).merge(admin::router(state, guard)),
-        None => router(state),
+/// The API's router, as the api Lambda serves it (API Gateway authenticates the caller).
+pub fn router(state: AppState) -> Router {
+    finish(api_routes(), state)
+}
+
+/// What the local server serves, decided by `triage serve` with [`local::Door::decide`]
+/// before anything binds.
+pub struct LocalServer {
+    /// The API; `None`, not served (a non-loopback address without `--allow-remote-api`).
+    pub api: Option<local::ApiGuard>,
+    /// The operator console; `None`, not served.
+    pub console: Option<admin::Guard>,
+}
+
+/// The local server's router: what `server` serves, and on a `loopback` listener only to
+/// requests addressed to loopback (every route: the API as much as the console).
+pub fn local_router(state: AppState, server: LocalServer, loopback: bool) -> Router {
+    let api = match server.api {
+        None => Router::new(),
+        Some(guard) => guard.protect(api_routes()),
+    };
+    let mut app = finish(api, state.clone());
+    if let Some(guard) = server.console {
+        app = app.merge(admin::router(state, guard));
     }
+    if loopback {
+        app = app.layer(middleware::from_fn(local::require_loopback_host));
+    }
+    app
 }
 
 /// Serves the local router on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
-    console: Option<admin::Guard>,
+    server: LocalServer,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, local_router(state, console))
+    let loopback = listener.local_addr()?.ip().is_loopback();
+    axum::serve(listener, local_router(state, server, loopback))
         .with_graceful_shutdown(shutdown)
         .await
 }

@@ -12,6 +12,8 @@ use crate::domain::error::Error;
 pub struct Problem {
     pub status: StatusCode,
     pub detail: String,
+    /// `Retry-After` for a 429 (a 503 always says 5 s).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl Problem {
@@ -19,6 +21,13 @@ impl Problem {
         Self {
             status,
             detail: detail.into(),
+            retry_after: None,
+        }
+    }
+    pub fn retry_after(self, after: std::time::Duration) -> Self {
+        Self {
+            retry_after: Some(after),
+            ..self
         }
     }
     pub fn bad_request(detail: impl Into<String>) -> Self {
@@ -46,7 +55,12 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if let Some(after) = self.retry_after {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(after.as_secs().max(1)),
+            );
+        } else if self.status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
         }
         response

@@ -17,7 +17,7 @@ use crate::{
     config::Limits,
     domain::ticket::TicketId,
     pipeline::{
-        ingest::{self, KeyedOutcome, NewTicket},
+        ingest::{self, NewTicket, Outcome, Submitter},
         read,
     },
 };
@@ -54,32 +54,44 @@ pub async fn create(
     let request_key = request_key(&headers)?;
     let config = &state.config;
 
-    let (status, body) = match request_key {
-        None => {
-            let created = ingest::create_ticket(&state.pool, &config.versions, &ticket).await?;
-            (StatusCode::CREATED, created.body())
-        }
+    let submitter = Submitter {
+        owner: &caller.owner(),
+        daily_quota: config.limits.caller_daily_tickets,
+    };
+    let outcome = match request_key {
+        None => ingest::create_ticket(&state.pool, &config.versions, &ticket, submitter).await?,
         Some(key) => {
-            match ingest::create_ticket_keyed(
+            ingest::create_ticket_keyed(
                 &state.pool,
                 &config.versions,
                 &ticket,
+                submitter,
                 &caller.scope(key),
                 config.limits.idempotency_key_ttl,
             )
             .await?
-            {
-                KeyedOutcome::Created(created) => (StatusCode::CREATED, created.body()),
-                KeyedOutcome::Replay { status, body } => (
-                    StatusCode::from_u16(status).unwrap_or(StatusCode::CREATED),
-                    body,
+        }
+    };
+    let (status, body) = match outcome {
+        Outcome::Created(created) => (StatusCode::CREATED, created.body()),
+        Outcome::Replay { status, body } => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::CREATED),
+            body,
+        ),
+        Outcome::Mismatch => {
+            return Err(Problem::unprocessable(
+                "Idempotency-Key was already used with a different request body",
+            ))
+        }
+        Outcome::OverQuota { retry_after } => {
+            return Err(Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "this caller created its {} tickets for today (UTC); retry after 00:00 UTC",
+                    config.limits.caller_daily_tickets.unwrap_or_default()
                 ),
-                KeyedOutcome::Mismatch => {
-                    return Err(Problem::unprocessable(
-                        "Idempotency-Key was already used with a different request body",
-                    ))
-                }
-            }
+            )
+            .retry_after(retry_after))
         }
     };
     let location = body["id"]
@@ -96,7 +108,7 @@ pub async fn create(
 pub async fn show(
     State(state): State<AppState>,
     // Refuses a request through API Gateway without a principal, as `create` does.
-    _caller: Caller,
+    caller: Caller,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Problem> {
     // A path that is not even valid UTF-8 (`%FF`) is as malformed as one that is not a UUID.
@@ -104,7 +116,9 @@ pub async fn show(
         .ok()
         .and_then(|Path(id)| id.parse().ok())
         .ok_or_else(|| Problem::bad_request("ticket id must be a UUID"))?;
-    match read::find(&state.pool, &state.config.versions, id).await? {
+    // Another caller's ticket is answered like one that does not exist: 404, never 403.
+    let owner = caller.reads();
+    match read::find(&state.pool, &state.config.versions, id, owner.as_deref()).await? {
         Some(view) => Ok(Json(view).into_response()),
         None => Err(Problem::not_found(format!("no ticket with id {id}"))),
     }

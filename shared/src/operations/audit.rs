@@ -1,11 +1,14 @@
 //! The audit trail of operator commands (`operation_audit`): every run, from the CLI or the
 //! ops Lambda, whatever its end, is one row naming who ran it, what, with which parameters,
-//! and what it did. `triage audit` lists them.
+//! and what it did. The row is written `started` before the operation runs (no trail, no
+//! run), and finished once after it; the table is append-only for every login (a trigger,
+//! V8), and the server sets `db_login` and the times. `triage audit` lists them.
 //!
-//! Who: the CLI records the OS user its environment names (`$USER`: self-declared, so the
-//! row also keeps the database login, set by the server); the ops Lambda records its own function and
-//! the request id, because Lambda does not tell a function which IAM principal invoked it
-//! (CloudTrail does: the `Invoke` data event with that request id names the caller).
+//! Who: the CLI records the OS user its environment names (`$USER`: self-declared) with the
+//! process's real uid, and the row keeps the database login, set by the server; the ops
+//! Lambda records its own function and the request id, because Lambda does not tell a function
+//! which IAM principal invoked it (CloudTrail does: the `Invoke` data event with that request
+//! id names the caller).
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -22,7 +25,8 @@ use crate::{
 pub struct Operator(String);
 
 impl Operator {
-    /// The CLI: the OS user (`$USER`, else `$LOGNAME`) and the host.
+    /// The CLI: the OS user (`$USER`, else `$LOGNAME`, as claimed), the process's real uid
+    /// (from the kernel, where it says: `/proc/self`), and the host.
     pub fn os_user() -> Self {
         let user = std::env::var("USER")
             .or_else(|_| std::env::var("LOGNAME"))
@@ -30,7 +34,8 @@ impl Operator {
         let host = std::fs::read_to_string("/etc/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "unknown-host".into());
-        Self(format!("os-user {user}@{host}"))
+        let uid = process_uid().map_or_else(|| "unknown".to_string(), |uid| uid.to_string());
+        Self(format!("os-user {user}@{host} uid {uid}"))
     }
 
     /// The operator console (`triage serve`): the OS user who runs the server, through the
@@ -63,17 +68,50 @@ pub struct AuditEntry {
     pub error: Option<String>,
 }
 
-const RECORD: &str = r#"
-INSERT INTO operation_audit (principal, op, parameters, status, result, error)
-VALUES ($1, $2, $3, $4, $5, $6)
+#[cfg(unix)]
+fn process_uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+}
+
+#[cfg(not(unix))]
+fn process_uid() -> Option<u32> {
+    None
+}
+
+/// A run whose row is written and not yet finished.
+#[derive(Debug)]
+pub struct Started(i64);
+
+const START: &str = r#"
+INSERT INTO operation_audit (principal, op, parameters, status)
+VALUES ($1, $2, $3, 'started')
+RETURNING id
 "#;
 
-/// Records one run: `result` is what it reported, or why it did not finish.
-pub async fn record(
+/// Writes the `started` row of a run before it does anything.
+pub async fn start(
     pool: &Pool,
     operator: &Operator,
     op: &str,
     parameters: &Value,
+) -> Result<Started> {
+    let client = db::client(pool).await?;
+    let row = client
+        .query_one(START, &[&operator.as_str(), &op, parameters])
+        .await?;
+    Ok(Started(row.get(0)))
+}
+
+const FINISH: &str = r#"
+UPDATE operation_audit SET status = $2, result = $3, error = $4
+WHERE id = $1 AND status = 'started'
+"#;
+
+/// Finishes the row: `result` is what the run reported, or why it did not finish.
+pub async fn finish(
+    pool: &Pool,
+    started: Started,
     result: std::result::Result<Option<Value>, &Error>,
 ) -> Result<()> {
     let (status, result, error) = match result {
@@ -83,17 +121,7 @@ pub async fn record(
     };
     let client = db::client(pool).await?;
     client
-        .execute(
-            RECORD,
-            &[
-                &operator.as_str(),
-                &op,
-                parameters,
-                &status,
-                &result,
-                &error,
-            ],
-        )
+        .execute(FINISH, &[&started.0, &status, &result, &error])
         .await?;
     Ok(())
 }

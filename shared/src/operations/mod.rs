@@ -46,10 +46,16 @@ const DEFAULT_DEAD_LETTER_WINDOW: Duration = Duration::from_secs(24 * 3600);
 /// Reprocess and redrive of more jobs than this need `--confirm` (`"confirm": true`): each
 /// queued job is a billed call, and a reprocess re-bills history.
 pub const CONFIRM_ABOVE_JOBS: i64 = 1000;
-/// How many rows `triage audit` lists by default.
+/// How many rows `triage audit` lists by default, and at most.
 const DEFAULT_AUDIT_ROWS: i64 = 50;
 /// How many runs `triage eval --list` shows, newest first.
 const LISTED_EVAL_RUNS: i64 = 50;
+pub const MAX_AUDIT_ROWS: i64 = 1000;
+/// Most tickets one `triage erase` takes: its transaction holds the lock on ticket links that
+/// ingest waits on, so a long list would stall ingest (erase more in several runs).
+pub const MAX_ERASE_TICKETS: usize = 1000;
+/// The largest `redrive --limit` (larger redrives run in several steps, each confirmed).
+pub const MAX_REDRIVE_LIMIT: i64 = 100_000;
 
 /// What an operation did. Serialised as the report alone (the caller knows what it asked).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -90,6 +96,7 @@ pub async fn run_with(
     metric::operation(request.name());
     let op = request.name();
     let parameters = serde_json::to_value(&request).unwrap_or_default();
+    let started = audit::start(pool, operator, op, &parameters).await?;
     let outcome = execute(pool, config, request, operator, watch).await;
     let reported = match &outcome {
         // The trail would only copy itself.
@@ -97,7 +104,7 @@ pub async fn run_with(
         Ok(report) => Ok(serde_json::to_value(report).ok()),
         Err(e) => Err(e),
     };
-    audit::record(pool, operator, op, &parameters, reported).await?;
+    audit::finish(pool, started, reported).await?;
     outcome
 }
 
@@ -209,6 +216,9 @@ async fn execute(
             dry_run,
             confirm,
         } => {
+            if let Some(limit) = limit {
+                within("limit", limit, MAX_REDRIVE_LIMIT)?;
+            }
             let selection = redrive::Selection {
                 reason,
                 since: since.map(|s| s.0),
@@ -235,11 +245,31 @@ async fn execute(
             let since = since.map_or(DEFAULT_DEAD_LETTER_WINDOW, |s| s.0);
             Outcome::DeadLetters(report::dead_letters(pool, since).await?)
         }
-        Request::Erase { ticket_ids } => Outcome::Erase(erase::erase(pool, &ticket_ids).await?),
+        Request::Erase { ticket_ids } => {
+            within(
+                "ticket_ids",
+                ticket_ids.len() as i64,
+                MAX_ERASE_TICKETS as i64,
+            )?;
+            Outcome::Erase(erase::erase(pool, &ticket_ids).await?)
+        }
         Request::Audit { limit } => {
-            Outcome::Audit(audit::list(pool, limit.unwrap_or(DEFAULT_AUDIT_ROWS)).await?)
+            let limit = limit.unwrap_or(DEFAULT_AUDIT_ROWS);
+            within("limit", limit, MAX_AUDIT_ROWS)?;
+            Outcome::Audit(audit::list(pool, limit).await?)
         }
     })
+}
+
+/// Refuses a count outside 1..=`max`: every list and limit of a request is bounded.
+fn within(field: &str, value: i64, max: i64) -> Result<(), InvalidRequest> {
+    if (1..=max).contains(&value) {
+        return Ok(());
+    }
+    Err(InvalidRequest::new(
+        field,
+        format!("{value} is outside 1..={max}"),
+    ))
 }
 
 /// Refuses a run over [`CONFIRM_ABOVE_JOBS`] that was not confirmed.

@@ -1,6 +1,9 @@
 //! Ticket creation (article step 1): the ticket and the intention to evaluate it are born in
 //! one transaction, or not at all. A second ticket with the same content gets its own ticket
-//! row and link, but `ON CONFLICT DO NOTHING` keeps the job (and the bill) single.
+//! row and link, but `ON CONFLICT DO NOTHING` keeps the job (and the bill) single. Each ticket
+//! records its owner, and counts against the owner's daily quota when one is set.
+
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Pool};
@@ -32,23 +35,45 @@ impl Created {
     }
 }
 
-/// What a request carrying an `Idempotency-Key` header resolves to.
+/// Who creates a ticket: its owner (`http::Caller::owner`), and the owner's daily quota
+/// (`TRIAGE_CALLER_DAILY_TICKETS`; `None`, no quota).
+#[derive(Debug, Clone, Copy)]
+pub struct Submitter<'a> {
+    pub owner: &'a str,
+    pub daily_quota: Option<u32>,
+}
+
+impl Submitter<'static> {
+    /// The local server's one caller (on loopback, or holding `TRIAGE_API_TOKEN`), and tools
+    /// and tests that ingest directly: the owner `local` (never 32 hex digits, so never a
+    /// principal's digest), no quota.
+    pub const LOCAL: Self = Submitter {
+        owner: "local",
+        daily_quota: None,
+    };
+}
+
+/// What a ticket creation resolves to.
 #[derive(Debug)]
-pub enum KeyedOutcome {
+pub enum Outcome {
     Created(Created),
-    /// Same key, same request: the first response, replayed.
+    /// Same `Idempotency-Key`, same request: the first response, replayed.
     Replay {
         status: u16,
         body: serde_json::Value,
     },
-    /// Same key, different request.
+    /// Same `Idempotency-Key`, different request.
     Mismatch,
+    /// The owner created its quota of tickets today (UTC); nothing was written.
+    OverQuota {
+        retry_after: Duration,
+    },
 }
 
 /// Ticket, link and job in one statement: one round trip, one implicit transaction.
 const INSERT_TICKET_AND_JOB: &str = r#"
 WITH new_ticket AS (
-    INSERT INTO ticket (id, subject, message) VALUES ($1, $2, $3)
+    INSERT INTO ticket (id, subject, message, owner) VALUES ($1, $2, $3, $7)
     RETURNING created_at
 ), link AS (
     INSERT INTO ticket_evaluation (ticket_id, idempotency_key, prompt_version, model_version)
@@ -61,26 +86,78 @@ WITH new_ticket AS (
 SELECT created_at FROM new_ticket
 "#;
 
+/// Counts one ticket against the owner's quota for today (UTC); no row when it is used up.
+/// The row lock serialises one owner's concurrent ingests for the rest of the transaction.
+const COUNT_AGAINST_QUOTA: &str = r#"
+INSERT INTO caller_daily_tickets (owner, day, tickets)
+VALUES ($1, (now() AT TIME ZONE 'UTC')::date, 1)
+ON CONFLICT (owner, day) DO UPDATE SET tickets = caller_daily_tickets.tickets + 1
+    WHERE caller_daily_tickets.tickets < $2
+RETURNING tickets
+"#;
+
 pub async fn create_ticket(
     pool: &Pool,
     versions: &Versions,
     ticket: &NewTicket,
-) -> Result<Created> {
-    let client = db::client(pool).await?;
-    insert(&client, versions, ticket, TicketId::new()).await
+    submitter: Submitter<'_>,
+) -> Result<Outcome> {
+    let mut client = db::client(pool).await?;
+    let id = TicketId::new();
+    if submitter.daily_quota.is_none() {
+        // The hot path: one statement, one implicit transaction.
+        let created = insert(&client, versions, ticket, submitter.owner, id).await?;
+        return Ok(Outcome::Created(created));
+    }
+    let tx = client.transaction().await?;
+    if let Some(over) = over_quota(&tx, submitter).await? {
+        return Ok(over);
+    }
+    let created = insert(&tx, versions, ticket, submitter.owner, id).await?;
+    tx.commit().await?;
+    Ok(Outcome::Created(created))
+}
+
+/// `Some(OverQuota)` when the owner's quota is used up (the caller then drops its
+/// transaction, so nothing of the request is kept); else today's count has gone up by one.
+async fn over_quota(
+    client: &impl GenericClient,
+    submitter: Submitter<'_>,
+) -> Result<Option<Outcome>> {
+    let Some(quota) = submitter.daily_quota else {
+        return Ok(None);
+    };
+    let quota = i32::try_from(quota).unwrap_or(i32::MAX);
+    let counted = client
+        .query_opt(COUNT_AGAINST_QUOTA, &[&submitter.owner, &quota])
+        .await?;
+    Ok(counted.is_none().then(|| Outcome::OverQuota {
+        retry_after: until_next_utc_day(Utc::now()),
+    }))
+}
+
+/// How long until the quota's day ends (00:00 UTC), rounded up to a whole second.
+pub fn until_next_utc_day(now: DateTime<Utc>) -> Duration {
+    let tomorrow = (now.date_naive() + chrono::Days::new(1))
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight exists")
+        .and_utc();
+    let left = (tomorrow - now).to_std().unwrap_or_default();
+    Duration::from_secs(left.as_secs() + u64::from(left.subsec_nanos() > 0))
 }
 
 /// Creates the ticket once per `Idempotency-Key` (`request_key`, already scoped to its caller by
 /// `http::Caller`): the key row is claimed in the same transaction as the ticket, so a
 /// concurrent request with the same key waits on the unique index and then replays the winner's
-/// response. Expired keys are taken over.
+/// response. Expired keys are taken over. A replay does not count against the quota.
 pub async fn create_ticket_keyed(
     pool: &Pool,
     versions: &Versions,
     ticket: &NewTicket,
+    submitter: Submitter<'_>,
     request_key: &str,
-    ttl: std::time::Duration,
-) -> Result<KeyedOutcome> {
+    ttl: Duration,
+) -> Result<Outcome> {
     let mut client = db::client(pool).await?;
     let tx = client.transaction().await?;
     let id = TicketId::new();
@@ -111,28 +188,32 @@ pub async fn create_ticket_keyed(
             .await?;
         let stored: String = row.get(0);
         return Ok(if stored == fingerprint {
-            KeyedOutcome::Replay {
+            Outcome::Replay {
                 status: row.get::<_, i32>(1) as u16,
                 body: row.get(2),
             }
         } else {
-            KeyedOutcome::Mismatch
+            Outcome::Mismatch
         });
     }
-    let created = insert(&tx, versions, ticket, id).await?;
+    if let Some(over) = over_quota(&tx, submitter).await? {
+        return Ok(over);
+    }
+    let created = insert(&tx, versions, ticket, submitter.owner, id).await?;
     tx.execute(
         "UPDATE request_idempotency SET response_body = $2 WHERE key = $1",
         &[&request_key, &created.body()],
     )
     .await?;
     tx.commit().await?;
-    Ok(KeyedOutcome::Created(created))
+    Ok(Outcome::Created(created))
 }
 
 async fn insert(
     client: &impl GenericClient,
     versions: &Versions,
     ticket: &NewTicket,
+    owner: &str,
     id: TicketId,
 ) -> Result<Created> {
     let key = IdempotencyKey::derive(
@@ -154,6 +235,7 @@ async fn insert(
                 &key.as_str(),
                 &versions.prompt,
                 &versions.model,
+                &owner,
             ],
         )
         .await?;
@@ -192,9 +274,18 @@ fn fingerprint(ticket: &NewTicket) -> String {
     hex::encode(hasher.finalize())
 }
 
-/// Removes request keys past their expiry (run by the sweeper).
+/// Removes request keys past their expiry, and the quota counts of days before yesterday (UTC)
+/// (run by the sweeper). Returns the number of request keys removed.
 pub async fn expire_request_keys(pool: &Pool, batch: i64) -> Result<u64> {
     let client = db::client(pool).await?;
+    client
+        .execute(
+            "DELETE FROM caller_daily_tickets WHERE (owner, day) IN
+               (SELECT owner, day FROM caller_daily_tickets
+                WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)",
+            &[&batch],
+        )
+        .await?;
     Ok(client
         .execute(
             "DELETE FROM request_idempotency WHERE key IN
@@ -202,4 +293,22 @@ pub async fn expire_request_keys(pool: &Pool, batch: i64) -> Result<u64> {
             &[&batch],
         )
         .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quota_refusal_is_retried_when_the_utc_day_ends() {
+        let at = |text: &str| text.parse::<DateTime<Utc>>().unwrap();
+        for (now, seconds) in [
+            ("2026-12-01T00:00:00Z", 86_400),
+            ("2026-12-01T23:59:59Z", 1),
+            ("2026-12-01T23:59:59.200Z", 1),
+            ("2026-12-31T12:00:00Z", 43_200),
+        ] {
+            assert_eq!(until_next_utc_day(at(now)).as_secs(), seconds, "{now}");
+        }
+    }
 }

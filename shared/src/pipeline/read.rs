@@ -59,14 +59,16 @@ pub struct ResultView {
 /// (`$2`, `$3`), read in this same statement. A ticket shows a result when it has one: under
 /// the active version if there, else the newest; with no result, the active version's status.
 /// A finished job whose outbox row was removed by retention is still `done`: the result is
-/// what counts.
+/// what counts. Dedup reveals nothing across callers: a result computed for someone else's
+/// earlier ticket shows as evaluated no earlier than this ticket was created (the versions
+/// shown are this ticket's own). Only `owner`'s tickets are found (`$4`; NULL, any ticket).
 const SELECT_TICKET: &str = r#"
 SELECT t.id, t.subject, t.message, t.created_at,
        shown.prompt_version, shown.model_version,
        o.status,
        shown.is_urgent, shown.department, shown.urgency_score,
        shown.result_model_version, shown.result_prompt_version, shown.policy_version,
-       shown.computed_at,
+       greatest(shown.computed_at, t.created_at),
        shown.is_active, active.promoted
 FROM ticket t
 CROSS JOIN (
@@ -91,13 +93,24 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) shown ON true
 LEFT JOIN evaluation_outbox o ON o.idempotency_key = shown.idempotency_key
-WHERE t.id = $1
+WHERE t.id = $1 AND ($4::text IS NULL OR t.owner = $4)
 "#;
 
-pub async fn find(pool: &Pool, versions: &Versions, id: TicketId) -> Result<Option<TicketView>> {
+/// The ticket `id` as `owner` may see it: `None` when it does not exist or is someone
+/// else's (the same answer, so existence is not revealed). `owner: None` reads any ticket
+/// (the read-all scope, the console).
+pub async fn find(
+    pool: &Pool,
+    versions: &Versions,
+    id: TicketId,
+    owner: Option<&str>,
+) -> Result<Option<TicketView>> {
     let client = db::client(pool).await?;
     let Some(row) = client
-        .query_opt(SELECT_TICKET, &[&id.0, &versions.prompt, &versions.model])
+        .query_opt(
+            SELECT_TICKET,
+            &[&id.0, &versions.prompt, &versions.model, &owner],
+        )
         .await?
     else {
         return Ok(None);

@@ -34,6 +34,9 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
 pub async fn spawn_app_at(url: String, adjust: impl FnOnce(&mut Config)) -> TestApp {
     let mut config = Config::local(&url);
     config.database.pool_size = 16;
+    // The suite's fixtures (reprocess and shadow diffs from v3 to v4, the versions page) are
+    // written against triage-v3; the default (triage-v5) is config's own test.
+    config.versions.prompt = "triage-v3".parse().unwrap();
     adjust(&mut config);
     db::migrate(&config.database)
         .await
@@ -136,6 +139,18 @@ impl TestApp {
             "the lease never expired",
         )
         .await;
+    }
+}
+
+/// Each of `statements` is refused for lack of privilege on `client`'s login.
+pub async fn assert_refused(client: &tokio_postgres::Client, statements: &[&str]) {
+    for statement in statements {
+        let refused = client.batch_execute(statement).await.unwrap_err();
+        assert_eq!(
+            refused.code(),
+            Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+            "{statement}: {refused}"
+        );
     }
 }
 
@@ -247,6 +262,7 @@ impl TestApp {
                         &self.pool,
                         &self.config.versions,
                         &ticket,
+                        triage::pipeline::ingest::Submitter::LOCAL,
                     )
                     .await
                     .unwrap()

@@ -18,6 +18,7 @@ mod rate_limit;
 mod request_idempotency;
 mod request_shape;
 mod secrets;
+mod security;
 mod sweep;
 mod tls;
 mod tls_postgres;

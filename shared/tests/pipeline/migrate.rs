@@ -123,8 +123,19 @@ fn psql() -> std::path::PathBuf {
 
 /// Runs docs/sql/roles.sql as the operator would, as the database's owner.
 fn run_roles_sql(url: &str, role: &str) {
+    run_roles_sql_with(url, role, None)
+}
+
+/// roles.sql, also creating the API's login `api_login` when given.
+fn run_roles_sql_with(url: &str, role: &str, api_login: Option<&str>) {
     let sql = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/sql/roles.sql");
-    let out = std::process::Command::new(psql())
+    let mut command = std::process::Command::new(psql());
+    if let Some(login) = api_login {
+        command
+            .args(["-v", &format!("api_login={login}")])
+            .args(["-v", "api_password=not-checked-by-trust-auth"]);
+    }
+    let out = command
         .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
         .args(["-v", &format!("app_role={role}")])
         .args(["-v", "app_password=not-checked-by-trust-auth"])
@@ -238,6 +249,20 @@ async fn roles_sql_hands_tables_made_by_the_master_user_to_the_application_role(
     run_roles_sql(&url, &role);
 }
 
+/// What the API does, as `api`'s login: a keyed ticket, its replay, and the read.
+async fn ingest_and_read_as_the_api(api: &TestApp) {
+    let created = api
+        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let replay = api
+        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
+        .await;
+    assert_eq!(replay.body["id"], created.body["id"]);
+    let id = created.body["id"].as_str().unwrap();
+    assert_eq!(api.get_ticket(id).await.status, 200);
+}
+
 /// `url` logged in as `user` with `password` instead of its own login.
 fn as_login(url: &str, user: &str, password: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap();
@@ -266,34 +291,73 @@ async fn a_login_in_the_migrated_api_role_can_ingest_and_read_but_not_delete_or_
         pool: db::pool(&triage::config::Config::local(&url).database).unwrap(),
         config: app.config.clone(),
     };
-    let created = api
-        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
-        .await;
-    assert_eq!(created.status, 201, "{:?}", created.body);
-    let replay = api
-        .post_json(r#"{"subject":"a","message":"b"}"#.into(), Some("k1"))
-        .await;
-    assert_eq!(replay.body["id"], created.body["id"]);
-    let id = created.body["id"].as_str().unwrap();
-    assert_eq!(api.get_ticket(id).await.status, 200);
+    ingest_and_read_as_the_api(&api).await;
 
     let client = api.pool.get().await.unwrap();
-    for forbidden in [
-        "DELETE FROM ticket",
-        "UPDATE evaluation_outbox SET status = 'done'",
-        "DELETE FROM evaluation_result",
-        "TRUNCATE provider_call",
-        "ALTER TABLE ticket ADD COLUMN x int",
-    ] {
-        let refused = client.batch_execute(forbidden).await.unwrap_err();
-        assert_eq!(
-            refused.code(),
-            Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
-            "{forbidden}: {refused}"
-        );
-    }
+    crate::helpers::assert_refused(
+        &client,
+        &[
+            "DELETE FROM ticket",
+            "UPDATE evaluation_outbox SET status = 'done'",
+            "DELETE FROM evaluation_result",
+            "TRUNCATE provider_call",
+            "ALTER TABLE ticket ADD COLUMN x int",
+        ],
+    )
+    .await;
     drop(client);
     api.pool.close();
+    admin
+        .batch_execute(&format!("DROP ROLE {login}"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn on_the_documented_path_the_api_runs_as_its_own_login_which_may_not_delete_or_change_the_schema(
+) {
+    // roles.sql before the first deploy, the stack's migrations as the application role, then
+    // roles.sql again (an operator re-running it): the API's login works and can do no harm.
+    let url = fresh_database().await;
+    let role = role_name();
+    let login = format!("api_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    run_roles_sql_with(&url, &role, Some(&login));
+    db::migrate(&Config::local(&as_user(&url, &role)).database)
+        .await
+        .expect("the application role migrates");
+    run_roles_sql_with(&url, &role, Some(&login));
+
+    let mut config = Config::local(&as_user(&url, &login));
+    config.limits.caller_daily_tickets = Some(10);
+    let api = TestApp {
+        pool: db::pool(&config.database).unwrap(),
+        config: Arc::new(config),
+    };
+    ingest_and_read_as_the_api(&api).await;
+    assert_eq!(api.post_ticket("c", "d").await.status, 201);
+
+    let client = api.pool.get().await.unwrap();
+    crate::helpers::assert_refused(
+        &client,
+        &[
+            "DELETE FROM ticket",
+            "DELETE FROM request_idempotency",
+            "UPDATE ticket SET owner = 'someone-else'",
+            "DELETE FROM operation_audit",
+            "TRUNCATE evaluation_outbox",
+            "ALTER TABLE ticket ADD COLUMN x int",
+            "DROP TABLE ticket",
+            "CREATE TABLE intruder (x int)",
+            "CREATE FUNCTION intruder() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+        ],
+    )
+    .await;
+    drop(client);
+    api.pool.close();
+    let (admin, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
     admin
         .batch_execute(&format!("DROP ROLE {login}"))
         .await

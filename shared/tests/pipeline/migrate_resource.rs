@@ -162,11 +162,14 @@ async fn a_refused_answer_is_delivered_again() {
 }
 
 #[tokio::test]
-async fn a_request_naming_a_response_url_off_amazonaws_com_is_refused_and_migrates_nothing() {
+async fn a_request_naming_a_response_url_off_cloudformations_bucket_is_refused_and_migrates_nothing(
+) {
     let config = Config::local(&fresh_database().await);
     for url in [
         "https://collector.example.com/answer",
         "http://s3.amazonaws.com/b/k",
+        // Any S3 bucket is not CloudFormation's: an attacker's would collect the answer.
+        "https://attacker-bucket.s3.amazonaws.com/k",
     ] {
         let request: Request = serde_json::from_value(event("Create", FUNCTION_VERSION, url))
             .expect("the handler reads CloudFormation's event");

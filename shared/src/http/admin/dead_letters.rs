@@ -116,23 +116,22 @@ fn reason(text: &str) -> Result<String, PageError> {
     Ok(text.to_string())
 }
 
-/// Runs `triage redrive --reason R --since S` (dry run or not) exactly as the CLI does.
+/// Runs `triage redrive --reason R --since S` exactly as the CLI does (audited).
 async fn run_redrive(
     state: &ConsoleState,
     reason: String,
     since: Duration,
     spread: Duration,
-    dry_run: bool,
 ) -> Result<i64, PageError> {
     let request = Request::Redrive {
         reason: Some(reason),
         since: Some(HumanDuration(since)),
         limit: None,
         spread: Some(HumanDuration(spread)),
-        dry_run,
+        dry_run: false,
         // The page's own confirmation step (the count first, then the button) is the
         // operator's confirmation, however many jobs it moves.
-        confirm: !dry_run,
+        confirm: true,
     };
     let (pool, config) = (&state.app.pool, &state.app.config);
     match operations::run(pool, config, request, &Operator::console()).await? {
@@ -150,14 +149,19 @@ pub(super) async fn confirm(
     let reason = reason(&query.reason)?;
     let since_text = query.since.unwrap_or_else(|| DEFAULT_SINCE.into());
     let window = since(Some(&since_text))?;
-    let count = run_redrive(
-        &state,
-        reason.clone(),
-        window,
-        operations::DEFAULT_SPREAD,
-        true,
-    )
-    .await?;
+    // A GET only reads: the count comes from the redrive's own dry run, called directly so no
+    // audit row is written (the POST that follows is audited).
+    let preview = operations::redrive::Selection {
+        reason: Some(reason.clone()),
+        since: Some(window),
+        limit: None,
+        spread: operations::DEFAULT_SPREAD,
+        batch_size: operations::BATCH_SIZE,
+        dry_run: true,
+    };
+    let count = operations::redrive::redrive(&state.app.pool, &preview)
+        .await?
+        .moved;
     let spread_default = HumanDuration(operations::DEFAULT_SPREAD).to_string();
     Ok(with_csrf(&state.guard, &headers, StatusCode::OK, |csrf| {
         page(
@@ -218,7 +222,7 @@ pub(super) async fn redrive(
                 .0
         }
     };
-    let moved = run_redrive(&state, reason.clone(), window, spread, false).await?;
+    let moved = run_redrive(&state, reason.clone(), window, spread).await?;
     tracing::info!(%reason, moved, "redrive from the console");
     Ok(html_response(
         StatusCode::OK,

@@ -57,6 +57,9 @@ pub fn page(section: Section, title: &str, body: Markup) -> Markup {
                                     }
                                 }
                             }
+                            form.sign-out method="post" action="/admin/logout" {
+                                button type="submit" { "Sign out" }
+                            }
                         }
                     }
                 }

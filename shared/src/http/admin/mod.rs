@@ -24,13 +24,13 @@ use axum::{
     http::{header, HeaderMap, Method, StatusCode},
     middleware::{self, Next},
     response::{IntoResponse, Redirect, Response},
-    routing::get,
+    routing::{get, post},
     Form, Router,
 };
 use maud::html;
 use serde::Deserialize;
 
-pub use security::{Exposure, Guard};
+pub use security::Guard;
 
 use super::AppState;
 use layout::{html_response, page, PageError, Section};
@@ -68,24 +68,19 @@ pub fn router(app: AppState, guard: Guard) -> Router {
         ));
     Router::new()
         .route("/admin/login", get(login_form).post(login))
+        .route("/admin/logout", post(logout))
         .merge(pages)
         .layer(DefaultBodyLimit::max(FORM_LIMIT))
         .with_state(state)
 }
 
-/// Without a session, a page view goes to the sign-in form; anything else is a 401. Without a
-/// token (loopback only), the request must also be addressed to loopback.
+/// Without a session, a page view goes to the sign-in form; anything else is a 401. (On a
+/// loopback listener, the local server has already refused any other Host: `http::local`.)
 async fn require_sign_in(
     State(state): State<ConsoleState>,
     request: Request,
     next: Next,
 ) -> Response {
-    if !state.guard.requires_token() && !security::host_is_loopback(request.headers()) {
-        return PageError::forbidden(
-            "this console answers requests addressed to 127.0.0.1 or localhost only",
-        )
-        .into_response();
-    }
     if state.guard.is_signed_in(request.headers()) {
         return next.run(request).await;
     }
@@ -153,7 +148,7 @@ fn sign_in_page(
             html! {
                 @if let Some(error) = error { p.alert role="alert" { (error) } }
                 p { "The console needs the operator token ("
-                    code { (security::TOKEN_ENV) } " of the server)." }
+                    code { (crate::http::local::CONSOLE.token_env) } " of the server)." }
                 form method="post" action="/admin/login" {
                     input type="hidden" name="csrf" value=(csrf);
                     label for="token" { "Operator token" }
@@ -193,10 +188,26 @@ async fn login(
             Some("That is not the operator token."),
         ));
     }
+    let session = state.guard.start_session();
     let mut response = Redirect::to("/admin").into_response();
+    response
+        .headers_mut()
+        .append(header::SET_COOKIE, state.guard.session_cookie(&session));
+    Ok(response)
+}
+
+/// Sign-out: ends this browser's session and clears its cookie. Only from the console's own
+/// pages (same origin); forging it would only sign someone out.
+async fn logout(
+    State(state): State<ConsoleState>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
+    security::same_origin(&headers).map_err(PageError::forbidden)?;
+    state.guard.end_session(&headers);
+    let mut response = Redirect::to("/admin/login").into_response();
     response.headers_mut().append(
         header::SET_COOKIE,
-        security::cookie_header(security::SESSION_COOKIE, &state.guard.session_value()),
+        security::expired_cookie(security::SESSION_COOKIE),
     );
     Ok(response)
 }

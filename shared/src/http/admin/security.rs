@@ -1,95 +1,69 @@
 //! Who may use the console and how its forms are protected.
 //!
-//! - Exposure: the console is served on loopback by default; any other address needs an
-//!   explicit opt-in *and* a token ([`Exposure::decide`]).
+//! - Exposure: the console is one [`Door`](crate::http::local::Door) of the local server
+//!   (loopback by default; elsewhere only with `--allow-remote-admin` and a token).
 //! - Sign-in: `Authorization: Bearer <token>` (scripts) or a session cookie set by the login
-//!   form. Both are compared through SHA-256 digests with `subtle`, so the comparison takes the
-//!   same time whatever the guess and whatever its length.
+//!   form: a random value per sign-in, kept only as its digest, that expires after
+//!   [`SESSION_TTL`] and ends at sign-out.
 //! - Cross-site requests: every POST must carry a CSRF token that is an HMAC of the browser's
 //!   own `triage_csrf` cookie under a per-process key, and must not come from another site
 //!   (`Sec-Fetch-Site`, `Origin`).
 
-use std::net::SocketAddr;
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
 
 use axum::http::{header, HeaderMap, HeaderValue};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::secret::{ExposeSecret, Secret};
+use crate::{http::local::Token, secret::Secret};
 
 pub const SESSION_COOKIE: &str = "triage_admin";
 pub const CSRF_COOKIE: &str = "triage_csrf";
-/// The environment variable the CLI reads the token from.
-pub const TOKEN_ENV: &str = "TRIAGE_ADMIN_TOKEN";
-/// A shorter token is refused: it would be guessable over a network.
-pub const MIN_TOKEN_LEN: usize = 24;
+/// How long a sign-in lasts: an operator's working day, not forever.
+pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 
-/// Whether `triage serve` mounts the console, decided before anything binds.
-#[derive(Debug)]
-pub enum Exposure {
-    /// Served; `token` (when set) is required even on loopback.
-    Served { token: Option<Secret> },
-    /// Not served: a non-loopback address without `--allow-remote-admin`. The API still is.
-    NotServed { why: String },
-}
-
-impl Exposure {
-    /// Loopback: served (with the token when one is set). Elsewhere: only with `allow_remote`
-    /// and a token of at least [`MIN_TOKEN_LEN`] characters; `allow_remote` without one is a
-    /// configuration error, so an operator who asked for remote access never gets it unguarded.
-    pub fn decide(
-        listen: SocketAddr,
-        allow_remote: bool,
-        token: Option<Secret>,
-    ) -> Result<Self, String> {
-        let token = token.filter(|t| !t.expose_secret().is_empty());
-        if let Some(t) = &token {
-            if t.expose_secret().len() < MIN_TOKEN_LEN {
-                return Err(format!(
-                    "{TOKEN_ENV} must be at least {MIN_TOKEN_LEN} characters"
-                ));
-            }
-        }
-        if listen.ip().is_loopback() {
-            return Ok(Exposure::Served { token });
-        }
-        match (allow_remote, token) {
-            (true, Some(token)) => Ok(Exposure::Served { token: Some(token) }),
-            (true, None) => Err(format!(
-                "--allow-remote-admin on {listen} needs a token in {TOKEN_ENV}"
-            )),
-            (false, _) => Ok(Exposure::NotServed {
-                why: format!(
-                    "/admin is not served on {listen}: only loopback by default \
-                     (--allow-remote-admin with {TOKEN_ENV} to serve it here)"
-                ),
-            }),
-        }
-    }
-}
-
-/// The console's secrets for one process: the operator token and a random key for session
-/// and CSRF tokens (so a restart signs everyone out, which is fine for an operator tool).
+/// The console's secrets for one process: the operator token, a random key for CSRF tokens,
+/// and the live sessions (so a restart signs everyone out, which is fine for an operator tool).
 pub struct Guard {
-    token_digest: Option<[u8; 32]>,
+    token: Option<Token>,
     key: [u8; 32],
+    /// Digest of each live session's cookie value → when it expires.
+    sessions: Mutex<HashMap<[u8; 32], Instant>>,
+    session_ttl: Duration,
 }
 
 type HmacSha256 = Hmac<Sha256>;
 
+fn random_hex<const N: usize>() -> String {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    hex::encode(bytes)
+}
+
 impl Guard {
     pub fn new(token: Option<Secret>) -> Self {
+        Self::with_session_ttl(token, SESSION_TTL)
+    }
+
+    /// A guard whose sessions last `session_ttl` (tests shorten it).
+    pub fn with_session_ttl(token: Option<Secret>, session_ttl: Duration) -> Self {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).expect("the OS random source is available");
         Self {
-            token_digest: token.map(|t| Sha256::digest(t.expose_secret().as_bytes()).into()),
+            token: token.as_ref().map(Token::new),
             key,
+            sessions: Mutex::new(HashMap::new()),
+            session_ttl,
         }
     }
 
     pub fn requires_token(&self) -> bool {
-        self.token_digest.is_some()
+        self.token.is_some()
     }
 
     fn sign(&self, purpose: &str, value: &str) -> String {
@@ -102,31 +76,52 @@ impl Guard {
 
     /// Whether `candidate` is the operator token.
     pub fn token_matches(&self, candidate: &str) -> bool {
-        let Some(expected) = &self.token_digest else {
-            return false;
-        };
-        let digest: [u8; 32] = Sha256::digest(candidate.as_bytes()).into();
-        digest.ct_eq(expected).into()
+        self.token.as_ref().is_some_and(|t| t.matches(candidate))
     }
 
-    /// The session cookie's value after a successful login.
-    pub fn session_value(&self) -> String {
-        self.sign("session", "operator")
+    /// Starts a session after a successful login: its cookie value, new and random each time.
+    pub fn start_session(&self) -> String {
+        let value = random_hex::<32>();
+        let now = Instant::now();
+        let mut sessions = self.sessions.lock().expect("sessions lock");
+        sessions.retain(|_, expires| *expires > now);
+        sessions.insert(digest(&value), now + self.session_ttl);
+        value
     }
 
-    /// Signed in: no token configured, a matching bearer token, or the session cookie.
+    /// Ends the request's session (sign-out); a later request with its cookie is signed out.
+    pub fn end_session(&self, headers: &HeaderMap) {
+        if let Some(value) = cookie(headers, SESSION_COOKIE) {
+            self.sessions
+                .lock()
+                .expect("sessions lock")
+                .remove(&digest(value));
+        }
+    }
+
+    fn session_is_live(&self, value: &str) -> bool {
+        let sessions = self.sessions.lock().expect("sessions lock");
+        sessions
+            .get(&digest(value))
+            .is_some_and(|expires| *expires > Instant::now())
+    }
+
+    /// Signed in: no token configured, a matching bearer token, or a live session cookie.
     pub fn is_signed_in(&self, headers: &HeaderMap) -> bool {
-        if !self.requires_token() {
+        let Some(token) = &self.token else {
             return true;
-        }
-        let bearer = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if bearer.is_some_and(|t| self.token_matches(t.trim())) {
-            return true;
-        }
-        cookie(headers, SESSION_COOKIE).is_some_and(|v| equal(v, &self.session_value()))
+        };
+        token.presented_in(headers)
+            || cookie(headers, SESSION_COOKIE).is_some_and(|v| self.session_is_live(v))
+    }
+
+    /// The session cookie for `value`, expiring with the session.
+    pub fn session_cookie(&self, value: &str) -> HeaderValue {
+        cookie_header_with(
+            SESSION_COOKIE,
+            value,
+            &format!("; Max-Age={}", self.session_ttl.as_secs()),
+        )
     }
 
     /// The CSRF token for forms on this page, and the cookie to set when the browser has none.
@@ -134,9 +129,7 @@ impl Guard {
         if let Some(existing) = cookie(headers, CSRF_COOKIE).filter(|v| v.len() == 32) {
             return (self.sign("csrf", existing), None);
         }
-        let mut nonce = [0u8; 16];
-        getrandom::fill(&mut nonce).expect("the OS random source is available");
-        let nonce = hex::encode(nonce);
+        let nonce = random_hex::<16>();
         (
             self.sign("csrf", &nonce),
             Some(cookie_header(CSRF_COOKIE, &nonce)),
@@ -157,10 +150,14 @@ impl Guard {
     }
 }
 
+fn digest(value: &str) -> [u8; 32] {
+    Sha256::digest(value.as_bytes()).into()
+}
+
 /// `Sec-Fetch-Site` (sent by every current browser) must say same-origin; `Origin`, when
 /// present, must name the host the request was sent to. Clients that send neither (curl with
 /// a bearer token) still need the CSRF token.
-fn same_origin(headers: &HeaderMap) -> Result<(), &'static str> {
+pub fn same_origin(headers: &HeaderMap) -> Result<(), &'static str> {
     let text = |name| {
         headers
             .get(name)
@@ -184,24 +181,6 @@ fn same_origin(headers: &HeaderMap) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Whether the request names this machine's loopback as its host (`127.0.0.1:3000`,
-/// `[::1]:3000`, `localhost:3000`). Without a token the console trusts loopback; a page from
-/// another site that re-points its own name at 127.0.0.1 (DNS rebinding) would send its own
-/// name here, and is refused.
-pub fn host_is_loopback(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(name, _port)| name),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 fn equal(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
@@ -221,10 +200,19 @@ pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 /// Not readable by scripts, never sent by another site, only to the console's paths. Not
 /// `Secure`: the console is reached over plain HTTP on loopback (an SSM tunnel).
 pub fn cookie_header(name: &str, value: &str) -> HeaderValue {
+    cookie_header_with(name, value, "")
+}
+
+fn cookie_header_with(name: &str, value: &str, attributes: &str) -> HeaderValue {
     HeaderValue::from_str(&format!(
-        "{name}={value}; Path=/admin; HttpOnly; SameSite=Strict"
+        "{name}={value}; Path=/admin; HttpOnly; SameSite=Strict{attributes}"
     ))
     .expect("hex cookie values are valid header text")
+}
+
+/// Clears `name` in the browser (sign-out).
+pub fn expired_cookie(name: &str) -> HeaderValue {
+    cookie_header_with(name, "", "; Max-Age=0")
 }
 
 #[cfg(test)]
@@ -242,57 +230,39 @@ mod tests {
     }
 
     #[test]
-    fn the_console_is_served_on_loopback_and_elsewhere_only_when_asked_with_a_token() {
-        let loopback: SocketAddr = "127.0.0.1:3000".parse().unwrap();
-        let any: SocketAddr = "0.0.0.0:3000".parse().unwrap();
-        let token = || Some(Secret::from(TOKEN));
-        assert!(matches!(
-            Exposure::decide(loopback, false, None),
-            Ok(Exposure::Served { token: None })
-        ));
-        assert!(matches!(
-            Exposure::decide(any, false, token()),
-            Ok(Exposure::NotServed { .. })
-        ));
-        assert!(Exposure::decide(any, true, None).is_err());
-        assert!(Exposure::decide(any, true, Some(Secret::from("short"))).is_err());
-        assert!(matches!(
-            Exposure::decide(any, true, token()),
-            Ok(Exposure::Served { token: Some(_) })
-        ));
-    }
-
-    #[test]
-    fn only_loopback_host_names_count_as_loopback() {
-        for (host, loopback) in [
-            ("127.0.0.1:3000", true),
-            ("127.0.0.1", true),
-            ("[::1]:3000", true),
-            ("localhost:8080", true),
-            ("LOCALHOST", true),
-            ("attacker.example:3000", false),
-            ("10.0.0.5:3000", false),
-            ("127.0.0.1.attacker.example", false),
-        ] {
-            assert_eq!(
-                host_is_loopback(&headers(&[("host", host)])),
-                loopback,
-                "{host}"
-            );
-        }
-        assert!(!host_is_loopback(&HeaderMap::new()));
-    }
-
-    #[test]
-    fn a_bearer_token_or_the_session_cookie_signs_in_and_nothing_else_does() {
+    fn a_bearer_token_or_a_live_session_cookie_signs_in_and_nothing_else_does() {
         let guard = Guard::new(Some(Secret::from(TOKEN)));
         assert!(!guard.is_signed_in(&HeaderMap::new()));
         assert!(guard.is_signed_in(&headers(&[("authorization", &format!("Bearer {TOKEN}"))])));
         assert!(!guard.is_signed_in(&headers(&[("authorization", "Bearer wrong")])));
-        let session = format!("other=1; {SESSION_COOKIE}={}", guard.session_value());
-        assert!(guard.is_signed_in(&headers(&[("cookie", &session)])));
+        let session = guard.start_session();
+        let cookie = format!("other=1; {SESSION_COOKIE}={session}");
+        assert!(guard.is_signed_in(&headers(&[("cookie", &cookie)])));
         assert!(!guard.is_signed_in(&headers(&[("cookie", "triage_admin=forged")])));
         assert!(Guard::new(None).is_signed_in(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn each_sign_in_gets_its_own_session_which_expires_and_ends_at_sign_out() {
+        let guard = Guard::new(Some(Secret::from(TOKEN)));
+        let (one, two) = (guard.start_session(), guard.start_session());
+        assert_ne!(one, two, "random per sign-in, not one value per process");
+        let with = |value: &str| headers(&[("cookie", &format!("{SESSION_COOKIE}={value}"))]);
+        guard.end_session(&with(&one));
+        assert!(!guard.is_signed_in(&with(&one)), "signed out");
+        assert!(
+            guard.is_signed_in(&with(&two)),
+            "the other session lives on"
+        );
+        assert!(guard
+            .session_cookie(&two)
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=28800"));
+
+        let short = Guard::with_session_ttl(Some(Secret::from(TOKEN)), Duration::ZERO);
+        let expired = short.start_session();
+        assert!(!short.is_signed_in(&with(&expired)), "expired");
     }
 
     #[test]

@@ -39,9 +39,11 @@ enum Start<'a> {
 }
 
 impl<P: Provider> Worker<P> {
+    // The outbox id, never the content key: the key is a hash of the text, so anyone with the
+    // logs could confirm a guessed text with it, even after the ticket was erased.
     #[tracing::instrument(
         skip_all,
-        fields(key = %job.key, outbox_id = job.id.0, attempt = job.attempts)
+        fields(outbox_id = job.id.0, attempt = job.attempts)
     )]
     pub(super) async fn process(
         &self,

@@ -100,11 +100,14 @@ pub async fn seeded_run() -> Seeded {
 pub async fn serve_console(app: &TestApp, token: Option<&str>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let guard = Guard::new(token.map(Secret::from));
+    let server = http::LocalServer {
+        api: Some(http::local::ApiGuard::new(None)),
+        console: Some(Guard::new(token.map(Secret::from))),
+    };
     tokio::spawn(http::serve(
         listener,
         app.state(),
-        Some(guard),
+        server,
         std::future::pending(),
     ));
     base

@@ -273,6 +273,75 @@ async fn with_a_token_the_console_needs_sign_in_and_refuses_a_wrong_token() {
 }
 
 #[tokio::test]
+async fn each_sign_in_is_its_own_session_with_an_expiry_and_sign_out_ends_it() {
+    let app = spawn_app().await;
+    let base = serve_console(&app, Some(TOKEN)).await;
+    let (csrf_cookie, csrf) = form_tokens(&format!("{base}/admin/login"), None).await;
+    let sign_in = || async {
+        let response = client()
+            .post(format!("{base}/admin/login"))
+            .header(header::COOKIE, &csrf_cookie)
+            .form(&[("csrf", csrf.as_str()), ("token", TOKEN)])
+            .send()
+            .await
+            .unwrap();
+        let header = response
+            .headers()
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .find(|v| v.starts_with("triage_admin="))
+            .expect("a session cookie");
+        assert!(header.contains("Max-Age="), "the session expires: {header}");
+        header.split(';').next().unwrap().to_string()
+    };
+    let (first, second) = (sign_in().await, sign_in().await);
+    assert_ne!(first, second, "a random session per sign-in");
+    let overview = |session: &str| {
+        client()
+            .get(format!("{base}/admin"))
+            .header(header::COOKIE, session.to_string())
+            .send()
+    };
+    assert_eq!(overview(&first).await.unwrap().status(), 200);
+
+    let signed_out = client()
+        .post(format!("{base}/admin/logout"))
+        .header(header::COOKIE, &first)
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_out.status(), 303);
+    assert_eq!(overview(&first).await.unwrap().status(), 303, "signed out");
+    assert_eq!(overview(&second).await.unwrap().status(), 200);
+    let forged = client()
+        .post(format!("{base}/admin/logout"))
+        .header(header::COOKIE, &second)
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert_eq!(overview(&second).await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn the_redrive_confirmation_page_writes_nothing() {
+    let app = spawn_app().await;
+    dead_letters(&app, "content_policy", 2).await;
+    let base = serve_console(&app, None).await;
+    let (status, page) = get(&format!(
+        "{base}/admin/dead-letters/redrive?reason=content_policy"
+    ))
+    .await;
+    assert_eq!(status, 200);
+    assert!(page.contains(r#"data-would-move="2""#), "{page}");
+    assert_eq!(app.count("SELECT count(*) FROM operation_audit").await, 0);
+    assert_eq!(app.status_counts().await.get("dead"), Some(&2));
+}
+
+#[tokio::test]
 async fn bad_input_gets_a_4xx_that_says_what_is_wrong() {
     let app = spawn_app().await;
     let base = serve_console(&app, None).await;
