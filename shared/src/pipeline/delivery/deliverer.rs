@@ -1,0 +1,232 @@
+//! One deliverer invocation: claim deliveries while there is time, send each on its own (a
+//! slow endpoint holds only its own slots, bounded by the claim), and end each with one fenced
+//! write chosen by [`decide`](super::decision::decide). Run by the deliverer Lambda and by
+//! `triage deliver` (its deadline from `TRIAGE_INVOCATION_SECONDS`).
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use deadpool_postgres::Pool;
+use futures::{stream::FuturesUnordered, StreamExt};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    claimed::{self, ClaimedDelivery, Event, SinkKind, EVENT_TYPE},
+    decision::{decide, Attempt, Decision},
+    report,
+    webhook::WebhookClient,
+};
+use crate::{
+    config::Config,
+    db,
+    domain::error::{ConfigError, Result},
+    pipeline::{backoff::Schedule, outbox::Fencing},
+    telemetry::metric,
+};
+
+/// How often an invocation with deliveries in flight looks for newly ready ones.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What one invocation did; also the deliverer Lambda's response.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub claimed: u32,
+    pub delivered: u32,
+    pub retried: u32,
+    pub endpoints_disabled: u32,
+    pub fenced: u32,
+    /// Deliveries whose write failed (the database went away): their leases return them.
+    pub abandoned: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Delivered,
+    Retried,
+    Disabled,
+    Fenced,
+    Abandoned,
+}
+
+pub struct Deliverer {
+    pool: Pool,
+    config: Arc<Config>,
+    webhooks: WebhookClient,
+    name: String,
+}
+
+impl Deliverer {
+    pub fn new(pool: Pool, config: Arc<Config>) -> Result<Self> {
+        let policy = &config.delivery;
+        if policy.lease <= policy.timeout {
+            return Err(ConfigError::invalid(
+                "TRIAGE_DELIVERY_LEASE_SECONDS",
+                "must be longer than TRIAGE_WEBHOOK_TIMEOUT_SECONDS".into(),
+            )
+            .into());
+        }
+        let webhooks = WebhookClient::new(policy.timeout, policy.allowed_hosts.clone())
+            .map_err(|e| ConfigError::invalid("webhook client", e.to_string()))?;
+        Ok(Self {
+            pool,
+            config,
+            webhooks,
+            name: format!("deliverer-{}", uuid::Uuid::new_v4()),
+        })
+    }
+
+    /// Delivers until nothing is ready and nothing is in flight, or until `deadline` (less one
+    /// request's timeout) stops the claiming; in-flight deliveries always finish.
+    pub async fn run_invocation(
+        &self,
+        deadline: Instant,
+        stop: &CancellationToken,
+    ) -> Result<Report> {
+        let policy = &self.config.delivery;
+        let mut report = Report::default();
+        let mut in_flight = FuturesUnordered::new();
+        loop {
+            let room = policy.concurrency.max(1).saturating_sub(in_flight.len());
+            let may_claim = !stop.is_cancelled()
+                && Instant::now() + policy.timeout + POLL < deadline;
+            let mut claimed_now = 0;
+            if may_claim && room > 0 {
+                let client = db::client(&self.pool).await?;
+                let claimed = claimed::claim(
+                    &client,
+                    &self.name,
+                    (room as i64).min(policy.batch_size.max(1)),
+                    policy.lease,
+                    policy.per_endpoint.max(1),
+                )
+                .await?;
+                claimed_now = claimed.len();
+                report.claimed += claimed_now as u32;
+                in_flight.extend(claimed.into_iter().map(|d| self.deliver(d)));
+                if claimed_now == room {
+                    continue;
+                }
+            }
+            if in_flight.is_empty() && (claimed_now == 0 || !may_claim) {
+                break;
+            }
+            tokio::select! {
+                Some(outcome) = in_flight.next() => report.count(outcome),
+                _ = tokio::time::sleep(POLL), if may_claim => {}
+                else => {}
+            }
+        }
+        report::emit_lag(&self.pool).await;
+        Ok(report)
+    }
+
+    async fn deliver(&self, delivery: ClaimedDelivery) -> Outcome {
+        let attempt = match delivery.kind {
+            SinkKind::Webhook => self.send_webhook(&delivery).await,
+            // Buses are served by the EventBridge sink; none is wired into this deliverer.
+            SinkKind::EventBridge => Attempt::Failed("no EventBridge client here".into()),
+        };
+        let policy = &self.config.delivery;
+        let schedule = Schedule {
+            base: policy.backoff_base,
+            max: policy.backoff_max,
+            jitter_max: policy.jitter_max,
+        };
+        let decision = decide(
+            attempt,
+            delivery.attempts,
+            delivery.failing_for,
+            policy.retry_window,
+            &schedule,
+            delivery.id() as u32,
+        );
+        match self.write(&delivery, &decision).await {
+            Ok(Fencing::Lost) => Outcome::Fenced,
+            Ok(Fencing::Held) => match decision {
+                Decision::Delivered => Outcome::Delivered,
+                Decision::Retry { .. } => Outcome::Retried,
+                Decision::Disable { .. } => Outcome::Disabled,
+            },
+            Err(error) => {
+                tracing::warn!(delivery = delivery.id(), error = %error.report(), "delivery outcome not written; its lease will return it");
+                Outcome::Abandoned
+            }
+        }
+    }
+
+    async fn send_webhook(&self, delivery: &ClaimedDelivery) -> Attempt {
+        let body = serde_json::to_vec(&Event {
+            kind: EVENT_TYPE,
+            timestamp: delivery.announced_at,
+            data: &delivery.data,
+        })
+        .expect("an event serialises");
+        let secrets: Vec<&str> = delivery.secrets.iter().map(String::as_str).collect();
+        self.webhooks
+            .send(
+                &delivery.target,
+                &delivery.event_id,
+                chrono::Utc::now().timestamp(),
+                body,
+                &secrets,
+            )
+            .await
+    }
+
+    async fn write(&self, delivery: &ClaimedDelivery, decision: &Decision) -> Result<Fencing> {
+        let client = db::client(&self.pool).await?;
+        match decision {
+            Decision::Delivered => {
+                metric::delivery("delivered");
+                delivery.delivered(&client).await
+            }
+            Decision::Retry { after, error } => {
+                metric::delivery("retry");
+                delivery.retry(&client, *after, error).await
+            }
+            Decision::Disable { reason } => {
+                metric::delivery("refused");
+                metric::endpoint_disabled();
+                tracing::warn!(subscription = %delivery.subscription_id, %reason, "endpoint disabled");
+                delivery.disable_endpoint(&client, reason).await
+            }
+        }
+    }
+}
+
+impl Report {
+    fn count(&mut self, outcome: Outcome) {
+        let field = match outcome {
+            Outcome::Delivered => &mut self.delivered,
+            Outcome::Retried => &mut self.retried,
+            Outcome::Disabled => &mut self.endpoints_disabled,
+            Outcome::Fenced => &mut self.fenced,
+            Outcome::Abandoned => &mut self.abandoned,
+        };
+        *field += 1;
+    }
+}
+
+/// `triage deliver` without `--once`: invocations back to back until stopped.
+pub async fn run_until_stopped(
+    deliverer: &Deliverer,
+    idle: Duration,
+    stop: CancellationToken,
+) -> Result<()> {
+    while !stop.is_cancelled() {
+        let deadline = Instant::now() + deliverer.config.worker.invocation_budget;
+        match deliverer.run_invocation(deadline, &stop).await {
+            Ok(report) if report.claimed > 0 => continue,
+            Ok(_) => {}
+            Err(error) if error.is_unavailable() => {
+                tracing::warn!(error = %error.report(), "database unavailable; retrying")
+            }
+            Err(error) => return Err(error),
+        }
+        tokio::select! { _ = stop.cancelled() => {}, _ = tokio::time::sleep(idle) => {} }
+    }
+    Ok(())
+}
