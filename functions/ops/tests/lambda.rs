@@ -25,6 +25,7 @@ async fn stats_answer_with_the_queue_and_count_the_operation_and_a_bad_request_i
     let ticket = NewTicket {
         subject: subject.into(),
         message: message.into(),
+        owner: None,
     };
     create_ticket(&pool, &config.versions, &ticket)
         .await

@@ -64,6 +64,7 @@ async fn add_tickets(pool: &deadpool_postgres::Pool, config: &Config, numbers: R
         let ticket = NewTicket {
             subject: format!("Zanzibar invoice {i}"),
             message: "Quokka account locked since Tuesday".into(),
+            owner: None,
         };
         create_ticket(pool, &config.versions, &ticket)
             .await

@@ -24,6 +24,7 @@ async fn scheduled_event_returns_an_expired_lease_to_pending_and_answers_with_th
     let ticket = NewTicket {
         subject: subject.into(),
         message: message.into(),
+        owner: None,
     };
     create_ticket(&pool, &config.versions, &ticket)
         .await

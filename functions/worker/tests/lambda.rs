@@ -73,6 +73,7 @@ impl Container {
         let ticket = NewTicket {
             subject: subject.into(),
             message: message.into(),
+            owner: None,
         };
         create_ticket(&self.pool, &self.config.versions, &ticket)
             .await

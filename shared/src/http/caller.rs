@@ -43,13 +43,19 @@ impl Caller {
     /// are prefixed with a digest of the principal, which keeps rows short (an ARN can be long)
     /// and needs no schema change, so a rolled-back release still reads the table.
     pub fn scope(&self, key: &str) -> String {
-        match &self.0 {
+        match self.owner() {
             None => key.to_string(),
-            Some(principal) => {
-                let digest = Sha256::digest(principal.as_bytes());
-                format!("{}/{key}", hex::encode(&digest[..16]))
-            }
+            Some(owner) => format!("{owner}/{key}"),
         }
+    }
+
+    /// What tickets and subscriptions store as their owner: the digest `scope` prefixes keys
+    /// with; `None` for anonymous (local) callers.
+    pub fn owner(&self) -> Option<String> {
+        self.0.as_ref().map(|principal| {
+            let digest = Sha256::digest(principal.as_bytes());
+            hex::encode(&digest[..16])
+        })
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod admin;
 mod caller;
 mod problem;
+mod subscriptions;
 mod tickets;
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use axum::{
     extract::DefaultBodyLimit,
     http::StatusCode,
-    routing::{get, post},
+    routing::{delete, get, post},
     Router,
 };
 use deadpool_postgres::Pool;
@@ -33,6 +34,12 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/tickets", post(tickets::create))
         .route("/tickets/{id}", get(tickets::show))
+        .route(
+            "/subscriptions",
+            post(subscriptions::create).get(subscriptions::list),
+        )
+        .route("/subscriptions/{id}", delete(subscriptions::delete))
+        .route("/subscriptions/{id}/rotate", post(subscriptions::rotate))
         .fallback(|| async { Problem::not_found("no such resource") })
         .method_not_allowed_fallback(|| async {
             Problem::new(

@@ -50,7 +50,10 @@ pub async fn create(
         ),
         status => Problem::new(status, rejection.body_text()),
     })?;
-    let ticket = parse_ticket(&body, &state.config.limits)?;
+    let ticket = NewTicket {
+        owner: caller.owner(),
+        ..parse_ticket(&body, &state.config.limits)?
+    };
     let request_key = request_key(&headers)?;
     let config = &state.config;
 
@@ -110,7 +113,7 @@ pub async fn show(
     }
 }
 
-fn require_json(headers: &HeaderMap) -> Result<(), Problem> {
+pub(super) fn require_json(headers: &HeaderMap) -> Result<(), Problem> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -164,7 +167,11 @@ fn parse_ticket(body: &[u8], limits: &Limits) -> Result<NewTicket, Problem> {
     })?;
     let subject = check_field("subject", parsed.subject, limits.max_subject_chars)?;
     let message = check_field("message", parsed.message, limits.max_message_chars)?;
-    Ok(NewTicket { subject, message })
+    Ok(NewTicket {
+        subject,
+        message,
+        owner: None,
+    })
 }
 
 fn check_field(name: &str, value: String, max_chars: usize) -> Result<String, Problem> {

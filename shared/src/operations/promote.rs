@@ -14,6 +14,7 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::{PromptVersion, VersionPair},
     },
+    pipeline::delivery,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -42,8 +43,9 @@ FROM promoted LEFT JOIN previous ON true
 "#;
 
 pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
-    let client = db::client(pool).await?;
-    let row = client
+    let mut client = db::client(pool).await?;
+    let tx = client.transaction().await?;
+    let row = tx
         .query_opt(PROMOTE, &[&version.prompt_version, &version.model_version])
         .await?
         .ok_or_else(|| {
@@ -64,6 +66,9 @@ pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
                 model_version: row.get(2),
             }),
     };
-    tracing::info!(?promotion, "version promoted");
+    // Results of the promoted version are announced to subscribers with the promotion.
+    let announced = delivery::announce_promoted(&tx, version).await?;
+    tx.commit().await?;
+    tracing::info!(?promotion, announced, "version promoted");
     Ok(promotion)
 }

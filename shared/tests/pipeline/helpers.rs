@@ -241,6 +241,7 @@ impl TestApp {
                 let ticket = triage::pipeline::ingest::NewTicket {
                     subject: subject.clone(),
                     message: message.clone(),
+                    owner: None,
                 };
                 async move {
                     triage::pipeline::ingest::create_ticket(
