@@ -21,6 +21,7 @@ use triage::{
     http::{self, admin},
     operations,
     pipeline::{
+        delivery::{self, Deliverer},
         sweep,
         worker::{self, Worker},
     },
@@ -63,10 +64,15 @@ enum Command {
         #[arg(long)]
         once: bool,
     },
+    /// Deliver results to subscribers: one invocation with --once, else until SIGTERM/SIGINT.
+    Deliver {
+        #[arg(long)]
+        once: bool,
+    },
     #[command(flatten)]
     Operation(operations::Request),
     /// Everything locally: a throwaway PostgreSQL when DATABASE_URL is unset, migrations,
-    /// the API, and worker and sweeper on a short schedule.
+    /// the API, and worker, deliverer and sweeper on a short schedule.
     Dev {
         #[arg(long, default_value = "127.0.0.1:3000")]
         listen: SocketAddr,
@@ -131,6 +137,17 @@ async fn main() -> anyhow::Result<()> {
                 sweep_until_stopped(&pool, &config, stop).await;
             }
         }
+        Command::Deliver { once } => {
+            let config = Arc::new(config_from_env().await?);
+            let deliverer = Deliverer::new(db::pool(&config.database)?, config.clone())?;
+            if once {
+                let deadline = Instant::now() + config.worker.invocation_budget;
+                let report = deliverer.run_invocation(deadline, &stop).await?;
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                delivery::run_until_stopped(&deliverer, WORKER_IDLE, stop).await?;
+            }
+        }
         Command::Operation(request) => operate(request, cli.json).await?,
         Command::Dev { listen, console } => {
             let mut config = config_from_env().await?;
@@ -146,13 +163,16 @@ async fn main() -> anyhow::Result<()> {
             let config = Arc::new(config);
             let worker = build_worker(&config)?;
             let pool = db::pool(&config.database)?;
-            let (served, worked, ()) = tokio::join!(
+            let deliverer = Deliverer::new(pool.clone(), config.clone())?;
+            let (served, worked, delivered, ()) = tokio::join!(
                 serve(config.clone(), listen, &console, stop.clone()),
                 worker::run_until_stopped(&worker, WORKER_IDLE, stop.clone()),
+                delivery::run_until_stopped(&deliverer, WORKER_IDLE, stop.clone()),
                 sweep_until_stopped(&pool, &config, stop.clone()),
             );
             served?;
             worked?;
+            delivered?;
         }
     }
     Ok(())

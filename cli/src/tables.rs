@@ -8,6 +8,7 @@ use triage::{
         audit::AuditEntry, promote::Promotion, redrive, reprocess, shadow::ShadowDiff, Outcome,
     },
     pipeline::{
+        delivery::report::DeliveriesReport,
         erase::Erased,
         report::{DeadLetterGroup, Health},
     },
@@ -23,6 +24,8 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::DeadLetters(groups) => dead_letters(groups),
         Outcome::Erase(erased) => erase(erased),
         Outcome::Audit(entries) => audit(entries),
+        Outcome::Deliveries(report) => deliveries(report),
+        Outcome::ReplayDeliveries { queued } => format!("{queued} deliveries queued again\n"),
     }
 }
 
@@ -300,4 +303,35 @@ fn audit(entries: &[AuditEntry]) -> String {
         }),
         &[],
     )
+}
+
+fn deliveries(report: &DeliveriesReport) -> String {
+    let lag = report
+        .oldest_undelivered_age_seconds
+        .map_or("none".to_string(), |s| format!("{s:.1}s"));
+    let rows = report.endpoints.iter().map(|e| {
+        vec![
+            e.subscription_id.to_string(),
+            e.kind.clone(),
+            e.target.clone(),
+            e.status.to_string(),
+            e.pending.to_string(),
+            e.processing.to_string(),
+            e.delivered.to_string(),
+            e.dead.to_string(),
+            e.disabled_reason
+                .clone()
+                .or_else(|| e.last_error.clone())
+                .unwrap_or_default(),
+        ]
+    });
+    format!("oldest undelivered: {lag}\n")
+        + &table(
+            Some(vec![
+                "subscription", "kind", "target", "status", "pending", "processing",
+                "delivered", "dead", "last error",
+            ]),
+            rows,
+            &[4, 5, 6, 7],
+        )
 }

@@ -28,6 +28,7 @@ use crate::{
     },
     evaluate::Prompt,
     pipeline::{
+        delivery,
         erase::{self, Erased},
         outbox::claim::Serves,
         report::{self, DeadLetterGroup, Health},
@@ -59,6 +60,8 @@ pub enum Outcome {
     DeadLetters(Vec<DeadLetterGroup>),
     Erase(Erased),
     Audit(Vec<audit::AuditEntry>),
+    Deliveries(delivery::report::DeliveriesReport),
+    ReplayDeliveries { queued: u64 },
 }
 
 /// Runs `request` for `operator` and records the run in the audit trail, however it ends.
@@ -162,6 +165,14 @@ async fn execute(pool: &Pool, config: &Config, request: Request) -> Result<Outco
             Outcome::DeadLetters(report::dead_letters(pool, since).await?)
         }
         Request::Erase { ticket_ids } => Outcome::Erase(erase::erase(pool, &ticket_ids).await?),
+        Request::Deliveries => Outcome::Deliveries(delivery::report::deliveries(pool).await?),
+        Request::ReplayDeliveries {
+            subscription,
+            since,
+        } => Outcome::ReplayDeliveries {
+            queued: delivery::report::replay(pool, subscription, since.resolve(Utc::now()))
+                .await?,
+        },
         Request::Audit { limit } => {
             Outcome::Audit(audit::list(pool, limit.unwrap_or(DEFAULT_AUDIT_ROWS)).await?)
         }

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::{db, domain::error::Result, telemetry::metric};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EndpointReport {
     pub subscription_id: Uuid,
     pub kind: String,
@@ -28,7 +28,7 @@ pub struct EndpointReport {
     pub last_error: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeliveriesReport {
     pub oldest_undelivered_age_seconds: Option<f64>,
     pub endpoints: Vec<EndpointReport>,
