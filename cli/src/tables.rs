@@ -328,8 +328,15 @@ fn deliveries(report: &DeliveriesReport) -> String {
     format!("oldest undelivered: {lag}\n")
         + &table(
             Some(vec![
-                "subscription", "kind", "target", "status", "pending", "processing",
-                "delivered", "dead", "last error",
+                "subscription",
+                "kind",
+                "target",
+                "status",
+                "pending",
+                "processing",
+                "delivered",
+                "dead",
+                "last error",
             ]),
             rows,
             &[4, 5, 6, 7],

@@ -316,7 +316,8 @@ impl Config {
                     timeout: env.seconds("TRIAGE_WEBHOOK_TIMEOUT_SECONDS", d.timeout)?,
                     backoff_base: env
                         .seconds("TRIAGE_DELIVERY_BACKOFF_BASE_SECONDS", d.backoff_base)?,
-                    backoff_max: env.seconds("TRIAGE_DELIVERY_BACKOFF_MAX_SECONDS", d.backoff_max)?,
+                    backoff_max: env
+                        .seconds("TRIAGE_DELIVERY_BACKOFF_MAX_SECONDS", d.backoff_max)?,
                     jitter_max: env.seconds("TRIAGE_DELIVERY_JITTER_MAX_SECONDS", d.jitter_max)?,
                     retry_window: env.seconds("TRIAGE_DELIVERY_RETRY_SECONDS", d.retry_window)?,
                     allowed_hosts: env

@@ -170,8 +170,7 @@ async fn execute(pool: &Pool, config: &Config, request: Request) -> Result<Outco
             subscription,
             since,
         } => Outcome::ReplayDeliveries {
-            queued: delivery::report::replay(pool, subscription, since.resolve(Utc::now()))
-                .await?,
+            queued: delivery::report::replay(pool, subscription, since.resolve(Utc::now())).await?,
         },
         Request::Audit { limit } => {
             Outcome::Audit(audit::list(pool, limit.unwrap_or(DEFAULT_AUDIT_ROWS)).await?)

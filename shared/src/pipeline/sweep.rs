@@ -48,7 +48,8 @@ pub async fn return_expired_leases(pool: &Pool, policy: &WorkerPolicy) -> Result
     let (returned, dead) =
         lease::return_expired(&client, Queue::Evaluation, policy.max_attempts).await?;
     // Deliveries end by age (the retry window), not by a count: a crash never kills one.
-    let (deliveries_returned, _) = lease::return_expired(&client, Queue::Delivery, i32::MAX).await?;
+    let (deliveries_returned, _) =
+        lease::return_expired(&client, Queue::Delivery, i32::MAX).await?;
     let report = LeaseReport {
         leases_returned: returned,
         leases_dead_lettered: dead,

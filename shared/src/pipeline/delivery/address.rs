@@ -37,7 +37,8 @@ pub fn check_url(raw: &str, allowed_hosts: &[String]) -> Result<Url, Refused> {
     match url.scheme() {
         "https" => {}
         // Plain http only where nothing crosses a network: an allowed loopback host.
-        "http" if allowed && (literal.is_some_and(|ip| ip.is_loopback()) || is_localhost(&url)) => {}
+        "http" if allowed && (literal.is_some_and(|ip| ip.is_loopback()) || is_localhost(&url)) => {
+        }
         _ => return Err(Refused::Scheme),
     }
     if let Some(ip) = literal {
@@ -47,7 +48,11 @@ pub fn check_url(raw: &str, allowed_hosts: &[String]) -> Result<Url, Refused> {
 }
 
 /// Refuses when any address `host` resolved to is special and the host is not allowed.
-pub fn check_addresses(host: &str, ips: &[IpAddr], allowed_hosts: &[String]) -> Result<(), Refused> {
+pub fn check_addresses(
+    host: &str,
+    ips: &[IpAddr],
+    allowed_hosts: &[String],
+) -> Result<(), Refused> {
     if is_allowed(host, allowed_hosts) {
         return Ok(());
     }
@@ -58,7 +63,10 @@ pub fn check_addresses(host: &str, ips: &[IpAddr], allowed_hosts: &[String]) -> 
 }
 
 fn is_allowed(host: &str, allowed_hosts: &[String]) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
     allowed_hosts.iter().any(|allowed| allowed == &host)
 }
 

@@ -20,9 +20,14 @@ pub enum Attempt {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     Delivered,
-    Retry { after: Duration, error: String },
+    Retry {
+        after: Duration,
+        error: String,
+    },
     /// Disable the endpoint (and give up its pending deliveries), with the reason.
-    Disable { reason: String },
+    Disable {
+        reason: String,
+    },
 }
 
 /// `failing_for`: how long the endpoint has failed without a success, this attempt included
@@ -41,10 +46,7 @@ pub fn decide(
             reason: format!("refused: {why}"),
         },
         Attempt::Failed(error) if failing_for >= retry_window => Decision::Disable {
-            reason: format!(
-                "failing for {}s (last: {error})",
-                failing_for.as_secs()
-            ),
+            reason: format!("failing for {}s (last: {error})", failing_for.as_secs()),
         },
         Attempt::Failed(error) => Decision::Retry {
             after: backoff::delay(schedule, seed, attempts),
@@ -74,7 +76,12 @@ mod tests {
             (failed(), 3, DAY, "retry 40s"),
             (failed(), 20, 2 * DAY, "retry 3600s"),
             (failed(), 40, window, "disable"),
-            (Attempt::Refused("10.0.0.1".into()), 1, Duration::ZERO, "disable"),
+            (
+                Attempt::Refused("10.0.0.1".into()),
+                1,
+                Duration::ZERO,
+                "disable",
+            ),
         ];
         for (attempt, attempts, failing_for, expected) in cases {
             let got = match decide(attempt, attempts, failing_for, window, &schedule, 0) {
@@ -82,7 +89,10 @@ mod tests {
                 Decision::Retry { after, .. } => format!("retry {}s", after.as_secs()),
                 Decision::Disable { .. } => "disable".to_string(),
             };
-            assert_eq!(got, expected, "{attempts} attempts, failing {failing_for:?}");
+            assert_eq!(
+                got, expected,
+                "{attempts} attempts, failing {failing_for:?}"
+            );
         }
     }
 }

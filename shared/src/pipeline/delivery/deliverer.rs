@@ -90,8 +90,8 @@ impl Deliverer {
         let mut in_flight = FuturesUnordered::new();
         loop {
             let room = policy.concurrency.max(1).saturating_sub(in_flight.len());
-            let may_claim = !stop.is_cancelled()
-                && Instant::now() + policy.timeout + POLL < deadline;
+            let may_claim =
+                !stop.is_cancelled() && Instant::now() + policy.timeout + POLL < deadline;
             let mut claimed_now = 0;
             if may_claim && room > 0 {
                 let client = db::client(&self.pool).await?;

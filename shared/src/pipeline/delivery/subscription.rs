@@ -70,7 +70,13 @@ pub async fn create(
                 "INSERT INTO subscription (id, kind, owner, target, secret, include_text)
                  VALUES ($1, 'webhook', $2, $3, $4, $5) RETURNING {COLUMNS}"
             ),
-            &[&Uuid::new_v4(), &owner, &url.as_str(), &secret, &include_text],
+            &[
+                &Uuid::new_v4(),
+                &owner,
+                &url.as_str(),
+                &secret,
+                &include_text,
+            ],
         )
         .await?;
     Ok(Created {

@@ -126,9 +126,8 @@ impl reqwest::dns::Resolve for CheckedResolver {
         let allowed = self.0.clone();
         Box::pin(async move {
             let host = name.as_str().to_string();
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let ips: Vec<_> = addrs.iter().map(SocketAddr::ip).collect();
             address::check_addresses(&host, &ips, &allowed)?;
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
@@ -149,10 +148,7 @@ mod tests {
             1614265330,
             br#"{"test": 2432232314}"#,
         );
-        assert_eq!(
-            signature,
-            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
-        );
+        assert_eq!(signature, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
     }
 
     #[test]

@@ -1,0 +1,573 @@
+//! Delivery against real PostgreSQL and webhook receivers over loopback, whose deliveries are
+//! verified with the Standard Webhooks reference library (PyPI `standardwebhooks`, installed
+//! beside moto by `scripts/test`), not with our own signing code.
+
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    process::{Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use axum::{
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    routing::post,
+    Router,
+};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use triage::{
+    config::Config,
+    evaluate::Evaluation,
+    pipeline::{
+        delivery::{subscription, Deliverer},
+        ingest::{self, NewTicket},
+        outbox::claim::{self, Serves},
+        sweep,
+    },
+};
+
+use crate::{
+    helpers::{fast_policy, spawn_app_with, TestApp},
+    lambda_events::{iam, send},
+};
+
+/// What a receiver answers to the n-th attempt (from 1) of an event.
+#[derive(Clone, Copy, Debug)]
+enum Answer {
+    Status(u16),
+    /// Never answers (the deliverer's timeout ends the attempt).
+    Hang,
+}
+
+#[derive(Clone, Debug)]
+struct Received {
+    id: String,
+    timestamp: String,
+    signature: String,
+    body: String,
+}
+
+#[derive(Clone)]
+struct Receiver {
+    url: String,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+type Script = Arc<dyn Fn(usize) -> Answer + Send + Sync>;
+
+impl Receiver {
+    async fn start(script: impl Fn(usize) -> Answer + Send + Sync + 'static) -> Self {
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let state = (received.clone(), Arc::new(script) as Script);
+        let app = Router::new()
+            .route("/hook", post(receive))
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver { url, received }
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// Attempts per `webhook-id`.
+    fn attempts(&self) -> BTreeMap<String, usize> {
+        let mut attempts = BTreeMap::new();
+        for r in self.received() {
+            *attempts.entry(r.id).or_default() += 1;
+        }
+        attempts
+    }
+
+    fn ticket_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .received()
+            .iter()
+            .map(|r| {
+                serde_json::from_str::<Value>(&r.body).unwrap()["data"]["ticket_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+}
+
+async fn receive(
+    State((received, script)): State<(Arc<Mutex<Vec<Received>>>, Script)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    let message = Received {
+        id: header("webhook-id"),
+        timestamp: header("webhook-timestamp"),
+        signature: header("webhook-signature"),
+        body: String::from_utf8(body.to_vec()).unwrap(),
+    };
+    let attempt = {
+        let mut received = received.lock().unwrap();
+        received.push(message.clone());
+        received.iter().filter(|r| r.id == message.id).count()
+    };
+    match script(attempt) {
+        Answer::Status(status) => StatusCode::from_u16(status).unwrap(),
+        Answer::Hang => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            StatusCode::OK
+        }
+    }
+}
+
+/// Verifies every received message with the reference library; panics naming the failure.
+fn verify_with_reference_library(secret: &str, received: &[Received]) {
+    let Some(python) = testkit::moto::tool("python") else {
+        return;
+    };
+    let messages: Vec<Value> = received
+        .iter()
+        .map(|r| {
+            json!({"body": r.body, "headers": {
+                "webhook-id": r.id, "webhook-timestamp": r.timestamp, "webhook-signature": r.signature}})
+        })
+        .collect();
+    let script = r#"
+import json, sys
+from standardwebhooks.webhooks import Webhook
+secret, messages = json.load(sys.stdin)
+wh = Webhook(secret)
+for m in messages:
+    wh.verify(m["body"], m["headers"])
+print(len(messages))
+"#;
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json!([secret, messages]).to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "the reference verifier refused a delivery: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        received.len().to_string()
+    );
+}
+
+/// Delivery made fast through configuration: millisecond backoff, short timeouts, and
+/// loopback receivers allowed.
+fn fast_delivery(config: &mut Config) {
+    fast_policy(config);
+    let delivery = &mut config.delivery;
+    delivery.backoff_base = Duration::from_millis(10);
+    delivery.backoff_max = Duration::from_millis(50);
+    delivery.jitter_max = Duration::ZERO;
+    delivery.timeout = Duration::from_millis(400);
+    delivery.lease = Duration::from_secs(1);
+    delivery.allowed_hosts = vec!["127.0.0.1".into()];
+}
+
+async fn spawn() -> TestApp {
+    spawn_app_with(fast_delivery).await
+}
+
+async fn subscribe(app: &TestApp, owner: Option<&str>, url: &str) -> subscription::Created {
+    subscription::create(
+        &app.pool,
+        owner,
+        url,
+        false,
+        &app.config.delivery.allowed_hosts,
+    )
+    .await
+    .unwrap()
+}
+
+async fn ingest(app: &TestApp, owner: Option<&str>, subject: &str) -> String {
+    let ticket = NewTicket {
+        subject: subject.into(),
+        message: "The body of the ticket".into(),
+        owner: owner.map(str::to_string),
+    };
+    ingest::create_ticket(&app.pool, &app.config.versions, &ticket)
+        .await
+        .unwrap()
+        .id
+        .to_string()
+}
+
+impl TestApp {
+    fn deliverer(&self) -> Deliverer {
+        Deliverer::new(self.pool.clone(), self.config.clone()).unwrap()
+    }
+
+    /// Deliverer invocations until nothing is pending or in flight, or panics after `limit`.
+    async fn deliver_all(&self, limit: Duration) {
+        let deliverer = self.deliverer();
+        let until = Instant::now() + limit;
+        while self
+            .count("SELECT count(*) FROM delivery WHERE status IN ('pending', 'processing')")
+            .await
+            > 0
+        {
+            assert!(
+                Instant::now() < until,
+                "deliveries did not drain within {limit:?}"
+            );
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let report = deliverer
+                .run_invocation(deadline, &CancellationToken::new())
+                .await
+                .unwrap();
+            if report.claimed == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_receiver_down_then_back_gets_every_event_with_the_same_webhook_id() {
+    let app = spawn().await;
+    // Each event: a 503, then a timeout, then accepted.
+    let receiver = Receiver::start(|attempt| match attempt {
+        1 => Answer::Status(503),
+        2 => Answer::Hang,
+        _ => Answer::Status(204),
+    })
+    .await;
+    let sub = subscribe(&app, None, &receiver.url).await;
+    let mut tickets = Vec::new();
+    for subject in ["Charged twice", "Cannot log in", "Upgrade plan"] {
+        tickets.push(ingest(&app, None, subject).await);
+    }
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    assert_eq!(app.count("SELECT count(*) FROM delivery").await, 3);
+
+    app.deliver_all(Duration::from_secs(20)).await;
+
+    let attempts = receiver.attempts();
+    assert_eq!(attempts.len(), 3, "one webhook-id per event: {attempts:?}");
+    assert!(attempts.values().all(|&n| n == 3), "{attempts:?}");
+    tickets.sort();
+    assert_eq!(receiver.ticket_ids(), tickets);
+    assert_eq!(
+        app.count("SELECT count(*) FROM delivery WHERE status = 'done' AND attempts = 3")
+            .await,
+        3
+    );
+    // The endpoint is healthy again after its success.
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscription WHERE failing_since IS NOT NULL")
+            .await,
+        0
+    );
+    let first: Value = serde_json::from_str(&receiver.received()[0].body).unwrap();
+    assert_eq!(first["type"], "ticket.evaluated");
+    let data = &first["data"];
+    for field in [
+        "ticket_id",
+        "is_urgent",
+        "department",
+        "urgency_score",
+        "model_version",
+        "prompt_version",
+        "policy_version",
+        "evaluated_at",
+    ] {
+        assert!(!data[field].is_null(), "{field} missing from {data}");
+    }
+    assert!(
+        data.get("subject").is_none() && data.get("message").is_none(),
+        "no ticket text unless asked: {data}"
+    );
+    verify_with_reference_library(&sub.secret, &receiver.received());
+}
+
+#[tokio::test]
+async fn a_deliverer_killed_mid_delivery_loses_nothing() {
+    let app = spawn().await;
+    // The first attempts hang, so the deliverer is killed while they are in flight.
+    let receiver = Receiver::start(|attempt| match attempt {
+        1 => Answer::Hang,
+        _ => Answer::Status(200),
+    })
+    .await;
+    let sub = subscribe(&app, None, &receiver.url).await;
+    for subject in ["One", "Two"] {
+        ingest(&app, None, subject).await;
+    }
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+
+    let deliverer = app.deliverer();
+    let killed = tokio::spawn(async move {
+        deliverer
+            .run_invocation(
+                Instant::now() + Duration::from_secs(30),
+                &CancellationToken::new(),
+            )
+            .await
+    });
+    app.wait_until(
+        "SELECT count(*) FROM delivery WHERE status = 'processing'",
+        |n| n == 2,
+        "both deliveries in flight",
+    )
+    .await;
+    killed.abort();
+    assert!(killed.await.unwrap_err().is_cancelled());
+
+    app.wait_until(
+        "SELECT count(*) FROM delivery WHERE status = 'processing' AND locked_until < now()",
+        |n| n == 2,
+        "the leases never expired",
+    )
+    .await;
+    let swept = sweep::return_expired_leases(&app.pool, &app.config.worker)
+        .await
+        .unwrap();
+    assert_eq!(swept.delivery_leases_returned, 2);
+    app.deliver_all(Duration::from_secs(10)).await;
+    assert_eq!(receiver.ticket_ids().len(), 2);
+    assert!(receiver.attempts().values().all(|&n| n == 2));
+    verify_with_reference_library(&sub.secret, &receiver.received());
+}
+
+#[tokio::test]
+async fn a_result_rolled_back_announces_nothing_and_a_committed_one_announces_once() {
+    let app = spawn().await;
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    subscribe(&app, None, &receiver.url).await;
+    ingest(&app, None, "Refund please").await;
+    let evaluation = Evaluation {
+        is_urgent: 0.9,
+        department: "billing".into(),
+        urgency_score: 0.8,
+    };
+    let policy = &app.config.versions.policy;
+
+    let mut client = app.pool.get().await.unwrap();
+    let jobs = claim::claim(
+        &client,
+        "test",
+        1,
+        Duration::from_secs(30),
+        Serves::RulesOnly,
+    )
+    .await
+    .unwrap();
+    let job = &jobs[0];
+    let tx = client.transaction().await.unwrap();
+    let _ = job.complete(&tx, &evaluation, policy).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(app.count("SELECT count(*) FROM delivery").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM evaluation_result").await, 0);
+
+    let _ = job.complete(&client, &evaluation, policy).await.unwrap();
+    assert_eq!(app.count("SELECT count(*) FROM delivery").await, 1);
+    drop(client);
+    app.deliver_all(Duration::from_secs(10)).await;
+    assert_eq!(receiver.received().len(), 1);
+}
+
+#[tokio::test]
+async fn a_subscriber_never_receives_another_callers_tickets() {
+    let app = spawn().await;
+    let alice = || iam("arn:aws:iam::123456789012:user/alice");
+    let bob = || iam("arn:aws:iam::123456789012:user/bob");
+    let (alice_hook, bob_hook) = (
+        Receiver::start(|_| Answer::Status(200)).await,
+        Receiver::start(|_| Answer::Status(200)).await,
+    );
+    let call = |authorizer: Value, method: &str, path: &str, body: Option<Value>| {
+        let body = body.map(|b| b.to_string());
+        let mut event = testkit::lambda::events::http_api(method, path, body.as_deref());
+        event["requestContext"]["authorizer"] = authorizer;
+        event.to_string()
+    };
+    let (status, alice_sub) = send(
+        &app,
+        call(
+            alice(),
+            "POST",
+            "/subscriptions",
+            Some(json!({"url": alice_hook.url})),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{alice_sub}");
+    assert!(alice_sub["secret"].as_str().unwrap().starts_with("whsec_"));
+    let (status, _) = send(
+        &app,
+        call(
+            bob(),
+            "POST",
+            "/subscriptions",
+            Some(json!({"url": bob_hook.url})),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201);
+
+    let ticket = |authorizer, subject: &str| {
+        call(
+            authorizer,
+            "POST",
+            "/tickets",
+            Some(json!({"subject": subject, "message": "Same words for both callers"})),
+        )
+    };
+    let (_, alice_ticket) = send(&app, ticket(alice(), "Alice's invoice")).await;
+    let (_, bob_ticket) = send(&app, ticket(bob(), "Bob's invoice")).await;
+    // Bob also sends Alice's content: a duplicate of hers, his own ticket.
+    let (_, bob_duplicate) = send(&app, ticket(bob(), "Alice's invoice")).await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+
+    let id = |v: &Value| v["id"].as_str().unwrap().to_string();
+    assert_eq!(alice_hook.ticket_ids(), vec![id(&alice_ticket)]);
+    let mut bobs = vec![id(&bob_ticket), id(&bob_duplicate)];
+    bobs.sort();
+    assert_eq!(bob_hook.ticket_ids(), bobs);
+
+    // Listing and deleting are scoped the same way.
+    let (_, listed) = send(&app, call(bob(), "GET", "/subscriptions", None)).await;
+    assert_eq!(listed["subscriptions"].as_array().unwrap().len(), 1);
+    assert_ne!(listed["subscriptions"][0]["id"], alice_sub["id"]);
+    assert!(
+        listed["subscriptions"][0].get("secret").is_none(),
+        "the secret is shown once"
+    );
+    let alice_path = format!("/subscriptions/{}", alice_sub["id"].as_str().unwrap());
+    let (status, _) = send(&app, call(bob(), "DELETE", &alice_path, None)).await;
+    assert_eq!(status, 404);
+    let (status, _) = send(&app, call(alice(), "DELETE", &alice_path, None)).await;
+    assert_eq!(status, 204);
+}
+
+#[tokio::test]
+async fn an_endpoint_at_a_private_address_is_refused() {
+    let app = spawn_app_with(|config| fast_delivery(config)).await;
+    for url in [
+        "https://10.0.0.7/hook",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://[::1]/hook",
+        "http://example.com/hook",
+        "http://127.0.0.2:8080/hook",
+    ] {
+        let mut event = testkit::lambda::events::http_api(
+            "POST",
+            "/subscriptions",
+            Some(&json!({ "url": url }).to_string()),
+        );
+        event["requestContext"]["authorizer"] = iam("arn:aws:iam::123456789012:user/alice");
+        let (status, problem) = send(&app, event.to_string()).await;
+        assert_eq!(status, 400, "{url}: {problem}");
+        assert!(problem["detail"].as_str().is_some(), "{problem}");
+    }
+    assert_eq!(app.count("SELECT count(*) FROM subscription").await, 0);
+
+    // A name that resolves to loopback passes the URL check but not the resolver's: the
+    // endpoint is disabled at its first attempt, and nothing reaches the receiver.
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    let port = receiver
+        .url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    subscribe(&app, None, &format!("https://localhost:{port}/hook")).await;
+    ingest(&app, None, "Password reset").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+    assert!(receiver.received().is_empty());
+    let reason: String = app
+        .row("SELECT disabled_reason FROM subscription")
+        .await
+        .get(0);
+    assert!(
+        reason.contains("private, loopback or link-local"),
+        "{reason}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM delivery WHERE status = 'dead' AND error_class = 'endpoint_disabled'").await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_slow_endpoint_holds_only_its_own_slots() {
+    let app = spawn_app_with(|config| {
+        fast_delivery(config);
+        config.delivery.timeout = Duration::from_secs(3);
+        config.delivery.lease = Duration::from_secs(10);
+        config.delivery.per_endpoint = 2;
+    })
+    .await;
+    let slow = Receiver::start(|_| Answer::Hang).await;
+    let fast = Receiver::start(|_| Answer::Status(200)).await;
+    subscribe(&app, None, &slow.url).await;
+    let fast_sub = subscribe(&app, None, &fast.url).await;
+    for i in 0..20 {
+        ingest(&app, None, &format!("Ticket {i}")).await;
+    }
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+
+    let started = Instant::now();
+    let deliverer = app.deliverer();
+    let run = tokio::spawn(async move {
+        deliverer
+            .run_invocation(
+                Instant::now() + Duration::from_secs(30),
+                &CancellationToken::new(),
+            )
+            .await
+    });
+    app.wait_until(
+        &format!(
+            "SELECT count(*) FROM delivery WHERE status = 'done' AND subscription_id = '{}'",
+            fast_sub.subscription.id
+        ),
+        |n| n == 20,
+        "the fast endpoint was held up",
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "before the slow endpoint's first timeout"
+    );
+    assert!(
+        slow.received().len() <= 2,
+        "at most its bound in flight: {}",
+        slow.received().len()
+    );
+    run.abort();
+}
