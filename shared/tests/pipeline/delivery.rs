@@ -472,7 +472,7 @@ async fn a_subscriber_never_receives_another_callers_tickets() {
 
 #[tokio::test]
 async fn an_endpoint_at_a_private_address_is_refused() {
-    let app = spawn_app_with(|config| fast_delivery(config)).await;
+    let app = spawn().await;
     for url in [
         "https://10.0.0.7/hook",
         "https://169.254.169.254/latest/meta-data/",
