@@ -14,15 +14,14 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use triage::{
-    aws::lambda::config_from_env,
+    aws::{eventbridge, lambda::config_from_env},
     config::Config,
     db,
     evaluate::AnyProvider,
     http::{self, admin},
     operations,
     pipeline::{
-        delivery::{self, Deliverer},
-        sweep,
+        delivery, sweep,
         worker::{self, Worker},
     },
     secret::{ExposeSecret, Secret},
@@ -139,7 +138,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Deliver { once } => {
             let config = Arc::new(config_from_env().await?);
-            let deliverer = Deliverer::new(db::pool(&config.database)?, config.clone())?;
+            let deliverer = eventbridge::deliverer(db::pool(&config.database)?, config.clone())?;
             if once {
                 let deadline = Instant::now() + config.worker.invocation_budget;
                 let report = deliverer.run_invocation(deadline, &stop).await?;
@@ -163,7 +162,7 @@ async fn main() -> anyhow::Result<()> {
             let config = Arc::new(config);
             let worker = build_worker(&config)?;
             let pool = db::pool(&config.database)?;
-            let deliverer = Deliverer::new(pool.clone(), config.clone())?;
+            let deliverer = eventbridge::deliverer(pool.clone(), config.clone())?;
             let (served, worked, delivered, ()) = tokio::join!(
                 serve(config.clone(), listen, &console, stop.clone()),
                 worker::run_until_stopped(&worker, WORKER_IDLE, stop.clone()),

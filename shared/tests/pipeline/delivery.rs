@@ -571,3 +571,159 @@ async fn a_slow_endpoint_holds_only_its_own_slots() {
     );
     run.abort();
 }
+
+/// The AWS CLI (installed beside moto) against moto; its JSON answer.
+fn aws(moto: &[(&'static str, String)], args: &[&str]) -> Value {
+    let cli = testkit::moto::tool("aws").expect("moto is up, so the CLI is beside it");
+    let get = |name: &str| {
+        moto.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let output = Command::new(cli)
+        .args(args)
+        .args(["--output", "json", "--region", get("AWS_REGION").unwrap()])
+        .args(["--endpoint-url", get("AWS_ENDPOINT_URL").unwrap()])
+        .envs(moto.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "aws {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn every_result_reaches_an_sqs_queue_through_an_eventbridge_rule() {
+    let Some(moto) = testkit::moto::aws_env() else {
+        return;
+    };
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let bus = format!("triage-{suffix}");
+    aws(&moto, &["events", "create-event-bus", "--name", &bus]);
+    let queue_url = aws(
+        &moto,
+        &[
+            "sqs",
+            "create-queue",
+            "--queue-name",
+            &format!("routed-{suffix}"),
+        ],
+    )["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let queue_arn = aws(
+        &moto,
+        &[
+            "sqs",
+            "get-queue-attributes",
+            "--queue-url",
+            &queue_url,
+            "--attribute-names",
+            "QueueArn",
+        ],
+    )["Attributes"]["QueueArn"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pattern = json!({"source": ["triage"], "detail-type": ["TicketEvaluated"]}).to_string();
+    aws(
+        &moto,
+        &[
+            "events",
+            "put-rule",
+            "--name",
+            "to-queue",
+            "--event-bus-name",
+            &bus,
+            "--event-pattern",
+            &pattern,
+        ],
+    );
+    aws(
+        &moto,
+        &[
+            "events",
+            "put-targets",
+            "--rule",
+            "to-queue",
+            "--event-bus-name",
+            &bus,
+            "--targets",
+            &format!("Id=queue,Arn={queue_arn}"),
+        ],
+    );
+
+    let app = spawn_app_with(|config| {
+        fast_delivery(config);
+        config.delivery.event_bus = Some(bus.clone());
+    })
+    .await;
+    let mut tickets = Vec::new();
+    // More than one PutEvents batch.
+    for i in 0..13 {
+        tickets.push(ingest(&app, None, &format!("Invoice {i} charged twice")).await);
+    }
+    // The bus subscription is made by the first invocation of a deliverer that serves it.
+    let eventbridge = triage::aws::eventbridge::EventBridge::from_lookup(|name| {
+        moto.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    })
+    .unwrap();
+    let deliverer = app.deliverer().with_bus(Arc::new(eventbridge));
+    deliverer
+        .run_invocation(
+            Instant::now() + Duration::from_secs(5),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    assert_eq!(app.count("SELECT count(*) FROM delivery").await, 13);
+    let report = deliverer
+        .run_invocation(
+            Instant::now() + Duration::from_secs(10),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.delivered, 13, "{report:?}");
+
+    let mut routed = Vec::new();
+    let until = Instant::now() + Duration::from_secs(20);
+    while routed.len() < 13 && Instant::now() < until {
+        let answer = aws(
+            &moto,
+            &[
+                "sqs",
+                "receive-message",
+                "--queue-url",
+                &queue_url,
+                "--max-number-of-messages",
+                "10",
+            ],
+        );
+        for message in answer["Messages"].as_array().into_iter().flatten() {
+            routed.push(serde_json::from_str::<Value>(message["Body"].as_str().unwrap()).unwrap());
+        }
+    }
+    let mut ids: Vec<String> = routed
+        .iter()
+        .map(|event| {
+            assert_eq!(event["source"], "triage");
+            assert_eq!(event["detail-type"], "TicketEvaluated");
+            assert!(event["detail"]["event_id"]
+                .as_str()
+                .unwrap()
+                .starts_with("evt_"));
+            event["detail"]["ticket_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    ids.sort();
+    tickets.sort();
+    assert_eq!(ids, tickets);
+}

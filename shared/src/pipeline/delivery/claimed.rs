@@ -19,7 +19,7 @@ use crate::{
 };
 
 /// The claim: per live endpoint, its oldest ready deliveries up to what it may still have in
-/// flight (`$4` less those already processing), so a slow endpoint fills only its own slots
+/// flight (`$4` less those already processing; a bus takes `$4` batches of ten), so a slow endpoint fills only its own slots
 /// and the others keep being served. `SKIP LOCKED` gives concurrent deliverers disjoint rows.
 const CLAIM: &str = concat!(
     r#"
@@ -35,8 +35,9 @@ WITH claimed AS (
             SELECT id FROM delivery
             WHERE subscription_id = s.id AND status = 'pending' AND available_at <= now()
             ORDER BY available_at
-            LIMIT greatest($4 - (SELECT count(*) FROM delivery busy
-                                 WHERE busy.subscription_id = s.id AND busy.status = 'processing'), 0)
+            LIMIT greatest($4::bigint * (CASE WHEN s.kind = 'eventbridge' THEN 10 ELSE 1 END)
+                           - (SELECT count(*) FROM delivery busy
+                              WHERE busy.subscription_id = s.id AND busy.status = 'processing'), 0)
             FOR UPDATE SKIP LOCKED
         ) d
         WHERE s.disabled_at IS NULL

@@ -9,12 +9,13 @@ use std::{
 };
 
 use deadpool_postgres::Pool;
-use futures::{stream::FuturesUnordered, StreamExt};
+use futures::{future::BoxFuture, stream::FuturesUnordered, FutureExt, StreamExt};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    claimed::{self, ClaimedDelivery, Event, SinkKind, EVENT_TYPE},
+    bus::{self, Bus, BusEntry},
+    claimed::{self, ClaimedDelivery, Event, EventData, SinkKind, EVENT_TYPE},
     decision::{decide, Attempt, Decision},
     report,
     webhook::WebhookClient,
@@ -55,6 +56,8 @@ pub struct Deliverer {
     pool: Pool,
     config: Arc<Config>,
     webhooks: WebhookClient,
+    /// The EventBridge client, when this deliverer serves `TRIAGE_EVENT_BUS`.
+    bus: Option<Arc<dyn Bus>>,
     name: String,
 }
 
@@ -74,8 +77,15 @@ impl Deliverer {
             pool,
             config,
             webhooks,
+            bus: None,
             name: format!("deliverer-{}", uuid::Uuid::new_v4()),
         })
+    }
+
+    /// Puts results on `TRIAGE_EVENT_BUS` through `bus` (EventBridge, `aws::eventbridge`).
+    pub fn with_bus(mut self, bus: Arc<dyn Bus>) -> Self {
+        self.bus = Some(bus);
+        self
     }
 
     /// Delivers until nothing is ready and nothing is in flight, or until `deadline` (less one
@@ -87,7 +97,10 @@ impl Deliverer {
     ) -> Result<Report> {
         let policy = &self.config.delivery;
         let mut report = Report::default();
-        let mut in_flight = FuturesUnordered::new();
+        let mut in_flight: FuturesUnordered<BoxFuture<'_, Vec<Outcome>>> = FuturesUnordered::new();
+        if let (Some(event_bus), Some(_)) = (&policy.event_bus, &self.bus) {
+            bus::ensure_subscription(&db::client(&self.pool).await?, event_bus).await?;
+        }
         loop {
             let room = policy.concurrency.max(1).saturating_sub(in_flight.len());
             let may_claim =
@@ -105,7 +118,7 @@ impl Deliverer {
                 .await?;
                 claimed_now = claimed.len();
                 report.claimed += claimed_now as u32;
-                in_flight.extend(claimed.into_iter().map(|d| self.deliver(d)));
+                self.start(claimed, &mut in_flight);
                 if claimed_now == room {
                     continue;
                 }
@@ -114,7 +127,7 @@ impl Deliverer {
                 break;
             }
             tokio::select! {
-                Some(outcome) = in_flight.next() => report.count(outcome),
+                Some(outcomes) = in_flight.next() => outcomes.into_iter().for_each(|o| report.count(o)),
                 _ = tokio::time::sleep(POLL), if may_claim => {}
                 else => {}
             }
@@ -123,12 +136,64 @@ impl Deliverer {
         Ok(report)
     }
 
-    async fn deliver(&self, delivery: ClaimedDelivery) -> Outcome {
-        let attempt = match delivery.kind {
-            SinkKind::Webhook => self.send_webhook(&delivery).await,
-            // Buses are served by the EventBridge sink; none is wired into this deliverer.
-            SinkKind::EventBridge => Attempt::Failed("no EventBridge client here".into()),
+    /// Each webhook delivery on its own; bus deliveries in batches of up to ten per bus.
+    fn start<'a>(
+        &'a self,
+        claimed: Vec<ClaimedDelivery>,
+        in_flight: &mut FuturesUnordered<BoxFuture<'a, Vec<Outcome>>>,
+    ) {
+        let (webhooks, mut buses): (Vec<_>, Vec<_>) = claimed
+            .into_iter()
+            .partition(|d| d.kind == SinkKind::Webhook);
+        for delivery in webhooks {
+            in_flight.push(
+                async move {
+                    let attempt = self.send_webhook(&delivery).await;
+                    vec![self.settle(&delivery, attempt).await]
+                }
+                .boxed(),
+            );
+        }
+        buses.sort_by(|a, b| a.target.cmp(&b.target));
+        for batch in buses.chunk_by(|a, b| a.target == b.target) {
+            for chunk in batch.chunks(bus::BATCH) {
+                let chunk = chunk.to_vec();
+                in_flight.push(self.deliver_to_bus(chunk).boxed());
+            }
+        }
+    }
+
+    async fn deliver_to_bus(&self, deliveries: Vec<ClaimedDelivery>) -> Vec<Outcome> {
+        let attempts = match &self.bus {
+            Some(bus) => {
+                let entries: Vec<BusEntry> = deliveries
+                    .iter()
+                    .map(|d| BusEntry {
+                        event_id: d.event_id.clone(),
+                        detail: serde_json::to_string(&Detail {
+                            event_id: &d.event_id,
+                            data: &d.data,
+                        })
+                        .expect("an event serialises"),
+                    })
+                    .collect();
+                bus.put(&deliveries[0].target, &entries).await
+            }
+            // Another deliverer (with the bus configured) serves it; this one leaves it be.
+            None => deliveries
+                .iter()
+                .map(|_| Attempt::Failed("this deliverer has no EventBridge client".into()))
+                .collect(),
         };
+        let mut outcomes = Vec::with_capacity(deliveries.len());
+        for (delivery, attempt) in deliveries.iter().zip(attempts) {
+            outcomes.push(self.settle(delivery, attempt).await);
+        }
+        outcomes
+    }
+
+    /// Decides what becomes of a delivery after `attempt`, and writes it (fenced).
+    async fn settle(&self, delivery: &ClaimedDelivery, attempt: Attempt) -> Outcome {
         let policy = &self.config.delivery;
         let schedule = Schedule {
             base: policy.backoff_base,
@@ -143,7 +208,7 @@ impl Deliverer {
             &schedule,
             delivery.id() as u32,
         );
-        match self.write(&delivery, &decision).await {
+        match self.write(delivery, &decision).await {
             Ok(Fencing::Lost) => Outcome::Fenced,
             Ok(Fencing::Held) => match decision {
                 Decision::Delivered => Outcome::Delivered,
@@ -195,6 +260,14 @@ impl Deliverer {
             }
         }
     }
+}
+
+/// An EventBridge entry's `Detail`: the event's data, with the event id to dedupe on.
+#[derive(Serialize)]
+struct Detail<'a> {
+    event_id: &'a str,
+    #[serde(flatten)]
+    data: &'a EventData,
 }
 
 impl Report {
