@@ -727,3 +727,87 @@ async fn every_result_reaches_an_sqs_queue_through_an_eventbridge_rule() {
     tickets.sort();
     assert_eq!(ids, tickets);
 }
+
+#[tokio::test]
+async fn a_duplicate_arriving_after_the_result_is_announced_with_its_own_event() {
+    let app = spawn().await;
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    subscribe(&app, None, &receiver.url).await;
+    let first = ingest(&app, None, "Same content").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    // The job is finished; the same content comes again: no job runs, the result is reused.
+    let duplicate = ingest(&app, None, "Same content").await;
+    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 1);
+    app.deliver_all(Duration::from_secs(10)).await;
+    let mut expected = vec![first, duplicate];
+    expected.sort();
+    assert_eq!(receiver.ticket_ids(), expected);
+    assert_eq!(receiver.attempts().len(), 2, "one event id per ticket");
+}
+
+#[tokio::test]
+async fn a_reprocess_result_is_announced_when_its_version_is_promoted() {
+    let app = spawn().await;
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    subscribe(&app, None, &receiver.url).await;
+    ingest(&app, None, "Invoice charged twice").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+    assert_eq!(receiver.received().len(), 1);
+
+    crate::operations::op(
+        &app,
+        json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v4", "spread": "0s"}),
+    )
+    .await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    assert_eq!(
+        app.count("SELECT count(*) FROM delivery").await,
+        1,
+        "not announced before its promotion"
+    );
+    let promote = json!({"op": "promote", "prompt_version": "triage-v4"});
+    crate::operations::op(&app, promote.clone()).await;
+    crate::operations::op(&app, promote).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+    let versions: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| {
+            serde_json::from_str::<Value>(&r.body).unwrap()["data"]["prompt_version"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        versions,
+        ["triage-v3", "triage-v4"],
+        "promoting twice announces once"
+    );
+}
+
+#[tokio::test]
+async fn during_a_rotation_both_secrets_verify() {
+    let app = spawn().await;
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    let sub = subscribe(&app, None, &receiver.url).await;
+    let rotated = subscription::rotate(&app.pool, None, sub.subscription.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(rotated.secret, sub.secret);
+    assert!(
+        subscription::rotate(&app.pool, Some("someone-else"), sub.subscription.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    ingest(&app, None, "Rotation").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+    let received = receiver.received();
+    assert_eq!(received[0].signature.split(' ').count(), 2);
+    verify_with_reference_library(&rotated.secret, &received);
+    verify_with_reference_library(&sub.secret, &received);
+}
