@@ -811,3 +811,40 @@ async fn during_a_rotation_both_secrets_verify() {
     verify_with_reference_library(&rotated.secret, &received);
     verify_with_reference_library(&sub.secret, &received);
 }
+
+#[tokio::test]
+async fn the_console_shows_a_disabled_endpoint_and_why_but_no_secret() {
+    let app = spawn().await;
+    let healthy = Receiver::start(|_| Answer::Status(200)).await;
+    let healthy_sub = subscribe(&app, None, &healthy.url).await;
+    let refused = subscribe(&app, None, "https://localhost:9/hook").await;
+    ingest(&app, None, "Console").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+
+    let base = crate::console::serve_console(&app, None).await;
+    let page = triage::tls::https_client_builder()
+        .build()
+        .unwrap()
+        .get(format!("{base}/admin/deliveries"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let row = |id: uuid::Uuid| {
+        let start = page
+            .find(&format!("data-endpoint=\"{id}\""))
+            .expect("a row per subscription");
+        page[start..].split("</tr>").next().unwrap().to_string()
+    };
+    assert!(
+        row(refused.subscription.id).contains("data-status=\"disabled\""),
+        "{page}"
+    );
+    assert!(row(refused.subscription.id).contains("private, loopback or link-local"));
+    assert!(row(healthy_sub.subscription.id).contains("data-status=\"active\""));
+    assert!(!page.contains("whsec_"), "no secret on the page");
+    assert!(!page.contains("The body of the ticket"), "no ticket text");
+}

@@ -15,6 +15,7 @@ const CSS: &str = include_str!("console.css");
 pub enum Section {
     Overview,
     DeadLetters,
+    Deliveries,
     Versions,
     Ticket,
     SignIn,
@@ -22,9 +23,10 @@ pub enum Section {
     Error,
 }
 
-const NAV: [(Section, &str, &str); 4] = [
+const NAV: [(Section, &str, &str); 5] = [
     (Section::Overview, "/admin", "Overview"),
     (Section::DeadLetters, "/admin/dead-letters", "Dead letters"),
+    (Section::Deliveries, "/admin/deliveries", "Deliveries"),
     (Section::Versions, "/admin/versions", "Versions"),
     (Section::Ticket, "/admin/tickets", "Ticket"),
 ];

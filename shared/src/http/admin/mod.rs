@@ -8,6 +8,7 @@
 
 mod charts;
 mod dead_letters;
+mod deliveries;
 mod layout;
 mod overview;
 mod queries;
@@ -56,6 +57,7 @@ pub fn router(app: AppState, guard: Guard) -> Router {
             "/admin/dead-letters/redrive",
             get(dead_letters::confirm).post(dead_letters::redrive),
         )
+        .route("/admin/deliveries", get(deliveries::show))
         .route("/admin/versions", get(versions::show))
         .route("/admin/tickets", get(ticket::lookup))
         .route("/admin/tickets/{id}", get(ticket::show))
