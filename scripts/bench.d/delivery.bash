@@ -43,7 +43,7 @@ start_moto_bus() {
 # One run: RUN names the database; the remaining arguments are the receivers' URLs. Prints
 # one line per subscription: target p50 p99 delivered seconds.
 delivery_run() {
-  local run=$1 url worker_pid deliverer_pid target i pending
+  local run=$1 url worker_pid deliverer_pid sweeper_pid target i pending
   shift
   url=$(fresh_db "delivery_$run")
   for target in "$@"; do
@@ -56,11 +56,15 @@ delivery_run() {
   # shellcheck disable=SC2046
   start_bg "deliverer-$run" env $(worker_env "$url" 4) $moto_env \
     TRIAGE_WEBHOOK_ALLOWED_HOSTS=127.0.0.1 TRIAGE_EVENT_BUS="$bus" \
-    TRIAGE_WEBHOOK_TIMEOUT_SECONDS=5 TRIAGE_DB_POOL_SIZE=16 "$triage" deliver
+    TRIAGE_WEBHOOK_TIMEOUT_SECONDS=5 TRIAGE_DELIVERY_LEASE_SECONDS=15 TRIAGE_DB_POOL_SIZE=16 \
+    "$triage" deliver
   deliverer_pid=$started_pid
   # shellcheck disable=SC2046
   start_bg "worker-$run" env $(worker_env "$url" "$delivery_worker_concurrency") "$triage" worker
   worker_pid=$started_pid
+  # Returns the leases of deliveries whose write was lost (a pool wait on a loaded machine).
+  start_bg "sweeper-$run" env DATABASE_URL="$url" "$triage" sweeper
+  sweeper_pid=$started_pid
   # Until every result is out and every delivery but the slow endpoint's is acknowledged.
   for i in $(seq 1200); do
     pending=$(psql "$url" -tAc "
@@ -72,6 +76,7 @@ delivery_run() {
   done
   stop_bg "$worker_pid"
   stop_bg "$deliverer_pid"
+  stop_bg "$sweeper_pid"
   psql "$url" -tA -F ' ' -c "
     SELECT s.target,
            round((1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM d.finished_at - d.created_at)))::numeric),
@@ -84,7 +89,7 @@ delivery_run() {
 }
 
 bench_delivery() {
-  local healthy=() slow ceiling with without line target p50 p99 n secs base
+  local healthy=() slow ceiling with without target p50 p99 n span base i
   echo
   echo "== delivery: $delivery_results results to 3 healthy webhooks + EventBridge, with and without a 2 s one"
   start_provider "$provider_ms"
@@ -103,7 +108,7 @@ bench_delivery() {
   with=$(delivery_run with_slow "${healthy[@]}" "$slow")
   without=$(delivery_run without_slow "${healthy[@]}")
   printf '  %-34s %22s %22s %8s\n' endpoint "lag p50/p99 ms (slow)" "(no slow: baseline)" ratio
-  while read -r target p50 p99 n secs; do
+  while read -r target p50 p99 n span; do
     [ -n "$target" ] || continue
     [[ "$target" == *slow* ]] && continue
     base=$(awk -v t="$target" '$1 == t { print $2 "/" $3 }' <<<"$without")

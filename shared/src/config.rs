@@ -151,7 +151,7 @@ impl Default for DeliveryPolicy {
     fn default() -> Self {
         Self {
             batch_size: 100,
-            concurrency: 64,
+            concurrency: 32,
             per_endpoint: 4,
             lease: Duration::from_secs(60),
             timeout: Duration::from_secs(10),

@@ -14,7 +14,7 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::{PromptVersion, VersionPair},
     },
-    pipeline::delivery,
+    pipeline::outbox::announce,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -67,7 +67,7 @@ pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
             }),
     };
     // Results of the promoted version are announced to subscribers with the promotion.
-    let announced = delivery::announce_promoted(&tx, version).await?;
+    let announced = announce::announce_promoted(&tx, version).await?;
     tx.commit().await?;
     tracing::info!(?promotion, announced, "version promoted");
     Ok(promotion)

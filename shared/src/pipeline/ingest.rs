@@ -66,7 +66,7 @@ WITH new_ticket AS (
 ), announced AS (
     INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id)
     SELECT s.id, $1, r.idempotency_key, "#,
-    crate::pipeline::delivery::fanout::event_id!("$1", "r.idempotency_key"),
+    crate::pipeline::outbox::announce::event_id!("$1", "r.idempotency_key"),
     r#"
     FROM evaluation_result r
     JOIN subscription s ON s.disabled_at IS NULL

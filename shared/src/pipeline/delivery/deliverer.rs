@@ -24,7 +24,7 @@ use crate::{
     config::Config,
     db,
     domain::error::{ConfigError, Result},
-    pipeline::{backoff::Schedule, outbox::Fencing},
+    pipeline::{backoff::Schedule, outbox::Fencing, worker},
     telemetry::metric,
 };
 
@@ -101,26 +101,26 @@ impl Deliverer {
         if let (Some(event_bus), Some(_)) = (&policy.event_bus, &self.bus) {
             bus::ensure_subscription(&db::client(&self.pool).await?, event_bus).await?;
         }
+        // A failed claim stops the claiming, never the deliveries already in flight: they
+        // finish and write their outcome first.
+        let mut failed = None;
         loop {
             let room = policy.concurrency.max(1).saturating_sub(in_flight.len());
-            let may_claim =
-                !stop.is_cancelled() && Instant::now() + policy.timeout + POLL < deadline;
+            let may_claim = failed.is_none()
+                && !stop.is_cancelled()
+                && Instant::now() + policy.timeout + POLL < deadline;
             let mut claimed_now = 0;
             if may_claim && room > 0 {
-                let client = db::client(&self.pool).await?;
-                let claimed = claimed::claim(
-                    &client,
-                    &self.name,
-                    (room as i64).min(policy.batch_size.max(1)),
-                    policy.lease,
-                    policy.per_endpoint.max(1),
-                )
-                .await?;
-                claimed_now = claimed.len();
-                report.claimed += claimed_now as u32;
-                self.start(claimed, &mut in_flight);
-                if claimed_now == room {
-                    continue;
+                match self.claim(room).await {
+                    Ok(claimed) => {
+                        claimed_now = claimed.len();
+                        report.claimed += claimed_now as u32;
+                        self.start(claimed, &mut in_flight);
+                        if claimed_now == room {
+                            continue;
+                        }
+                    }
+                    Err(error) => failed = Some(error),
                 }
             }
             if in_flight.is_empty() && (claimed_now == 0 || !may_claim) {
@@ -132,8 +132,24 @@ impl Deliverer {
                 else => {}
             }
         }
+        if let Some(error) = failed {
+            return Err(error);
+        }
         report::emit_lag(&self.pool).await;
         Ok(report)
+    }
+
+    async fn claim(&self, room: usize) -> Result<Vec<ClaimedDelivery>> {
+        let policy = &self.config.delivery;
+        let client = db::client(&self.pool).await?;
+        claimed::claim(
+            &client,
+            &self.name,
+            (room as i64).min(policy.batch_size.max(1)),
+            policy.lease,
+            policy.per_endpoint.max(1),
+        )
+        .await
     }
 
     /// Each webhook delivery on its own; bus deliveries in batches of up to ten per bus.
@@ -283,23 +299,18 @@ impl Report {
     }
 }
 
-/// `triage deliver` without `--once`: invocations back to back until stopped.
+/// `triage deliver` without `--once`: invocations back to back until stopped, as the worker's.
 pub async fn run_until_stopped(
     deliverer: &Deliverer,
     idle: Duration,
     stop: CancellationToken,
 ) -> Result<()> {
-    while !stop.is_cancelled() {
-        let deadline = Instant::now() + deliverer.config.worker.invocation_budget;
-        match deliverer.run_invocation(deadline, &stop).await {
-            Ok(report) if report.claimed > 0 => continue,
-            Ok(_) => {}
-            Err(error) if error.is_unavailable() => {
-                tracing::warn!(error = %error.report(), "database unavailable; retrying")
-            }
-            Err(error) => return Err(error),
-        }
-        tokio::select! { _ = stop.cancelled() => {}, _ = tokio::time::sleep(idle) => {} }
-    }
-    Ok(())
+    let stop = &stop;
+    worker::back_to_back(
+        deliverer.config.worker.invocation_budget,
+        idle,
+        stop,
+        |deadline| async move { Ok(deliverer.run_invocation(deadline, stop).await?.claimed > 0) },
+    )
+    .await
 }

@@ -1,6 +1,6 @@
 //! Delivery (docs/delivery.md): each stored result reaches its subscribers, at least once and
-//! never before its commit. [`fanout`] writes one delivery row per subscriber in the result's
-//! own statement; [`claimed`] is the delivery queue (claimed, leased, fenced and swept by the
+//! never before its commit. `outbox::announce` writes one delivery row per subscriber in the
+//! result's own statement; [`claimed`] is the delivery queue (claimed, leased, fenced and swept by the
 //! evaluation outbox's machinery, `outbox::lease`); [`deliverer`] runs an invocation;
 //! [`webhook`] signs per Standard Webhooks and sends, [`bus`] puts events on EventBridge, [`address`] keeps webhooks off private
 //! networks (SSRF); [`decision`] is the pure retry / disable decision; [`subscription`] the
@@ -12,10 +12,8 @@ pub mod bus;
 pub mod claimed;
 pub mod decision;
 pub mod deliverer;
-pub(crate) mod fanout;
 pub mod report;
 pub mod subscription;
 pub mod webhook;
 
 pub use deliverer::{run_until_stopped, Deliverer, Report};
-pub use fanout::announce_promoted;

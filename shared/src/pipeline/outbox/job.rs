@@ -58,7 +58,7 @@ const MARK_DONE_AND_ANNOUNCE: &str = concat!(
     "WITH done AS (",
     mark_done!(),
     "    RETURNING idempotency_key\n)",
-    crate::pipeline::delivery::fanout::announce_done!(),
+    crate::pipeline::outbox::announce::announce_done!(),
     "SELECT count(*) FROM done\n"
 );
 
@@ -79,7 +79,7 @@ const STORE_RESULT_AND_MARK_DONE: &str = concat!(
     SELECT $4, done.ticket_id, $5, $6, $7, $8, $9, $10 FROM done
     ON CONFLICT (idempotency_key) DO NOTHING
 )"#,
-    crate::pipeline::delivery::fanout::announce_done!(),
+    crate::pipeline::outbox::announce::announce_done!(),
     "SELECT count(*) FROM done\n"
 );
 

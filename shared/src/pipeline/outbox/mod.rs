@@ -2,8 +2,10 @@
 //! job changes its own state through four fenced methods: complete, reschedule, release,
 //! dead letter. Every write after the claim names the claim token; a worker whose lease
 //! expired and was re-claimed changes nothing. [`lease`] holds what every queue table shares
-//! (evaluations and deliveries): the claim's lease, the fenced writes, the expired-lease sweep.
+//! (evaluations and deliveries): the claim's lease, the fenced writes, the expired-lease sweep;
+//! [`announce`] the delivery rows a stored result writes in its own statement.
 
+pub(crate) mod announce;
 pub mod claim;
 mod job;
 pub mod lease;

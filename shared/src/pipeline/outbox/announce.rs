@@ -46,13 +46,13 @@ macro_rules! announce_done {
             r#", announced AS (
     INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id)
     SELECT s.id, te.ticket_id, te.idempotency_key, "#,
-            $crate::pipeline::delivery::fanout::event_id!("te.ticket_id", "te.idempotency_key"),
+            $crate::pipeline::outbox::announce::event_id!("te.ticket_id", "te.idempotency_key"),
             r#"
     FROM done
     JOIN ticket_evaluation te ON te.idempotency_key = done.idempotency_key
     JOIN ticket t ON t.id = te.ticket_id AND t.workload = 'production'
     "#,
-            $crate::pipeline::delivery::fanout::subscribers_of_t!(),
+            $crate::pipeline::outbox::announce::subscribers_of_t!(),
             r#"
     WHERE NOT EXISTS (SELECT 1 FROM ticket_evaluation first
                       WHERE first.ticket_id = te.ticket_id AND first.created_at < te.created_at)
