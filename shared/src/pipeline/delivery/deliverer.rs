@@ -9,8 +9,8 @@ use std::{
 };
 
 use deadpool_postgres::Pool;
-use futures::{future::BoxFuture, stream::FuturesUnordered, FutureExt, StreamExt};
 use serde::Serialize;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -52,6 +52,8 @@ enum Outcome {
     Abandoned,
 }
 
+/// Cheap to clone (shared clients and configuration): each delivery runs as its own task.
+#[derive(Clone)]
 pub struct Deliverer {
     pool: Pool,
     config: Arc<Config>,
@@ -97,7 +99,10 @@ impl Deliverer {
     ) -> Result<Report> {
         let policy = &self.config.delivery;
         let mut report = Report::default();
-        let mut in_flight: FuturesUnordered<BoxFuture<'_, Vec<Outcome>>> = FuturesUnordered::new();
+        // Deliveries run as tasks of their own, so they progress (and give their connection
+        // back) while the claim waits for one; dropping the set (a killed invocation) aborts
+        // them, and their leases return them.
+        let mut in_flight: JoinSet<Vec<Outcome>> = JoinSet::new();
         if let (Some(event_bus), Some(_)) = (&policy.event_bus, &self.bus) {
             bus::ensure_subscription(&db::client(&self.pool).await?, event_bus).await?;
         }
@@ -127,7 +132,11 @@ impl Deliverer {
                 break;
             }
             tokio::select! {
-                Some(outcomes) = in_flight.next() => outcomes.into_iter().for_each(|o| report.count(o)),
+                Some(joined) = in_flight.join_next() => match joined {
+                    Ok(outcomes) => outcomes.into_iter().for_each(|o| report.count(o)),
+                    // A task that panicked wrote nothing: its lease returns the delivery.
+                    Err(_) => report.count(Outcome::Abandoned),
+                },
                 _ = tokio::time::sleep(POLL), if may_claim => {}
                 else => {}
             }
@@ -153,28 +162,22 @@ impl Deliverer {
     }
 
     /// Each webhook delivery on its own; bus deliveries in batches of up to ten per bus.
-    fn start<'a>(
-        &'a self,
-        claimed: Vec<ClaimedDelivery>,
-        in_flight: &mut FuturesUnordered<BoxFuture<'a, Vec<Outcome>>>,
-    ) {
+    fn start(&self, claimed: Vec<ClaimedDelivery>, in_flight: &mut JoinSet<Vec<Outcome>>) {
         let (webhooks, mut buses): (Vec<_>, Vec<_>) = claimed
             .into_iter()
             .partition(|d| d.kind == SinkKind::Webhook);
         for delivery in webhooks {
-            in_flight.push(
-                async move {
-                    let attempt = self.send_webhook(&delivery).await;
-                    vec![self.settle(&delivery, attempt).await]
-                }
-                .boxed(),
-            );
+            let this = self.clone();
+            in_flight.spawn(async move {
+                let attempt = this.send_webhook(&delivery).await;
+                vec![this.settle(&delivery, attempt).await]
+            });
         }
         buses.sort_by(|a, b| a.target.cmp(&b.target));
         for batch in buses.chunk_by(|a, b| a.target == b.target) {
             for chunk in batch.chunks(bus::BATCH) {
-                let chunk = chunk.to_vec();
-                in_flight.push(self.deliver_to_bus(chunk).boxed());
+                let (this, chunk) = (self.clone(), chunk.to_vec());
+                in_flight.spawn(async move { this.deliver_to_bus(chunk).await });
             }
         }
     }
