@@ -53,6 +53,8 @@ CREATE TABLE delivery (
 -- Serves the claim (per endpoint, oldest first), the sweeper, and the lag metric.
 CREATE INDEX idx_delivery_claimable ON delivery (subscription_id, available_at) WHERE status = 'pending';
 CREATE INDEX idx_delivery_leases ON delivery (locked_until) WHERE status = 'processing';
+-- What each endpoint has in flight (the claim's bound per endpoint).
+CREATE INDEX idx_delivery_in_flight ON delivery (subscription_id) WHERE status = 'processing';
 CREATE INDEX idx_delivery_pending_age ON delivery (created_at) WHERE status IN ('pending', 'processing');
 CREATE INDEX idx_delivery_ticket ON delivery (ticket_id);
 CREATE INDEX idx_delivery_finished ON delivery (subscription_id, created_at);

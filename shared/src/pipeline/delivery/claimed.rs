@@ -32,7 +32,7 @@ WITH claimed AS (
         SELECT d.id
         FROM subscription s
         CROSS JOIN LATERAL (
-            SELECT id FROM delivery
+            SELECT id, available_at FROM delivery
             WHERE subscription_id = s.id AND status = 'pending' AND available_at <= now()
             ORDER BY available_at
             LIMIT greatest($4::bigint * (CASE WHEN s.kind = 'eventbridge' THEN 10 ELSE 1 END)
@@ -41,6 +41,8 @@ WITH claimed AS (
             FOR UPDATE SKIP LOCKED
         ) d
         WHERE s.disabled_at IS NULL
+        -- Oldest first across endpoints, so none waits behind the others' turns.
+        ORDER BY d.available_at
         LIMIT $3
     )
     RETURNING id, subscription_id, ticket_id, event_id, idempotency_key, attempts, claim_token,
