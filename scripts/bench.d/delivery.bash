@@ -107,13 +107,14 @@ bench_delivery() {
     | awk '/Requests\/sec/ { printf "%.0f", $2 }')
   with=$(delivery_run with_slow "${healthy[@]}" "$slow")
   without=$(delivery_run without_slow "${healthy[@]}")
-  printf '  %-34s %22s %22s %8s\n' endpoint "lag p50/p99 ms (slow)" "(no slow: baseline)" ratio
+  printf '  %-34s %22s %22s %14s\n' endpoint "lag p50/p99 ms (slow)" "(no slow: baseline)" "ratio p50/p99"
   while read -r target p50 p99 n span; do
     [ -n "$target" ] || continue
     [[ "$target" == *slow* ]] && continue
     base=$(awk -v t="$target" '$1 == t { print $2 "/" $3 }' <<<"$without")
-    printf '  %-34s %22s %22s %8s\n' "$target" "$p50/$p99" "$base" \
-      "$(awk -v a="$p99" -v b="${base#*/}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "n/a" }')"
+    printf '  %-34s %22s %22s %14s\n' "$target" "$p50/$p99" "$base" \
+      "$(awk -v a="$p50" -v b="${base%/*}" -v c="$p99" -v d="${base#*/}" \
+        'BEGIN { if (b > 0 && d > 0) printf "%.2fx/%.2fx", a / b, c / d; else print "n/a" }')"
   done <<<"$with"
   echo "  deliveries/s (with the slow one, all healthy sinks): $(awk '!/slow/ && $4 > 0 { n += $4; if ($5 > s) s = $5 } END { if (s > 0) printf "%.0f", n / s }' <<<"$with")" \
     "· receiver ceiling (wrk, one receiver): ${ceiling:-n/a} req/s"
