@@ -15,14 +15,14 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use triage::{
-    aws::lambda::config_from_env,
+    aws::{eventbridge, lambda::config_from_env},
     config::Config,
     db,
     evaluate::AnyProvider,
     http::{self, admin, local},
     operations,
     pipeline::{
-        sweep,
+        delivery, sweep,
         worker::{self, Worker},
     },
     secret::{ExposeSecret, Secret},
@@ -64,10 +64,15 @@ enum Command {
         #[arg(long)]
         once: bool,
     },
+    /// Deliver results to subscribers: one invocation with --once, else until SIGTERM/SIGINT.
+    Deliver {
+        #[arg(long)]
+        once: bool,
+    },
     #[command(flatten)]
     Operation(operations::Request),
     /// Everything locally: a throwaway PostgreSQL when DATABASE_URL is unset, migrations,
-    /// the API, and worker and sweeper on a short schedule.
+    /// the API, and worker, deliverer and sweeper on a short schedule.
     Dev {
         #[arg(long, default_value = "127.0.0.1:3000")]
         listen: SocketAddr,
@@ -137,6 +142,17 @@ async fn main() -> anyhow::Result<()> {
                 sweep_until_stopped(&pool, &config, stop).await;
             }
         }
+        Command::Deliver { once } => {
+            let config = Arc::new(config_from_env().await?);
+            let deliverer = eventbridge::deliverer(db::pool(&config.database)?, config.clone())?;
+            if once {
+                let deadline = Instant::now() + config.worker.invocation_budget;
+                let report = deliverer.run_invocation(deadline, &stop).await?;
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                delivery::run_until_stopped(&deliverer, WORKER_IDLE, stop).await?;
+            }
+        }
         Command::Operation(request) => operate(request, cli.json, stop).await?,
         Command::Dev { listen, console } => {
             let mut config = config_from_env().await?;
@@ -152,13 +168,16 @@ async fn main() -> anyhow::Result<()> {
             let config = Arc::new(config);
             let worker = build_worker(&config)?;
             let pool = db::pool(&config.database)?;
-            let (served, worked, ()) = tokio::join!(
+            let deliverer = eventbridge::deliverer(pool.clone(), config.clone())?;
+            let (served, worked, delivered, ()) = tokio::join!(
                 serve(config.clone(), listen, &console, stop.clone()),
                 worker::run_until_stopped(&worker, WORKER_IDLE, stop.clone()),
+                delivery::run_until_stopped(&deliverer, WORKER_IDLE, stop.clone()),
                 sweep_until_stopped(&pool, &config, stop.clone()),
             );
             served?;
             worked?;
+            delivered?;
         }
     }
     Ok(())

@@ -13,6 +13,7 @@ use triage::{
         Outcome,
     },
     pipeline::{
+        delivery::report::DeliveriesReport,
         erase::Erased,
         report::{DeadLetterGroup, Health},
     },
@@ -30,6 +31,8 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::Audit(entries) => audit(entries),
         Outcome::Eval(report) => eval_report(report),
         Outcome::EvalRuns(runs) => eval_runs(runs),
+        Outcome::Deliveries(report) => deliveries(report),
+        Outcome::ReplayDeliveries { queued } => format!("{queued} deliveries queued again\n"),
     }
 }
 
@@ -494,4 +497,42 @@ fn eval_runs(runs: &[StoredRun]) -> String {
         }),
         &[0, 5, 6, 7, 8, 9, 10],
     )
+}
+
+fn deliveries(report: &DeliveriesReport) -> String {
+    let lag = report
+        .oldest_undelivered_age_seconds
+        .map_or("none".to_string(), |s| format!("{s:.1}s"));
+    let rows = report.endpoints.iter().map(|e| {
+        vec![
+            e.subscription_id.to_string(),
+            e.kind.clone(),
+            e.target.clone(),
+            e.status.to_string(),
+            e.pending.to_string(),
+            e.processing.to_string(),
+            e.delivered.to_string(),
+            e.dead.to_string(),
+            e.disabled_reason
+                .clone()
+                .or_else(|| e.last_error.clone())
+                .unwrap_or_default(),
+        ]
+    });
+    format!("oldest undelivered: {lag}\n")
+        + &table(
+            Some(vec![
+                "subscription",
+                "kind",
+                "target",
+                "status",
+                "pending",
+                "processing",
+                "delivered",
+                "dead",
+                "last error",
+            ]),
+            rows,
+            &[4, 5, 6, 7],
+        )
 }

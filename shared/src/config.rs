@@ -154,6 +154,48 @@ impl Default for Tolerance {
     }
 }
 
+/// Delivery of results to subscribers (docs/delivery.md): bounds per endpoint, the retry
+/// schedule and window, and the SSRF allow-list.
+#[derive(Debug, Clone)]
+pub struct DeliveryPolicy {
+    /// Deliveries claimed at once, and in flight at once per deliverer.
+    pub batch_size: i64,
+    pub concurrency: usize,
+    /// In flight at once per endpoint (`TRIAGE_DELIVERY_PER_ENDPOINT`): bounds the rate an
+    /// endpoint sees, and what a slow one can hold of the deliverer.
+    pub per_endpoint: i64,
+    pub lease: Duration,
+    /// One webhook request, connection included.
+    pub timeout: Duration,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    pub jitter_max: Duration,
+    /// How long an endpoint may fail before it is disabled (Standard Webhooks: days).
+    pub retry_window: Duration,
+    /// `TRIAGE_WEBHOOK_ALLOWED_HOSTS`: hosts allowed although private or loopback.
+    pub allowed_hosts: Vec<String>,
+    /// `TRIAGE_EVENT_BUS`: the EventBridge bus (name or ARN) that receives every result.
+    pub event_bus: Option<String>,
+}
+
+impl Default for DeliveryPolicy {
+    fn default() -> Self {
+        Self {
+            batch_size: 100,
+            concurrency: 32,
+            per_endpoint: 4,
+            lease: Duration::from_secs(60),
+            timeout: Duration::from_secs(10),
+            backoff_base: Duration::from_secs(5),
+            backoff_max: Duration::from_secs(3600),
+            jitter_max: Duration::from_secs(30),
+            retry_window: Duration::from_secs(3 * 24 * 3600),
+            allowed_hosts: Vec::new(),
+            event_bus: None,
+        }
+    }
+}
+
 impl FromStr for Tolerance {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -193,6 +235,7 @@ pub struct Config {
     pub fleet: FleetConfig,
     pub retention: RetentionPolicy,
     pub quality: QualityGate,
+    pub delivery: DeliveryPolicy,
 }
 
 impl Config {
@@ -331,6 +374,29 @@ impl Config {
             quality: QualityGate {
                 set: env.optional("TRIAGE_EVAL_SET"),
                 tolerance: env.parsed("TRIAGE_EVAL_TOLERANCE", "")?,
+            },
+            delivery: {
+                let d = DeliveryPolicy::default();
+                DeliveryPolicy {
+                    batch_size: env.number("TRIAGE_DELIVERY_BATCH_SIZE", d.batch_size)?,
+                    concurrency: env.number("TRIAGE_DELIVERY_CONCURRENCY", d.concurrency)?,
+                    per_endpoint: env.number("TRIAGE_DELIVERY_PER_ENDPOINT", d.per_endpoint)?,
+                    lease: env.seconds("TRIAGE_DELIVERY_LEASE_SECONDS", d.lease)?,
+                    timeout: env.seconds("TRIAGE_WEBHOOK_TIMEOUT_SECONDS", d.timeout)?,
+                    backoff_base: env
+                        .seconds("TRIAGE_DELIVERY_BACKOFF_BASE_SECONDS", d.backoff_base)?,
+                    backoff_max: env
+                        .seconds("TRIAGE_DELIVERY_BACKOFF_MAX_SECONDS", d.backoff_max)?,
+                    jitter_max: env.seconds("TRIAGE_DELIVERY_JITTER_MAX_SECONDS", d.jitter_max)?,
+                    retry_window: env.seconds("TRIAGE_DELIVERY_RETRY_SECONDS", d.retry_window)?,
+                    allowed_hosts: env
+                        .string("TRIAGE_WEBHOOK_ALLOWED_HOSTS", "")
+                        .split(',')
+                        .map(|h| h.trim().to_ascii_lowercase())
+                        .filter(|h| !h.is_empty())
+                        .collect(),
+                    event_bus: env.optional("TRIAGE_EVENT_BUS"),
+                }
             },
         })
     }

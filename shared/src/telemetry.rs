@@ -163,6 +163,18 @@ pub mod metric {
     pub fn spent_today(usd: f64) {
         gauge!("budget.spent_today_usd").set(usd);
     }
+    /// One webhook or bus delivery attempt, by outcome (`delivered`, `retry`, `refused`).
+    pub fn delivery(outcome: &'static str) {
+        counter!("delivery.attempt", "outcome" => outcome).increment(1);
+    }
+    /// An endpoint disabled after failing for the whole retry window (alarmed).
+    pub fn endpoint_disabled() {
+        counter!("delivery.endpoint_disabled").increment(1);
+    }
+    /// Age of the oldest undelivered event: the delivery lag alarm's metric.
+    pub fn oldest_undelivered_age(seconds: f64) {
+        gauge!("delivery.oldest_undelivered_age_seconds").set(seconds);
+    }
     pub fn breaker_open(open: bool) {
         gauge!("provider.breaker_open").set(if open { 1.0 } else { 0.0 });
     }

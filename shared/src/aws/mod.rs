@@ -1,9 +1,10 @@
 //! AWS glue for the Lambda binaries: secrets read from Secrets Manager into the
 //! configuration, the migration custom resource, the Lambda deadline, the worker fleet's
-//! doorbell queue.
+//! doorbell queue, EventBridge as the delivery bus.
 //! An entry-point layer: may use everything below it (config, db, tls, secret, domain).
 
 pub mod doorbell;
+pub mod eventbridge;
 pub mod lambda;
 pub mod migrate_resource;
 mod sdk;

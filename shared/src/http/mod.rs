@@ -8,6 +8,7 @@ pub mod admin;
 mod caller;
 pub mod local;
 mod problem;
+mod subscriptions;
 mod tickets;
 
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use axum::{
     extract::DefaultBodyLimit,
     http::StatusCode,
     middleware,
-    routing::{get, post},
+    routing::{delete, get, post},
     Router,
 };
 use deadpool_postgres::Pool;
@@ -36,6 +37,12 @@ fn api_routes() -> Router<AppState> {
     Router::new()
         .route("/tickets", post(tickets::create))
         .route("/tickets/{id}", get(tickets::show))
+        .route(
+            "/subscriptions",
+            post(subscriptions::create).get(subscriptions::list),
+        )
+        .route("/subscriptions/{id}", delete(subscriptions::delete))
+        .route("/subscriptions/{id}/rotate", post(subscriptions::rotate))
 }
 
 /// Problem+json for unknown paths and methods, the body limit, and the state.

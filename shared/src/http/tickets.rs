@@ -124,7 +124,7 @@ pub async fn show(
     }
 }
 
-fn require_json(headers: &HeaderMap) -> Result<(), Problem> {
+pub(super) fn require_json(headers: &HeaderMap) -> Result<(), Problem> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

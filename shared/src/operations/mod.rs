@@ -30,6 +30,7 @@ use crate::{
     },
     evaluate::{Policy, Prompt},
     pipeline::{
+        delivery,
         erase::{self, Erased},
         outbox::claim::Serves,
         report::{self, DeadLetterGroup, Health},
@@ -71,6 +72,8 @@ pub enum Outcome {
     Audit(Vec<audit::AuditEntry>),
     Eval(Box<eval::Report>),
     EvalRuns(Vec<eval::store::StoredRun>),
+    Deliveries(delivery::report::DeliveriesReport),
+    ReplayDeliveries { queued: u64 },
 }
 
 /// Runs `request` for `operator` and records the run in the audit trail, however it ends.
@@ -253,6 +256,13 @@ async fn execute(
             )?;
             Outcome::Erase(erase::erase(pool, &ticket_ids).await?)
         }
+        Request::Deliveries => Outcome::Deliveries(delivery::report::deliveries(pool).await?),
+        Request::ReplayDeliveries {
+            subscription,
+            since,
+        } => Outcome::ReplayDeliveries {
+            queued: delivery::report::replay(pool, subscription, since.resolve(Utc::now())).await?,
+        },
         Request::Audit { limit } => {
             let limit = limit.unwrap_or(DEFAULT_AUDIT_ROWS);
             within("limit", limit, MAX_AUDIT_ROWS)?;

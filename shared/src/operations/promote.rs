@@ -19,6 +19,7 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::{PromptVersion, VersionPair},
     },
+    pipeline::outbox::announce,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,8 +48,9 @@ FROM promoted LEFT JOIN previous ON true
 "#;
 
 pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
-    let client = db::client(pool).await?;
-    let row = client
+    let mut client = db::client(pool).await?;
+    let tx = client.transaction().await?;
+    let row = tx
         .query_opt(PROMOTE, &[&version.prompt_version, &version.model_version])
         .await?
         .ok_or_else(|| {
@@ -69,7 +71,10 @@ pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
                 model_version: row.get(2),
             }),
     };
-    tracing::info!(?promotion, "version promoted");
+    // Results of the promoted version are announced to subscribers with the promotion.
+    let announced = announce::announce_promoted(&tx, version).await?;
+    tx.commit().await?;
+    tracing::info!(?promotion, announced, "version promoted");
     Ok(promotion)
 }
 

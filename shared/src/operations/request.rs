@@ -142,6 +142,18 @@ pub enum Request {
         #[arg(required = true, num_args = 1..)]
         ticket_ids: Vec<TicketId>,
     },
+    /// Deliveries pending, failing and disabled, by endpoint (docs/delivery.md).
+    Deliveries,
+    /// Deliver an endpoint's events again (same event ids) since a time; re-enables it.
+    ReplayDeliveries {
+        /// The subscription id, as `triage deliveries` lists it.
+        #[arg(long)]
+        subscription: uuid::Uuid,
+        /// Events announced since: an RFC 3339 time or a duration back from now (2h, 3d).
+        #[arg(long)]
+        #[serde_as(as = "DisplayFromStr")]
+        since: Since,
+    },
     /// The operator commands run, newest first: who, what, with which parameters.
     Audit {
         /// At most this many (default 50).
@@ -163,6 +175,8 @@ impl Request {
             Request::Stats => "stats",
             Request::DeadLetters { .. } => "dead_letters",
             Request::Erase { .. } => "erase",
+            Request::Deliveries => "deliveries",
+            Request::ReplayDeliveries { .. } => "replay_deliveries",
             Request::Audit { .. } => "audit",
         }
     }

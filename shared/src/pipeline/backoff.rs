@@ -11,21 +11,40 @@ use crate::{config::WorkerPolicy, domain::key::IdempotencyKey};
 /// The article's jitter modulus.
 const JITTER_SLOTS: u32 = 30;
 
+/// An exponential schedule with a seeded jitter. Evaluations and deliveries each have one
+/// (`WorkerPolicy`, `DeliveryPolicy`); the shape is the article's for both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub base: Duration,
+    pub max: Duration,
+    pub jitter_max: Duration,
+}
+
+/// `min(base·2^attempts, max)` plus `seed % 30` thirtieths of the jitter.
+pub fn delay(schedule: &Schedule, seed: u32, attempts: i32) -> Duration {
+    let exponent = attempts.clamp(0, 30) as u32;
+    let base = schedule
+        .base
+        .saturating_mul(1u32 << exponent)
+        .min(schedule.max);
+    let jitter = schedule
+        .jitter_max
+        .mul_f64(f64::from(seed % JITTER_SLOTS) / f64::from(JITTER_SLOTS));
+    base + jitter
+}
+
 pub fn retry_delay(
     policy: &WorkerPolicy,
     key: &IdempotencyKey,
     attempts: i32,
     retry_after: Option<Duration>,
 ) -> Duration {
-    let exponent = attempts.clamp(0, 30) as u32;
-    let base = policy
-        .backoff_base
-        .saturating_mul(1u32 << exponent)
-        .min(policy.backoff_max);
-    let jitter = policy
-        .jitter_max
-        .mul_f64(f64::from(key.jitter_seed() % JITTER_SLOTS) / f64::from(JITTER_SLOTS));
-    let delay = base + jitter;
+    let schedule = Schedule {
+        base: policy.backoff_base,
+        max: policy.backoff_max,
+        jitter_max: policy.jitter_max,
+    };
+    let delay = delay(&schedule, key.jitter_seed(), attempts);
     // `Retry-After` is the earliest next attempt, never a reason to come back sooner.
     retry_after.map_or(delay, |after| delay.max(after))
 }

@@ -70,8 +70,12 @@ pub enum Outcome {
     },
 }
 
-/// Ticket, link and job in one statement: one round trip, one implicit transaction.
-const INSERT_TICKET_AND_JOB: &str = r#"
+/// Ticket, link and job in one statement: one round trip, one implicit transaction. A
+/// duplicate whose content already has a result is announced to its owner's subscribers here
+/// (`announced`: nothing to join without subscribers), as the job's completion does for the
+/// tickets it finds waiting.
+const INSERT_TICKET_AND_JOB: &str = concat!(
+    r#"
 WITH new_ticket AS (
     INSERT INTO ticket (id, subject, message, owner) VALUES ($1, $2, $3, $7)
     RETURNING created_at
@@ -82,9 +86,19 @@ WITH new_ticket AS (
     INSERT INTO evaluation_outbox (ticket_id, idempotency_key, prompt_version, model_version)
     VALUES ($1, $4, $5, $6)
     ON CONFLICT (idempotency_key) DO NOTHING
+), announced AS (
+    INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id)
+    SELECT s.id, $1, r.idempotency_key, "#,
+    crate::pipeline::outbox::announce::event_id!("$1", "r.idempotency_key"),
+    r#"
+    FROM evaluation_result r
+    JOIN subscription s ON s.disabled_at IS NULL
+         AND (s.kind = 'eventbridge' OR s.owner IS NOT DISTINCT FROM $7)
+    WHERE r.idempotency_key = $4
 )
 SELECT created_at FROM new_ticket
-"#;
+"#
+);
 
 /// Counts one ticket against the owner's quota for today (UTC); no row when it is used up.
 /// The row lock serialises one owner's concurrent ingests for the rest of the transaction.

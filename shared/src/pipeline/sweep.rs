@@ -1,4 +1,5 @@
-//! The sweeper (article step 3, "o varredor"): returns expired leases to the queue, deletes
+//! The sweeper (article step 3, "o varredor"): returns expired leases (jobs and deliveries)
+//! to their queues, deletes
 //! finished jobs past retention, erases tickets past theirs (when set), forgets expired
 //! request keys, and reports queue health.
 //! A lease expiry means a worker died mid-job, so it counts as the attempt the claim already
@@ -13,7 +14,10 @@ use crate::{
     domain::error::Result,
     pipeline::{
         erase, ingest,
-        outbox::claim::Serves,
+        outbox::{
+            claim::Serves,
+            lease::{self, Queue},
+        },
         report::{self, Health},
     },
     telemetry::metric,
@@ -23,6 +27,7 @@ use crate::{
 pub struct LeaseReport {
     pub leases_returned: i64,
     pub leases_dead_lettered: i64,
+    pub delivery_leases_returned: i64,
 }
 
 /// What one sweep did and saw; also the sweeper Lambda's response.
@@ -38,35 +43,17 @@ pub struct SweepReport {
     pub dead_letters: Vec<report::DeadLetterGroup>,
 }
 
-/// One conditional statement: a row that finished between any read and this write no longer
-/// matches `status = 'processing'` when Postgres re-checks it under the row lock, so it is
-/// never touched (the race of riverqueue/river#1302). Clearing the claim token fences the
-/// late worker.
-const RETURN_EXPIRED_LEASES: &str = r#"
-WITH expired AS (
-    UPDATE evaluation_outbox
-    SET status       = CASE WHEN attempts >= $1 THEN 'dead' ELSE 'pending' END,
-        finished_at  = CASE WHEN attempts >= $1 THEN now() END,
-        available_at = now(),
-        locked_by = NULL, locked_until = NULL, claim_token = NULL,
-        last_error   = CASE WHEN attempts >= $1
-                            THEN format('lease expired on attempt %s of %s (worker %s)', attempts, $1, locked_by)
-                            ELSE format('lease expired (worker %s)', locked_by) END,
-        error_class  = 'lease_expired'
-    WHERE status = 'processing' AND locked_until < now()
-    RETURNING status
-)
-SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'dead') FROM expired
-"#;
-
 pub async fn return_expired_leases(pool: &Pool, policy: &WorkerPolicy) -> Result<LeaseReport> {
     let client = db::client(pool).await?;
-    let row = client
-        .query_one(RETURN_EXPIRED_LEASES, &[&policy.max_attempts])
-        .await?;
+    let (returned, dead) =
+        lease::return_expired(&client, Queue::Evaluation, policy.max_attempts).await?;
+    // Deliveries end by age (the retry window), not by a count: a crash never kills one.
+    let (deliveries_returned, _) =
+        lease::return_expired(&client, Queue::Delivery, i32::MAX).await?;
     let report = LeaseReport {
-        leases_returned: row.get(0),
-        leases_dead_lettered: row.get(1),
+        leases_returned: returned,
+        leases_dead_lettered: dead,
+        delivery_leases_returned: deliveries_returned,
     };
     if report != LeaseReport::default() {
         tracing::warn!(?report, "expired leases swept");

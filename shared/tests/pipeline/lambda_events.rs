@@ -14,7 +14,7 @@ fn event(method: &str, path: &str, body: Option<&str>, base64: bool) -> String {
     event.to_string()
 }
 
-async fn send(app: &crate::helpers::TestApp, event: String) -> (u16, serde_json::Value) {
+pub async fn send(app: &crate::helpers::TestApp, event: String) -> (u16, serde_json::Value) {
     let request = lambda_http::request::from_str(&event).expect("valid API Gateway v2 event");
     assert!(request.request_context_ref().is_some());
     let (parts, body) = request.into_parts();
@@ -82,7 +82,7 @@ fn keyed_post(authorizer: serde_json::Value, message: &str) -> String {
     event.to_string()
 }
 
-fn iam(user_arn: &str) -> serde_json::Value {
+pub fn iam(user_arn: &str) -> serde_json::Value {
     serde_json::json!({"iam": {"accountId": "123456789012", "callerId": "AROAEXAMPLE:session",
                                "userArn": user_arn, "userId": "AROAEXAMPLE:session"}})
 }

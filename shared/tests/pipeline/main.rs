@@ -4,6 +4,7 @@ mod audit;
 mod budget;
 mod console;
 mod database_outage;
+mod delivery;
 mod erase;
 mod eval;
 mod helpers;

@@ -15,6 +15,7 @@ const CSS: &str = include_str!("console.css");
 pub enum Section {
     Overview,
     DeadLetters,
+    Deliveries,
     Versions,
     Quality,
     Ticket,
@@ -23,9 +24,10 @@ pub enum Section {
     Error,
 }
 
-const NAV: [(Section, &str, &str); 5] = [
+const NAV: [(Section, &str, &str); 6] = [
     (Section::Overview, "/admin", "Overview"),
     (Section::DeadLetters, "/admin/dead-letters", "Dead letters"),
+    (Section::Deliveries, "/admin/deliveries", "Deliveries"),
     (Section::Versions, "/admin/versions", "Versions"),
     (Section::Quality, "/admin/quality", "Quality"),
     (Section::Ticket, "/admin/tickets", "Ticket"),

@@ -9,6 +9,7 @@
 
 mod charts;
 mod dead_letters;
+mod deliveries;
 mod layout;
 mod overview;
 mod quality;
@@ -58,6 +59,7 @@ pub fn router(app: AppState, guard: Guard) -> Router {
             "/admin/dead-letters/redrive",
             get(dead_letters::confirm).post(dead_letters::redrive),
         )
+        .route("/admin/deliveries", get(deliveries::show))
         .route("/admin/versions", get(versions::show))
         .route("/admin/quality", get(quality::show))
         .route("/admin/tickets", get(ticket::lookup))

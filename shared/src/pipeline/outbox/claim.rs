@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
 
-use super::{ClaimedJob, OutboxId};
+use super::{lease::take_lease, ClaimedJob, OutboxId};
 use crate::domain::{
     error::Result,
     key::IdempotencyKey,
@@ -35,14 +35,13 @@ impl Serves {
     }
 }
 
-const CLAIM: &str = r#"
+const CLAIM: &str = concat!(
+    r#"
 WITH claimed AS (
     UPDATE evaluation_outbox
-    SET status = 'processing',
-        locked_by = $1,
-        locked_until = now() + make_interval(secs => $2),
-        claim_token = gen_random_uuid(),
-        attempts = attempts + 1
+    SET "#,
+    take_lease!(),
+    r#"
     WHERE id IN (
         SELECT id FROM evaluation_outbox
         WHERE status = 'pending'
@@ -57,7 +56,8 @@ WITH claimed AS (
 SELECT c.id, c.ticket_id, c.idempotency_key, c.prompt_version, c.model_version, c.attempts,
        c.claim_token, t.subject, t.message
 FROM claimed c JOIN ticket t ON t.id = c.ticket_id
-"#;
+"#
+);
 
 pub async fn claim(
     client: &impl GenericClient,

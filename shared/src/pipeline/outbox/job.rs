@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::{Fencing, OutboxId};
+use super::{
+    lease::{bounded, Lease, Queue},
+    Fencing, OutboxId,
+};
 use crate::{
     domain::{
         error::Result,
@@ -49,36 +52,36 @@ WHERE id = $1 AND claim_token = $2 AND status = 'processing'
     };
 }
 
-const MARK_DONE: &str = mark_done!();
+/// A dedup hit: closes the job and announces the existing result to the subscribers of the
+/// job's tickets (delivery fan-out, folded into this statement: no extra round trip).
+const MARK_DONE_AND_ANNOUNCE: &str = concat!(
+    "WITH done AS (",
+    mark_done!(),
+    "    RETURNING idempotency_key\n)",
+    crate::pipeline::outbox::announce::announce_done!(),
+    "SELECT count(*) FROM done\n"
+);
 
 /// One statement, so one round trip and one transaction (article step 4, rule 8): the result
 /// is stored only if the job was still ours to close. Answers how many jobs it closed (0:
 /// fenced out, nothing stored). The result names the job's ticket as it is now: an erasure
 /// may have handed the job to another ticket of the same content while the call ran.
+/// The delivery fan-out (`announced`, one row per subscriber, none without subscribers) rides
+/// in the same statement, so an event exists exactly when its result is committed.
 const STORE_RESULT_AND_MARK_DONE: &str = concat!(
     "WITH done AS (",
     mark_done!(),
-    r#"    RETURNING id, ticket_id
+    r#"    RETURNING id, ticket_id, idempotency_key
 ), stored AS (
     INSERT INTO evaluation_result
         (idempotency_key, ticket_id, is_urgent, department, urgency_score,
          model_version, prompt_version, policy_version)
     SELECT $4, done.ticket_id, $5, $6, $7, $8, $9, $10 FROM done
     ON CONFLICT (idempotency_key) DO NOTHING
-)
-SELECT count(*) FROM done
-"#
+)"#,
+    crate::pipeline::outbox::announce::announce_done!(),
+    "SELECT count(*) FROM done\n"
 );
-
-/// Back to the queue after a transient failure: the attempt is spent, `available_at` follows
-/// the backoff.
-const RESCHEDULE: &str = r#"
-UPDATE evaluation_outbox
-SET status = 'pending', available_at = now() + make_interval(secs => $3),
-    locked_by = NULL, locked_until = NULL, claim_token = NULL,
-    last_error = $4, error_class = $5
-WHERE id = $1 AND claim_token = $2 AND status = 'processing'
-"#;
 
 /// Back to the queue when the fault is the provider's as a whole or the invocation ran out of
 /// time: the attempt the claim counted is given back.
@@ -88,16 +91,6 @@ SET status = 'pending', available_at = now() + make_interval(secs => $3),
     locked_by = NULL, locked_until = NULL, claim_token = NULL,
     attempts = greatest(attempts - 1, 0),
     last_error = coalesce($4, last_error)
-WHERE id = $1 AND claim_token = $2 AND status = 'processing'
-"#;
-
-/// The dead letter state: permanent failures, contract violations and exhausted attempts.
-/// Not a graveyard: `reason` groups the report, `last_error` says what happened.
-const DEAD_LETTER: &str = r#"
-UPDATE evaluation_outbox
-SET status = 'dead', finished_at = now(),
-    locked_by = NULL, locked_until = NULL, claim_token = NULL,
-    last_error = $3, error_class = $4
 WHERE id = $1 AND claim_token = $2 AND status = 'processing'
 "#;
 
@@ -144,13 +137,14 @@ impl ClaimedJob {
         &self,
         client: &impl GenericClient,
     ) -> Result<Fencing> {
-        let statement = client.prepare_cached(MARK_DONE).await?;
-        let rows = client
-            .execute(&statement, &[&self.id.0, &self.claim_token, &"dedup"])
+        let statement = client.prepare_cached(MARK_DONE_AND_ANNOUNCE).await?;
+        let row = client
+            .query_one(&statement, &[&self.id.0, &self.claim_token, &"dedup"])
             .await?;
-        Ok(Fencing::from_rows(rows))
+        Ok(Fencing::from_rows(row.get::<_, i64>(0) as u64))
     }
 
+    /// Back to the queue after a transient failure (the shared fenced statement).
     pub async fn reschedule(
         &self,
         client: &impl GenericClient,
@@ -158,20 +152,7 @@ impl ClaimedJob {
         error: &str,
         reason: &str,
     ) -> Result<Fencing> {
-        let statement = client.prepare_cached(RESCHEDULE).await?;
-        let rows = client
-            .execute(
-                &statement,
-                &[
-                    &self.id.0,
-                    &self.claim_token,
-                    &delay.as_secs_f64(),
-                    &bounded(error),
-                    &reason,
-                ],
-            )
-            .await?;
-        Ok(Fencing::from_rows(rows))
+        self.lease().reschedule(client, delay, error, reason).await
     }
 
     /// Back to the queue without spending the attempt the claim counted.
@@ -192,24 +173,22 @@ impl ClaimedJob {
         Ok(Fencing::from_rows(rows))
     }
 
+    /// The dead letter state: permanent failures, contract violations and exhausted attempts.
     pub async fn dead_letter(
         &self,
         client: &impl GenericClient,
         error: &str,
         reason: &str,
     ) -> Result<Fencing> {
-        let statement = client.prepare_cached(DEAD_LETTER).await?;
-        let rows = client
-            .execute(
-                &statement,
-                &[&self.id.0, &self.claim_token, &bounded(error), &reason],
-            )
-            .await?;
-        Ok(Fencing::from_rows(rows))
+        self.lease().dead_letter(client, error, reason).await
     }
-}
 
-/// `last_error` is bounded, as in the article.
-fn bounded(error: &str) -> String {
-    error.chars().take(500).collect()
+    /// The fence, as every queue's shared statements take it.
+    fn lease(&self) -> Lease {
+        Lease {
+            queue: Queue::Evaluation,
+            id: self.id.0,
+            claim_token: self.claim_token,
+        }
+    }
 }

@@ -1,10 +1,14 @@
 //! The evaluation outbox: [`claim`] (article step 3) hands out [`ClaimedJob`]s, and a claimed
 //! job changes its own state through four fenced methods: complete, reschedule, release,
 //! dead letter. Every write after the claim names the claim token; a worker whose lease
-//! expired and was re-claimed changes nothing.
+//! expired and was re-claimed changes nothing. [`lease`] holds what every queue table shares
+//! (evaluations and deliveries): the claim's lease, the fenced writes, the expired-lease sweep;
+//! [`announce`] the delivery rows a stored result writes in its own statement.
 
+pub(crate) mod announce;
 pub mod claim;
 mod job;
+pub mod lease;
 
 pub use job::ClaimedJob;
 
@@ -41,7 +45,7 @@ pub enum Fencing {
 }
 
 impl Fencing {
-    fn from_rows(rows: u64) -> Self {
+    pub(crate) fn from_rows(rows: u64) -> Self {
         if rows == 1 {
             Fencing::Held
         } else {

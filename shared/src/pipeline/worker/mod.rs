@@ -30,7 +30,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 pub use disposition::{disposition, Disposition, Turn};
-pub use run::run_until_stopped;
+pub use run::{back_to_back, run_until_stopped};
 pub use timing::WRITE_MARGIN;
 
 use crate::{

@@ -1,0 +1,96 @@
+//! Announcing a result: one delivery row per subscriber, inserted by the statement that stores
+//! the result (or closes the job, or promotes a version), so an event exists exactly when its
+//! result is committed: never for a result that rolled back, never lost after the commit.
+//! With no subscription the inserts find nothing to join, so they cost an index probe and no
+//! round trip. `ON CONFLICT DO NOTHING` on (subscription, event id) makes announcing twice
+//! (a retried completion, a promote run again) add nothing.
+//!
+//! Who hears of a ticket: its owner's webhooks (`subscription.owner` = `ticket.owner`, both
+//! the digest of the principal) and every EventBridge bus. Which results are announced: the
+//! ticket's first evaluation (the one it was ingested under), and results of the promoted
+//! version; a reprocess result under another version waits for its promotion
+//! ([`announce_promoted`]). Eval work is never announced.
+
+use deadpool_postgres::GenericClient;
+
+use crate::domain::{error::Result, versions::VersionPair};
+
+/// The event id of (ticket, result key), in SQL: the same on every retry and replay, so
+/// consumers dedupe on it.
+macro_rules! event_id {
+    ($ticket:literal, $key:literal) => {
+        concat!(
+            "'evt_' || left(encode(sha256(convert_to(",
+            $ticket,
+            "::text || '/' || ",
+            $key,
+            ", 'UTF8')), 'hex'), 32)"
+        )
+    };
+}
+
+/// Which subscriptions hear of ticket `t`.
+macro_rules! subscribers_of_t {
+    () => {
+        "JOIN subscription s ON s.disabled_at IS NULL
+             AND (s.kind = 'eventbridge' OR s.owner IS NOT DISTINCT FROM t.owner)"
+    };
+}
+
+/// A CTE (`, announced AS (…)`) to append after a CTE `done` that returns the
+/// `idempotency_key` of a job just closed with its result stored: announces it to the
+/// subscribers of every ticket of that content (duplicates share the key).
+macro_rules! announce_done {
+    () => {
+        concat!(
+            r#", announced AS (
+    INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id)
+    SELECT s.id, te.ticket_id, te.idempotency_key, "#,
+            $crate::pipeline::outbox::announce::event_id!("te.ticket_id", "te.idempotency_key"),
+            r#"
+    FROM done
+    JOIN ticket_evaluation te ON te.idempotency_key = done.idempotency_key
+    JOIN ticket t ON t.id = te.ticket_id AND t.workload = 'production'
+    "#,
+            $crate::pipeline::outbox::announce::subscribers_of_t!(),
+            r#"
+    WHERE NOT EXISTS (SELECT 1 FROM ticket_evaluation first
+                      WHERE first.ticket_id = te.ticket_id AND first.created_at < te.created_at)
+       OR (te.prompt_version, te.model_version) = (
+              SELECT prompt_version, model_version FROM version_promotion ORDER BY id DESC LIMIT 1)
+    ON CONFLICT (subscription_id, event_id) DO NOTHING
+)
+"#
+        )
+    };
+}
+
+pub(crate) use {announce_done, event_id, subscribers_of_t};
+
+/// Announces every stored result of a version just promoted, to the subscribers of each of
+/// its tickets. Runs in the promotion's transaction.
+const ANNOUNCE_PROMOTED: &str = concat!(
+    r#"
+INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id)
+SELECT s.id, te.ticket_id, te.idempotency_key, "#,
+    event_id!("te.ticket_id", "te.idempotency_key"),
+    r#"
+FROM ticket_evaluation te
+JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
+JOIN ticket t ON t.id = te.ticket_id AND t.workload = 'production'
+"#,
+    subscribers_of_t!(),
+    r#"
+WHERE te.prompt_version = $1 AND te.model_version = $2
+ON CONFLICT (subscription_id, event_id) DO NOTHING
+"#
+);
+
+pub async fn announce_promoted(client: &impl GenericClient, version: &VersionPair) -> Result<u64> {
+    Ok(client
+        .execute(
+            ANNOUNCE_PROMOTED,
+            &[&version.prompt_version, &version.model_version],
+        )
+        .await?)
+}

@@ -1,0 +1,855 @@
+//! Delivery against real PostgreSQL and webhook receivers over loopback, whose deliveries are
+//! verified with the Standard Webhooks reference library (PyPI `standardwebhooks`, installed
+//! beside moto by `scripts/test`), not with our own signing code.
+
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    process::{Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use axum::{
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    routing::post,
+    Router,
+};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use triage::{
+    config::Config,
+    evaluate::Evaluation,
+    pipeline::{
+        delivery::{subscription, Deliverer},
+        ingest::{self, NewTicket, Submitter},
+        outbox::claim::{self, Serves},
+        sweep,
+    },
+};
+
+use crate::{
+    helpers::{fast_policy, spawn_app_with, TestApp},
+    lambda_events::{iam, send},
+};
+
+/// What a receiver answers to the n-th attempt (from 1) of an event.
+#[derive(Clone, Copy, Debug)]
+enum Answer {
+    Status(u16),
+    /// Never answers (the deliverer's timeout ends the attempt).
+    Hang,
+}
+
+#[derive(Clone, Debug)]
+struct Received {
+    id: String,
+    timestamp: String,
+    signature: String,
+    body: String,
+}
+
+#[derive(Clone)]
+struct Receiver {
+    url: String,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+type Script = Arc<dyn Fn(usize) -> Answer + Send + Sync>;
+
+impl Receiver {
+    async fn start(script: impl Fn(usize) -> Answer + Send + Sync + 'static) -> Self {
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let state = (received.clone(), Arc::new(script) as Script);
+        let app = Router::new()
+            .route("/hook", post(receive))
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver { url, received }
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// Attempts per `webhook-id`.
+    fn attempts(&self) -> BTreeMap<String, usize> {
+        let mut attempts = BTreeMap::new();
+        for r in self.received() {
+            *attempts.entry(r.id).or_default() += 1;
+        }
+        attempts
+    }
+
+    fn ticket_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .received()
+            .iter()
+            .map(|r| {
+                serde_json::from_str::<Value>(&r.body).unwrap()["data"]["ticket_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+}
+
+async fn receive(
+    State((received, script)): State<(Arc<Mutex<Vec<Received>>>, Script)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    let message = Received {
+        id: header("webhook-id"),
+        timestamp: header("webhook-timestamp"),
+        signature: header("webhook-signature"),
+        body: String::from_utf8(body.to_vec()).unwrap(),
+    };
+    let attempt = {
+        let mut received = received.lock().unwrap();
+        received.push(message.clone());
+        received.iter().filter(|r| r.id == message.id).count()
+    };
+    match script(attempt) {
+        Answer::Status(status) => StatusCode::from_u16(status).unwrap(),
+        Answer::Hang => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            StatusCode::OK
+        }
+    }
+}
+
+/// Verifies every received message with the reference library; panics naming the failure.
+fn verify_with_reference_library(secret: &str, received: &[Received]) {
+    let Some(python) = testkit::moto::tool("python") else {
+        return;
+    };
+    let messages: Vec<Value> = received
+        .iter()
+        .map(|r| {
+            json!({"body": r.body, "headers": {
+                "webhook-id": r.id, "webhook-timestamp": r.timestamp, "webhook-signature": r.signature}})
+        })
+        .collect();
+    let script = r#"
+import json, sys
+from standardwebhooks.webhooks import Webhook
+secret, messages = json.load(sys.stdin)
+wh = Webhook(secret)
+for m in messages:
+    wh.verify(m["body"], m["headers"])
+print(len(messages))
+"#;
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json!([secret, messages]).to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "the reference verifier refused a delivery: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        received.len().to_string()
+    );
+}
+
+/// Delivery made fast through configuration: millisecond backoff, short timeouts, and
+/// loopback receivers allowed.
+fn fast_delivery(config: &mut Config) {
+    fast_policy(config);
+    let delivery = &mut config.delivery;
+    delivery.backoff_base = Duration::from_millis(10);
+    delivery.backoff_max = Duration::from_millis(50);
+    delivery.jitter_max = Duration::ZERO;
+    delivery.timeout = Duration::from_millis(400);
+    delivery.lease = Duration::from_secs(1);
+    delivery.allowed_hosts = vec!["127.0.0.1".into()];
+}
+
+async fn spawn() -> TestApp {
+    spawn_app_with(fast_delivery).await
+}
+
+async fn subscribe(app: &TestApp, owner: Option<&str>, url: &str) -> subscription::Created {
+    subscription::create(
+        &app.pool,
+        Some(owner.unwrap_or(Submitter::LOCAL.owner)),
+        url,
+        false,
+        &app.config.delivery.allowed_hosts,
+    )
+    .await
+    .unwrap()
+}
+
+async fn ingest(app: &TestApp, owner: Option<&str>, subject: &str) -> String {
+    let ticket = NewTicket {
+        subject: subject.into(),
+        message: "The body of the ticket".into(),
+    };
+    let submitter = Submitter {
+        owner: owner.unwrap_or(Submitter::LOCAL.owner),
+        daily_quota: None,
+    };
+    match ingest::create_ticket(&app.pool, &app.config.versions, &ticket, submitter)
+        .await
+        .unwrap()
+    {
+        ingest::Outcome::Created(created) => created.id.to_string(),
+        other => panic!("expected a new ticket, got {other:?}"),
+    }
+}
+
+impl TestApp {
+    fn deliverer(&self) -> Deliverer {
+        Deliverer::new(self.pool.clone(), self.config.clone()).unwrap()
+    }
+
+    /// Deliverer invocations until nothing is pending or in flight, or panics after `limit`.
+    async fn deliver_all(&self, limit: Duration) {
+        let deliverer = self.deliverer();
+        let until = Instant::now() + limit;
+        while self
+            .count("SELECT count(*) FROM delivery WHERE status IN ('pending', 'processing')")
+            .await
+            > 0
+        {
+            assert!(
+                Instant::now() < until,
+                "deliveries did not drain within {limit:?}"
+            );
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let report = deliverer
+                .run_invocation(deadline, &CancellationToken::new())
+                .await
+                .unwrap();
+            if report.claimed == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_receiver_down_then_back_gets_every_event_with_the_same_webhook_id() {
+    let app = spawn().await;
+    // Each event: a 503, then a timeout, then accepted.
+    let receiver = Receiver::start(|attempt| match attempt {
+        1 => Answer::Status(503),
+        2 => Answer::Hang,
+        _ => Answer::Status(204),
+    })
+    .await;
+    let sub = subscribe(&app, None, &receiver.url).await;
+    let mut tickets = Vec::new();
+    for subject in ["Charged twice", "Cannot log in", "Upgrade plan"] {
+        tickets.push(ingest(&app, None, subject).await);
+    }
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    assert_eq!(app.count("SELECT count(*) FROM delivery").await, 3);
+
+    app.deliver_all(Duration::from_secs(20)).await;
+
+    let attempts = receiver.attempts();
+    assert_eq!(attempts.len(), 3, "one webhook-id per event: {attempts:?}");
+    assert!(attempts.values().all(|&n| n == 3), "{attempts:?}");
+    tickets.sort();
+    assert_eq!(receiver.ticket_ids(), tickets);
+    assert_eq!(
+        app.count("SELECT count(*) FROM delivery WHERE status = 'done' AND attempts = 3")
+            .await,
+        3
+    );
+    // The endpoint is healthy again after its success.
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscription WHERE failing_since IS NOT NULL")
+            .await,
+        0
+    );
+    let first: Value = serde_json::from_str(&receiver.received()[0].body).unwrap();
+    assert_eq!(first["type"], "ticket.evaluated");
+    let data = &first["data"];
+    for field in [
+        "ticket_id",
+        "is_urgent",
+        "department",
+        "urgency_score",
+        "model_version",
+        "prompt_version",
+        "policy_version",
+        "evaluated_at",
+    ] {
+        assert!(!data[field].is_null(), "{field} missing from {data}");
+    }
+    assert!(
+        data.get("subject").is_none() && data.get("message").is_none(),
+        "no ticket text unless asked: {data}"
+    );
+    verify_with_reference_library(&sub.secret, &receiver.received());
+}
+
+#[tokio::test]
+async fn a_deliverer_killed_mid_delivery_loses_nothing() {
+    let app = spawn().await;
+    // The first attempts hang, so the deliverer is killed while they are in flight.
+    let receiver = Receiver::start(|attempt| match attempt {
+        1 => Answer::Hang,
+        _ => Answer::Status(200),
+    })
+    .await;
+    let sub = subscribe(&app, None, &receiver.url).await;
+    for subject in ["One", "Two"] {
+        ingest(&app, None, subject).await;
+    }
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+
+    let deliverer = app.deliverer();
+    let killed = tokio::spawn(async move {
+        deliverer
+            .run_invocation(
+                Instant::now() + Duration::from_secs(30),
+                &CancellationToken::new(),
+            )
+            .await
+    });
+    app.wait_until(
+        "SELECT count(*) FROM delivery WHERE status = 'processing'",
+        |n| n == 2,
+        "both deliveries in flight",
+    )
+    .await;
+    killed.abort();
+    assert!(killed.await.unwrap_err().is_cancelled());
+
+    app.wait_until(
+        "SELECT count(*) FROM delivery WHERE status = 'processing' AND locked_until < now()",
+        |n| n == 2,
+        "the leases never expired",
+    )
+    .await;
+    let swept = sweep::return_expired_leases(&app.pool, &app.config.worker)
+        .await
+        .unwrap();
+    assert_eq!(swept.delivery_leases_returned, 2);
+    app.deliver_all(Duration::from_secs(10)).await;
+    assert_eq!(receiver.ticket_ids().len(), 2);
+    assert!(receiver.attempts().values().all(|&n| n == 2));
+    verify_with_reference_library(&sub.secret, &receiver.received());
+}
+
+#[tokio::test]
+async fn a_result_rolled_back_announces_nothing_and_a_committed_one_announces_once() {
+    let app = spawn().await;
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    subscribe(&app, None, &receiver.url).await;
+    ingest(&app, None, "Refund please").await;
+    let evaluation = Evaluation {
+        is_urgent: 0.9,
+        department: "billing".into(),
+        urgency_score: 0.8,
+    };
+    let policy = &app.config.versions.policy;
+
+    let mut client = app.pool.get().await.unwrap();
+    let jobs = claim::claim(
+        &client,
+        "test",
+        1,
+        Duration::from_secs(30),
+        Serves::RulesOnly,
+    )
+    .await
+    .unwrap();
+    let job = &jobs[0];
+    let tx = client.transaction().await.unwrap();
+    let _ = job.complete(&tx, &evaluation, policy).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(app.count("SELECT count(*) FROM delivery").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM evaluation_result").await, 0);
+
+    let _ = job.complete(&client, &evaluation, policy).await.unwrap();
+    assert_eq!(app.count("SELECT count(*) FROM delivery").await, 1);
+    drop(client);
+    app.deliver_all(Duration::from_secs(10)).await;
+    assert_eq!(receiver.received().len(), 1);
+}
+
+#[tokio::test]
+async fn a_subscriber_never_receives_another_callers_tickets() {
+    let app = spawn().await;
+    let alice = || iam("arn:aws:iam::123456789012:user/alice");
+    let bob = || iam("arn:aws:iam::123456789012:user/bob");
+    let (alice_hook, bob_hook) = (
+        Receiver::start(|_| Answer::Status(200)).await,
+        Receiver::start(|_| Answer::Status(200)).await,
+    );
+    let call = |authorizer: Value, method: &str, path: &str, body: Option<Value>| {
+        let body = body.map(|b| b.to_string());
+        let mut event = testkit::lambda::events::http_api(method, path, body.as_deref());
+        event["requestContext"]["authorizer"] = authorizer;
+        event.to_string()
+    };
+    let (status, alice_sub) = send(
+        &app,
+        call(
+            alice(),
+            "POST",
+            "/subscriptions",
+            Some(json!({"url": alice_hook.url})),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{alice_sub}");
+    assert!(alice_sub["secret"].as_str().unwrap().starts_with("whsec_"));
+    let (status, _) = send(
+        &app,
+        call(
+            bob(),
+            "POST",
+            "/subscriptions",
+            Some(json!({"url": bob_hook.url})),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201);
+
+    let ticket = |authorizer, subject: &str| {
+        call(
+            authorizer,
+            "POST",
+            "/tickets",
+            Some(json!({"subject": subject, "message": "Same words for both callers"})),
+        )
+    };
+    let (_, alice_ticket) = send(&app, ticket(alice(), "Alice's invoice")).await;
+    let (_, bob_ticket) = send(&app, ticket(bob(), "Bob's invoice")).await;
+    // Bob also sends Alice's content: a duplicate of hers, his own ticket.
+    let (_, bob_duplicate) = send(&app, ticket(bob(), "Alice's invoice")).await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+
+    let id = |v: &Value| v["id"].as_str().unwrap().to_string();
+    assert_eq!(alice_hook.ticket_ids(), vec![id(&alice_ticket)]);
+    let mut bobs = vec![id(&bob_ticket), id(&bob_duplicate)];
+    bobs.sort();
+    assert_eq!(bob_hook.ticket_ids(), bobs);
+
+    // Listing and deleting are scoped the same way.
+    let (_, listed) = send(&app, call(bob(), "GET", "/subscriptions", None)).await;
+    assert_eq!(listed["subscriptions"].as_array().unwrap().len(), 1);
+    assert_ne!(listed["subscriptions"][0]["id"], alice_sub["id"]);
+    assert!(
+        listed["subscriptions"][0].get("secret").is_none(),
+        "the secret is shown once"
+    );
+    let alice_path = format!("/subscriptions/{}", alice_sub["id"].as_str().unwrap());
+    let (status, _) = send(&app, call(bob(), "DELETE", &alice_path, None)).await;
+    assert_eq!(status, 404);
+    let (status, _) = send(&app, call(alice(), "DELETE", &alice_path, None)).await;
+    assert_eq!(status, 204);
+}
+
+#[tokio::test]
+async fn an_endpoint_at_a_private_address_is_refused() {
+    let app = spawn().await;
+    for url in [
+        "https://10.0.0.7/hook",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://[::1]/hook",
+        "http://example.com/hook",
+        "http://127.0.0.2:8080/hook",
+    ] {
+        let mut event = testkit::lambda::events::http_api(
+            "POST",
+            "/subscriptions",
+            Some(&json!({ "url": url }).to_string()),
+        );
+        event["requestContext"]["authorizer"] = iam("arn:aws:iam::123456789012:user/alice");
+        let (status, problem) = send(&app, event.to_string()).await;
+        assert_eq!(status, 400, "{url}: {problem}");
+        assert!(problem["detail"].as_str().is_some(), "{problem}");
+    }
+    assert_eq!(app.count("SELECT count(*) FROM subscription").await, 0);
+
+    // A name that resolves to loopback passes the URL check but not the resolver's: the
+    // endpoint is disabled at its first attempt, and nothing reaches the receiver.
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    let port = receiver
+        .url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    subscribe(&app, None, &format!("https://localhost:{port}/hook")).await;
+    ingest(&app, None, "Password reset").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+    assert!(receiver.received().is_empty());
+    let reason: String = app
+        .row("SELECT disabled_reason FROM subscription")
+        .await
+        .get(0);
+    assert!(
+        reason.contains("private, loopback or link-local"),
+        "{reason}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM delivery WHERE status = 'dead' AND error_class = 'endpoint_disabled'").await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_slow_endpoint_holds_only_its_own_slots() {
+    let app = spawn_app_with(|config| {
+        fast_delivery(config);
+        config.delivery.timeout = Duration::from_secs(3);
+        config.delivery.lease = Duration::from_secs(10);
+        config.delivery.per_endpoint = 2;
+    })
+    .await;
+    let slow = Receiver::start(|_| Answer::Hang).await;
+    let fast = Receiver::start(|_| Answer::Status(200)).await;
+    subscribe(&app, None, &slow.url).await;
+    let fast_sub = subscribe(&app, None, &fast.url).await;
+    for i in 0..20 {
+        ingest(&app, None, &format!("Ticket {i}")).await;
+    }
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+
+    let started = Instant::now();
+    let deliverer = app.deliverer();
+    let run = tokio::spawn(async move {
+        deliverer
+            .run_invocation(
+                Instant::now() + Duration::from_secs(30),
+                &CancellationToken::new(),
+            )
+            .await
+    });
+    app.wait_until(
+        &format!(
+            "SELECT count(*) FROM delivery WHERE status = 'done' AND subscription_id = '{}'",
+            fast_sub.subscription.id
+        ),
+        |n| n == 20,
+        "the fast endpoint was held up",
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "before the slow endpoint's first timeout"
+    );
+    assert!(
+        slow.received().len() <= 2,
+        "at most its bound in flight: {}",
+        slow.received().len()
+    );
+    run.abort();
+}
+
+/// The AWS CLI (installed beside moto) against moto; its JSON answer.
+fn aws(moto: &[(&'static str, String)], args: &[&str]) -> Value {
+    let cli = testkit::moto::tool("aws").expect("moto is up, so the CLI is beside it");
+    let get = |name: &str| {
+        moto.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let output = Command::new(cli)
+        .args(args)
+        .args(["--output", "json", "--region", get("AWS_REGION").unwrap()])
+        .args(["--endpoint-url", get("AWS_ENDPOINT_URL").unwrap()])
+        .envs(moto.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "aws {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn every_result_reaches_an_sqs_queue_through_an_eventbridge_rule() {
+    let Some(moto) = testkit::moto::aws_env() else {
+        return;
+    };
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let bus = format!("triage-{suffix}");
+    aws(&moto, &["events", "create-event-bus", "--name", &bus]);
+    let queue_url = aws(
+        &moto,
+        &[
+            "sqs",
+            "create-queue",
+            "--queue-name",
+            &format!("routed-{suffix}"),
+        ],
+    )["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let queue_arn = aws(
+        &moto,
+        &[
+            "sqs",
+            "get-queue-attributes",
+            "--queue-url",
+            &queue_url,
+            "--attribute-names",
+            "QueueArn",
+        ],
+    )["Attributes"]["QueueArn"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pattern = json!({"source": ["triage"], "detail-type": ["TicketEvaluated"]}).to_string();
+    aws(
+        &moto,
+        &[
+            "events",
+            "put-rule",
+            "--name",
+            "to-queue",
+            "--event-bus-name",
+            &bus,
+            "--event-pattern",
+            &pattern,
+        ],
+    );
+    aws(
+        &moto,
+        &[
+            "events",
+            "put-targets",
+            "--rule",
+            "to-queue",
+            "--event-bus-name",
+            &bus,
+            "--targets",
+            &format!("Id=queue,Arn={queue_arn}"),
+        ],
+    );
+
+    let app = spawn_app_with(|config| {
+        fast_delivery(config);
+        config.delivery.event_bus = Some(bus.clone());
+    })
+    .await;
+    let mut tickets = Vec::new();
+    // More than one PutEvents batch.
+    for i in 0..13 {
+        tickets.push(ingest(&app, None, &format!("Invoice {i} charged twice")).await);
+    }
+    // The bus subscription is made by the first invocation of a deliverer that serves it.
+    let eventbridge = triage::aws::eventbridge::EventBridge::from_lookup(|name| {
+        moto.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    })
+    .unwrap();
+    let deliverer = app.deliverer().with_bus(Arc::new(eventbridge));
+    deliverer
+        .run_invocation(
+            Instant::now() + Duration::from_secs(5),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    assert_eq!(app.count("SELECT count(*) FROM delivery").await, 13);
+    let report = deliverer
+        .run_invocation(
+            Instant::now() + Duration::from_secs(10),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.delivered, 13, "{report:?}");
+
+    let mut routed = Vec::new();
+    let until = Instant::now() + Duration::from_secs(20);
+    while routed.len() < 13 && Instant::now() < until {
+        let answer = aws(
+            &moto,
+            &[
+                "sqs",
+                "receive-message",
+                "--queue-url",
+                &queue_url,
+                "--max-number-of-messages",
+                "10",
+            ],
+        );
+        for message in answer["Messages"].as_array().into_iter().flatten() {
+            routed.push(serde_json::from_str::<Value>(message["Body"].as_str().unwrap()).unwrap());
+        }
+    }
+    let mut ids: Vec<String> = routed
+        .iter()
+        .map(|event| {
+            assert_eq!(event["source"], "triage");
+            assert_eq!(event["detail-type"], "TicketEvaluated");
+            assert!(event["detail"]["event_id"]
+                .as_str()
+                .unwrap()
+                .starts_with("evt_"));
+            event["detail"]["ticket_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    ids.sort();
+    tickets.sort();
+    assert_eq!(ids, tickets);
+}
+
+#[tokio::test]
+async fn a_duplicate_arriving_after_the_result_is_announced_with_its_own_event() {
+    let app = spawn().await;
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    subscribe(&app, None, &receiver.url).await;
+    let first = ingest(&app, None, "Same content").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    // The job is finished; the same content comes again: no job runs, the result is reused.
+    let duplicate = ingest(&app, None, "Same content").await;
+    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 1);
+    app.deliver_all(Duration::from_secs(10)).await;
+    let mut expected = vec![first, duplicate];
+    expected.sort();
+    assert_eq!(receiver.ticket_ids(), expected);
+    assert_eq!(receiver.attempts().len(), 2, "one event id per ticket");
+}
+
+#[tokio::test]
+async fn a_reprocess_result_is_announced_when_its_version_is_promoted() {
+    let app = spawn().await;
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    subscribe(&app, None, &receiver.url).await;
+    ingest(&app, None, "Invoice charged twice").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+    assert_eq!(receiver.received().len(), 1);
+
+    crate::operations::op(
+        &app,
+        json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v4", "spread": "0s"}),
+    )
+    .await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    assert_eq!(
+        app.count("SELECT count(*) FROM delivery").await,
+        1,
+        "not announced before its promotion"
+    );
+    let promote = json!({"op": "promote", "prompt_version": "triage-v4"});
+    crate::operations::op(&app, promote.clone()).await;
+    crate::operations::op(&app, promote).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+    let versions: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| {
+            serde_json::from_str::<Value>(&r.body).unwrap()["data"]["prompt_version"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        versions,
+        ["triage-v3", "triage-v4"],
+        "promoting twice announces once"
+    );
+}
+
+#[tokio::test]
+async fn during_a_rotation_both_secrets_verify() {
+    let app = spawn().await;
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    let sub = subscribe(&app, None, &receiver.url).await;
+    let rotated = subscription::rotate(&app.pool, None, sub.subscription.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(rotated.secret, sub.secret);
+    assert!(
+        subscription::rotate(&app.pool, Some("someone-else"), sub.subscription.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    ingest(&app, None, "Rotation").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+    let received = receiver.received();
+    assert_eq!(received[0].signature.split(' ').count(), 2);
+    verify_with_reference_library(&rotated.secret, &received);
+    verify_with_reference_library(&sub.secret, &received);
+}
+
+#[tokio::test]
+async fn the_console_shows_a_disabled_endpoint_and_why_but_no_secret() {
+    let app = spawn().await;
+    let healthy = Receiver::start(|_| Answer::Status(200)).await;
+    let healthy_sub = subscribe(&app, None, &healthy.url).await;
+    let refused = subscribe(&app, None, "https://localhost:9/hook").await;
+    ingest(&app, None, "Console").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.deliver_all(Duration::from_secs(10)).await;
+
+    let base = crate::console::serve_console(&app, None).await;
+    let page = triage::tls::https_client_builder()
+        .build()
+        .unwrap()
+        .get(format!("{base}/admin/deliveries"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let row = |id: uuid::Uuid| {
+        let start = page
+            .find(&format!("data-endpoint=\"{id}\""))
+            .expect("a row per subscription");
+        page[start..].split("</tr>").next().unwrap().to_string()
+    };
+    assert!(
+        row(refused.subscription.id).contains("data-status=\"disabled\""),
+        "{page}"
+    );
+    assert!(row(refused.subscription.id).contains("private, loopback or link-local"));
+    assert!(row(healthy_sub.subscription.id).contains("data-status=\"active\""));
+    assert!(!page.contains("whsec_"), "no secret on the page");
+    assert!(!page.contains("The body of the ticket"), "no ticket text");
+}
