@@ -28,6 +28,7 @@ use crate::{
     },
     evaluate::Prompt,
     pipeline::{
+        budget,
         erase::{self, Erased},
         outbox::claim::Serves,
         report::{self, DeadLetterGroup, Health},
@@ -99,9 +100,11 @@ async fn execute(pool: &Pool, config: &Config, request: Request) -> Result<Outco
             confirm,
         } => {
             known_to_this_build(&prompt_version)?;
+            let versions = pair(prompt_version, model_version);
+            priced(config, &versions.model_version)?;
             let plan = reprocess::Plan {
                 since: since.resolve(Utc::now()),
-                versions: pair(prompt_version, model_version),
+                versions,
                 spread: spread(pacing),
                 batch_size: BATCH_SIZE,
                 dry_run,
@@ -125,6 +128,7 @@ async fn execute(pool: &Pool, config: &Config, request: Request) -> Result<Outco
             model_version,
         } => {
             let version = pair(prompt_version, model_version);
+            priced(config, &version.model_version)?;
             Outcome::Promote(promote::promote(pool, &version).await?)
         }
         Request::Redrive {
@@ -180,6 +184,15 @@ fn confirmed(jobs: i64) -> Result<(), InvalidRequest> {
              check with --dry-run, then run again with --confirm (\"confirm\": true)"
         ),
     ))
+}
+
+/// Work for a model the daily budget could not count is refused (`budget::unpriced`).
+fn priced(config: &Config, model: &ModelVersion) -> Result<(), InvalidRequest> {
+    let (budget, prices) = (config.worker.daily_budget_usd, &config.provider.prices);
+    match budget::unpriced(budget, prices, model) {
+        Some(reason) => Err(InvalidRequest::new("model_version", reason)),
+        None => Ok(()),
+    }
 }
 
 /// A reprocess under a prompt this build cannot send would only fill the dead letters.

@@ -1,7 +1,9 @@
 //! The attempt ledger: one row per provider call, inserted *before* the call and completed
-//! after it. A crash in between leaves an `in_flight` row: "outcome unknown, possibly billed".
-//! Billed calls per key and spend are read from here. Every call writes twice, so both
-//! statements are prepared once per connection (deadpool's statement cache).
+//! after it. A crash in between leaves an `in_flight` row: "outcome unknown, possibly billed",
+//! costed at the call's reserved estimate. Billed calls per key are read from here; the money
+//! from the running totals a trigger keeps beside it (`provider_call_hour`, migration V9), so
+//! no read scans the day. Every call writes twice, so both statements are prepared once per
+//! connection (deadpool's statement cache). Every statement on `provider_call` is here.
 
 use std::time::Duration;
 
@@ -41,24 +43,26 @@ pub struct CallRecord {
     /// `None` when nobody can know (a timeout the provider may have served).
     pub billed: Option<bool>,
     pub usage: Usage,
-    pub cost_usd: f64,
+    /// `None` keeps the reserved estimate the row was started with (outcome unknown).
+    pub cost_usd: Option<f64>,
     pub latency: Duration,
 }
 
-/// Records the call about to be made, unless a result for the job's key exists (article step
-/// 4, the line that saves money): `None` then, and no call is to be made. One statement, so
-/// the dedup check costs no round trip of its own.
+/// Records the call about to be made, costed at `estimate_usd` (its worst case) until its
+/// usage is known, unless a result for the job's key exists (article step 4, the line that
+/// saves money): `None` then, and no call is to be made. One statement, so the dedup check
+/// costs no round trip of its own.
 pub async fn start_call_unless_evaluated(
     client: &impl GenericClient,
     job: &ClaimedJob,
-    worker: &str,
-    provider: &str,
+    (worker, provider): (&str, &str),
+    estimate_usd: f64,
 ) -> Result<Option<CallId>> {
     let statement = client
         .prepare_cached(
             r#"
-            INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version, prompt_version)
-            SELECT $1, $2, $3, $4, $5, $6, $7
+            INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version, prompt_version, cost_usd)
+            SELECT $1, $2, $3, $4, $5, $6, $7, $8::float8::numeric
             WHERE NOT EXISTS (SELECT 1 FROM evaluation_result WHERE idempotency_key = $2)
             RETURNING id
             "#,
@@ -75,12 +79,15 @@ pub async fn start_call_unless_evaluated(
                 &provider,
                 &job.versions.model_version,
                 &job.versions.prompt_version,
+                &estimate_usd,
             ],
         )
         .await?;
     Ok(row.map(|row| CallId(row.get(0))))
 }
 
+/// Completes the call's row; the running totals move by what it changed, so a repeat after a
+/// blink changes nothing.
 pub async fn finish_call(
     client: &impl GenericClient,
     call: CallId,
@@ -91,7 +98,7 @@ pub async fn finish_call(
             r#"
             UPDATE provider_call
             SET finished_at = now(), outcome = $2, error_class = $3, http_status = $4, billed = $5,
-                input_tokens = $6, output_tokens = $7, cost_usd = $8::float8::numeric, latency_ms = $9
+                input_tokens = $6, output_tokens = $7, cost_usd = coalesce($8::float8::numeric, cost_usd), latency_ms = $9
             WHERE id = $1
             "#,
         )
@@ -116,4 +123,22 @@ pub async fn finish_call(
         )
         .await?;
     Ok(())
+}
+
+/// What a ledger row says once the content it was for is erased: the key is a digest of the
+/// text, so it goes; the money (cost, tokens, model, time) stays for the budget and reports.
+pub const ERASED_KEY: &str = "erased";
+
+/// Erasure: the calls for `keys` keep their money and lose the key. Returns the rows changed.
+pub async fn forget_keys(client: &impl GenericClient, keys: &[String]) -> Result<i64> {
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let forgotten = client
+        .execute(
+            "UPDATE provider_call SET idempotency_key = $2 WHERE idempotency_key = ANY($1)",
+            &[&keys, &ERASED_KEY],
+        )
+        .await?;
+    Ok(forgotten as i64)
 }

@@ -85,12 +85,15 @@ FROM evaluation_outbox
 WHERE status = 'pending' AND available_at <= now() AND (model_version LIKE 'rules@%') = $1
 "#;
 
+/// The ledger's running totals (`provider_call_hour`, one row per hour, provider and
+/// workload), never its rows; production work only (eval runs are not production's).
 const LEDGER: &str = r#"
-SELECT count(*) FILTER (WHERE billed),
-       count(*) FILTER (WHERE billed IS NULL),
+SELECT coalesce(sum(billed), 0)::int8,
+       coalesce(sum(billing_unknown), 0)::int8,
        coalesce(sum(cost_usd), 0)::float8,
-       coalesce(avg(cost_usd) FILTER (WHERE billed AND outcome = 'ok'), 0)::float8
-FROM provider_call
+       coalesce(sum(ok_billed_cost_usd) / nullif(sum(ok_billed), 0), 0)::float8
+FROM provider_call_hour
+WHERE workload = 'production'
 "#;
 
 const DUPLICATE_TICKETS: &str =

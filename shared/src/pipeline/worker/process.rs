@@ -132,7 +132,7 @@ impl<P: Provider> Worker<P> {
             http_status: Some(reply.http_status),
             billed: Some(true),
             usage: reply.usage,
-            cost_usd,
+            cost_usd: Some(cost_usd),
             latency,
         };
         let tokens = (reply.usage.input_tokens, reply.usage.output_tokens);
@@ -150,6 +150,18 @@ impl<P: Provider> Worker<P> {
             policy: &self.policy,
             timeout: self.config.worker.call_timeout,
         }
+    }
+
+    /// The most `job`'s call may cost (its input and the output cap, at its model's price):
+    /// what the daily budget holds for it from its claim until its usage is known.
+    pub(super) fn estimate_usd(&self, job: &ClaimedJob) -> f64 {
+        let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
+            // No call is made for a prompt this build does not know.
+            return 0.0;
+        };
+        let usage = self.request(job, prompt).estimated_usage();
+        let model = job.versions.model_version.model();
+        self.config.provider.prices.cost(model, usage)
     }
 
     /// A slot in the provider's shared rate limit (slept for with no connection held), then
@@ -187,9 +199,9 @@ impl<P: Provider> Worker<P> {
         // Article step 4, the line that saves money, in the same statement as the ledger row.
         // The connection goes back to the pool before the call: a slow model must not pin one
         // connection per call in flight.
-        match ledger::start_call_unless_evaluated(&client, job, &self.id, self.provider.name())
-            .await?
-        {
+        let estimate_usd = self.estimate_usd(job);
+        let caller = (self.id.as_str(), self.provider.name());
+        match ledger::start_call_unless_evaluated(&client, job, caller, estimate_usd).await? {
             Some(call) => Ok(Start::Call(call, prompt, tokens)),
             None => Ok(Start::Finished(dedup_hit(&client, job).await?)),
         }
@@ -261,14 +273,15 @@ impl<P: Provider> Worker<P> {
         latency: Duration,
         holds: &Holds,
     ) -> Result<Outcome> {
-        // A timed-out request may still have been served and billed.
-        let billed = (error.kind != FailureKind::Timeout).then_some(false);
+        // A timed-out request may still have been served and billed: it keeps its reserved
+        // estimate as its cost.
+        let unknown = error.kind == FailureKind::Timeout;
         let record = CallRecord {
             outcome: CallOutcome::Failed(error.kind),
             http_status: error.http_status,
-            billed,
+            billed: (!unknown).then_some(false),
             usage: Default::default(),
-            cost_usd: 0.0,
+            cost_usd: (!unknown).then_some(0.0),
             latency,
         };
         ledger::finish_call(&client, call, &record).await?;
