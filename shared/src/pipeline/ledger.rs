@@ -12,7 +12,10 @@ use deadpool_postgres::GenericClient;
 use crate::{
     domain::error::Result,
     evaluate::{FailureKind, Usage},
-    pipeline::outbox::ClaimedJob,
+    pipeline::{
+        outbox::ClaimedJob,
+        rate_limit::{self, Pace, Take},
+    },
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,61 +51,125 @@ pub struct CallRecord {
     pub latency: Duration,
 }
 
+/// How a call's start went.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Start {
+    /// A result for the job's key exists: no call, and no slot taken (article step 4).
+    Evaluated,
+    /// The call's ledger row, and how long to wait for its slot.
+    Call { call: CallId, wait: Duration },
+    /// No slot opens within the wait allowed: no ledger row; the limit opens in `opens_in`.
+    Full { opens_in: Duration },
+}
+
+/// The shared rate limit's part in a start: the pace, the call's estimated tokens and the
+/// longest wait for a slot the caller can afford.
+#[derive(Debug, Clone, Copy)]
+pub struct Slot<'a> {
+    pub pace: &'a Pace,
+    pub tokens: i64,
+    pub max_wait: Duration,
+}
+
+/// The dedup check, the slot (`$13`: only where a limit applies) and the ledger row, in one
+/// statement. The row starts when its slot does, costed at `$14` (its reserved estimate).
+const START: &str = concat!(
+    r#"WITH fresh AS (
+    SELECT NOT EXISTS (SELECT 1 FROM evaluation_result WHERE idempotency_key = $8) AS new
+), gate AS (
+    SELECT $13::bool AND new AS go FROM fresh
+), "#,
+    rate_limit::slot_cte!(),
+    r#", call AS (
+    INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version,
+                               prompt_version, cost_usd, started_at)
+    SELECT $7, $8, $9, $10, $1, $11, $12, $14::float8::numeric, coalesce((SELECT starts FROM slot), now())
+    FROM fresh WHERE new AND (NOT $13 OR EXISTS (SELECT 1 FROM slot))
+    RETURNING id
+)
+SELECT (SELECT new FROM fresh), (SELECT id FROM call), "#,
+    rate_limit::slot_wait!()
+);
+
 /// Records the call about to be made, costed at `estimate_usd` (its worst case) until its
-/// usage is known, unless a result for the job's key exists (article step 4, the line that
-/// saves money): `None` then, and no call is to be made. One statement, so the dedup check
-/// costs no round trip of its own.
-pub async fn start_call_unless_evaluated(
+/// usage is known, in a slot of the shared rate limit when `slot` says one applies, unless a
+/// result for the job's key exists (article step 4, the line that saves money). One statement
+/// and one round trip for all three: a dedup hit takes no slot.
+pub async fn start_call(
     client: &impl GenericClient,
     job: &ClaimedJob,
     (worker, provider): (&str, &str),
     estimate_usd: f64,
-) -> Result<Option<CallId>> {
-    let statement = client
-        .prepare_cached(
-            r#"
-            INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version, prompt_version, cost_usd)
-            SELECT $1, $2, $3, $4, $5, $6, $7, $8::float8::numeric
-            WHERE NOT EXISTS (SELECT 1 FROM evaluation_result WHERE idempotency_key = $2)
-            RETURNING id
-            "#,
-        )
-        .await?;
+    slot: Option<Slot<'_>>,
+) -> Result<Start> {
+    let statement = client.prepare_cached(START).await?;
+    let [a, b, c, d, e] = slot.map_or([0.0; 5], |slot| {
+        rate_limit::slot_params(slot.pace, slot.tokens, slot.max_wait)
+    });
     let row = client
-        .query_opt(
+        .query_one(
             &statement,
             &[
+                &provider,
+                &a,
+                &b,
+                &c,
+                &d,
+                &e,
                 &job.id.0,
                 &job.key.as_str(),
                 &job.attempts,
                 &worker,
-                &provider,
                 &job.versions.model_version,
                 &job.versions.prompt_version,
+                &slot.is_some(),
                 &estimate_usd,
             ],
         )
         .await?;
-    Ok(row.map(|row| CallId(row.get(0))))
+    if !row.get::<_, bool>(0) {
+        return Ok(Start::Evaluated);
+    }
+    // Without a slot asked for, the wait reads NULL: the call starts now.
+    let (wait, opens_in) = match rate_limit::answered(row.get(2), row.get(3)) {
+        Take::Reserved { wait } => (wait, Duration::ZERO),
+        Take::Full { opens_in } => (Duration::ZERO, opens_in),
+    };
+    Ok(match row.get::<_, Option<i64>>(1) {
+        Some(id) => Start::Call {
+            call: CallId(id),
+            wait,
+        },
+        None => Start::Full { opens_in },
+    })
 }
 
-/// Completes the call's row; the running totals move by what it changed, so a repeat after a
-/// blink changes nothing.
+/// Completes the call's row, and moves the shared token budget by `token_correction_secs`
+/// (the usage against the estimate; `rate_limit::Settlement`) in the same statement, only
+/// the first time: a write repeated after a blink changes neither the row, the running totals
+/// nor the token budget again.
+const FINISH: &str = r#"
+WITH finished AS (
+    UPDATE provider_call
+    SET finished_at = now(), outcome = $2, error_class = $3, http_status = $4, billed = $5,
+        input_tokens = $6, output_tokens = $7, cost_usd = coalesce($8::float8::numeric, cost_usd),
+        latency_ms = $9
+    WHERE id = $1 AND finished_at IS NULL
+    RETURNING provider
+)
+UPDATE provider_rate_limit r
+SET token_tat = r.token_tat + make_interval(secs => $10::float8), updated_at = now()
+FROM finished
+WHERE r.provider = finished.provider AND $10::float8 <> 0
+"#;
+
 pub async fn finish_call(
     client: &impl GenericClient,
     call: CallId,
     record: &CallRecord,
+    token_correction_secs: f64,
 ) -> Result<()> {
-    let statement = client
-        .prepare_cached(
-            r#"
-            UPDATE provider_call
-            SET finished_at = now(), outcome = $2, error_class = $3, http_status = $4, billed = $5,
-                input_tokens = $6, output_tokens = $7, cost_usd = coalesce($8::float8::numeric, cost_usd), latency_ms = $9
-            WHERE id = $1
-            "#,
-        )
-        .await?;
+    let statement = client.prepare_cached(FINISH).await?;
     client
         .execute(
             &statement,
@@ -119,6 +186,7 @@ pub async fn finish_call(
                 &record.usage.output_tokens,
                 &record.cost_usd,
                 &(record.latency.as_millis().min(i32::MAX as u128) as i32),
+                &token_correction_secs,
             ],
         )
         .await?;

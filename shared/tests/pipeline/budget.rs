@@ -262,11 +262,12 @@ async fn an_unpriced_model_is_refused_for_reprocess_and_promote_under_a_budget()
 mod running_total {
     use std::time::Duration;
 
+    use deadpool_postgres::Client;
     use triage::{
         evaluate::Usage,
         pipeline::{
             budget,
-            ledger::{self, CallOutcome, CallRecord},
+            ledger::{self, CallId, CallOutcome, CallRecord, Start},
             outbox::{
                 claim::{self, Serves},
                 ClaimedJob,
@@ -285,6 +286,17 @@ mod running_total {
             .unwrap()
             .pop()
             .expect("a job")
+    }
+
+    /// The ledger row of `job`'s call, at `estimate_usd`, with no rate limit.
+    async fn start(client: &Client, job: &ClaimedJob, estimate_usd: f64) -> CallId {
+        match ledger::start_call(client, job, ("w", "openai"), estimate_usd, None)
+            .await
+            .unwrap()
+        {
+            Start::Call { call, .. } => call,
+            other => panic!("{other:?}"),
+        }
     }
 
     fn serves(app: &TestApp) -> Serves {
@@ -315,14 +327,11 @@ mod running_total {
         let app = spawn_app().await;
         let job = claimed(&app, "Corrected").await;
         let client = app.pool.get().await.unwrap();
-        let call = ledger::start_call_unless_evaluated(&client, &job, ("w", "openai"), 0.5)
-            .await
-            .unwrap()
-            .expect("no result yet");
+        let call = start(&client, &job, 0.5).await;
         assert_eq!(spent_today(&app).await, 0.5, "in flight: its worst case");
         for _ in 0..2 {
             // The second is a write repeated after a blink: nothing moves again.
-            ledger::finish_call(&client, call, &answered(Some(0.125)))
+            ledger::finish_call(&client, call, &answered(Some(0.125)), 0.0)
                 .await
                 .unwrap();
             assert_eq!(spent_today(&app).await, 0.125);
@@ -339,16 +348,13 @@ mod running_total {
         let app = spawn_app().await;
         let job = claimed(&app, "Timed out").await;
         let client = app.pool.get().await.unwrap();
-        let call = ledger::start_call_unless_evaluated(&client, &job, ("w", "openai"), 0.5)
-            .await
-            .unwrap()
-            .unwrap();
+        let call = start(&client, &job, 0.5).await;
         let timeout = CallRecord {
             outcome: CallOutcome::Failed(triage::evaluate::FailureKind::Timeout),
             usage: Usage::default(),
             ..answered(None)
         };
-        ledger::finish_call(&client, call, &timeout).await.unwrap();
+        ledger::finish_call(&client, call, &timeout, 0.0).await.unwrap();
         assert_eq!(spent_today(&app).await, 0.5);
         assert_eq!(
             app.count("SELECT billing_unknown FROM provider_call_hour")
@@ -385,10 +391,7 @@ mod running_total {
             .unwrap();
         assert!(matches!(again, budget::Budgeted::Wait), "{again:?}");
 
-        ledger::start_call_unless_evaluated(&client, &jobs[0], ("w", "openai"), 0.4)
-            .await
-            .unwrap()
-            .unwrap();
+        start(&client, &jobs[0], 0.4).await;
         let spend = budget::spend(&client).await.unwrap();
         assert!((spend.reserved_usd - 0.8).abs() < 1e-9, "{spend:?}");
         assert!((spend.spent_today_usd - 0.4).abs() < 1e-9, "{spend:?}");
@@ -421,15 +424,12 @@ mod running_total {
         let app = spawn_app().await;
         let job = claimed(&app, "Late night").await;
         let client = app.pool.get().await.unwrap();
-        let call = ledger::start_call_unless_evaluated(&client, &job, ("w", "openai"), 0.5)
-            .await
-            .unwrap()
-            .unwrap();
+        let call = start(&client, &job, 0.5).await;
         // The call started one second before today's 00:00 UTC.
         app.exec("UPDATE provider_call SET started_at = date_trunc('day', now(), 'UTC') - interval '1 second'")
             .await;
         assert_eq!(spent_today(&app).await, 0.0, "yesterday's call");
-        ledger::finish_call(&client, call, &answered(Some(0.25)))
+        ledger::finish_call(&client, call, &answered(Some(0.25)), 0.0)
             .await
             .unwrap();
         assert_eq!(spent_today(&app).await, 0.0, "its correction is yesterday's too");

@@ -122,12 +122,26 @@ fn observe(outcome: &Outcome) {
 }
 
 /// What stops an invocation from claiming and from starting calls, seen by all its jobs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Holds {
     /// The provider's circuit breaker is open.
     provider_paused: AtomicBool,
     /// The last database round trip failed for want of a connection.
     database_away: AtomicBool,
+    /// The breaker may need a success written: it was not closed and clean at the last claim,
+    /// or a call failed since. Otherwise a success writes nothing.
+    breaker_counting: AtomicBool,
+}
+
+impl Default for Holds {
+    fn default() -> Self {
+        Self {
+            provider_paused: AtomicBool::new(false),
+            database_away: AtomicBool::new(false),
+            // Until a claim has read the breaker.
+            breaker_counting: AtomicBool::new(true),
+        }
+    }
 }
 
 impl Holds {
@@ -312,7 +326,16 @@ impl<P: Provider> Worker<P> {
         )
         .await?;
         let batch = match gate {
-            breaker::Gate::Closed => policy.batch_size,
+            breaker::Gate::Closed {
+                counting,
+                rate_held,
+            } => {
+                holds.breaker_counting.store(counting, Ordering::Relaxed);
+                if rate_held {
+                    self.limiter.engage();
+                }
+                policy.batch_size
+            }
             // One item tests the provider; the rest waits for the next invocation.
             breaker::Gate::Probe => 1,
             breaker::Gate::Open { until } => {
@@ -348,7 +371,7 @@ impl<P: Provider> Worker<P> {
         };
         // A full batch means there may be more; one the budget cut short decides again once a
         // call has ended (with these reserved); the probe's single item decides nothing.
-        let closed = gate == breaker::Gate::Closed;
+        let closed = matches!(gate, breaker::Gate::Closed { .. });
         let more = closed && (cut || jobs.len() as i64 == batch);
         Ok(Claimed {
             jobs,
