@@ -100,3 +100,7 @@ GROUP BY 1, 2, 3;
 -- What a claimed job may cost (its input tokens and the output cap, at its model's price),
 -- held against the daily budget from its claim until its call's ledger row carries it.
 ALTER TABLE evaluation_outbox ADD COLUMN reserved_usd double precision;
+
+-- The queue report counts each status on its own partial index; dedup hits get theirs.
+CREATE INDEX idx_outbox_dedup ON evaluation_outbox (finished_at)
+    WHERE status = 'done' AND finished_by = 'dedup';

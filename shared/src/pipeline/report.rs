@@ -66,16 +66,18 @@ pub struct DeadLetterGroup {
     pub newest: DateTime<Utc>,
 }
 
+/// One count per question, each on the partial index of its status (claim, leases, dead,
+/// retention, dedup): proportional to the rows it counts, never a scan of the outbox.
 const QUEUE: &str = r#"
-SELECT count(*) FILTER (WHERE status = 'pending'),
-       count(*) FILTER (WHERE status = 'pending' AND available_at > now()),
-       count(*) FILTER (WHERE status = 'processing'),
-       count(*) FILTER (WHERE status = 'processing' AND locked_until >= now()),
-       count(*) FILTER (WHERE status = 'done'),
-       count(*) FILTER (WHERE status = 'dead'),
-       count(*) FILTER (WHERE finished_by = 'dedup'),
-       count(*) FILTER (WHERE status = 'pending' AND (model_version LIKE 'rules@%') <> $1)
-FROM evaluation_outbox
+SELECT (SELECT count(*) FROM evaluation_outbox WHERE status = 'pending'),
+       (SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND available_at > now()),
+       (SELECT count(*) FROM evaluation_outbox WHERE status = 'processing'),
+       (SELECT count(*) FROM evaluation_outbox WHERE status = 'processing' AND locked_until >= now()),
+       (SELECT count(*) FROM evaluation_outbox WHERE status = 'done'),
+       (SELECT count(*) FROM evaluation_outbox WHERE status = 'dead'),
+       (SELECT count(*) FROM evaluation_outbox WHERE status = 'done' AND finished_by = 'dedup'),
+       (SELECT count(*) FROM evaluation_outbox
+        WHERE status = 'pending' AND (model_version LIKE 'rules@%') <> $1)
 "#;
 
 /// Served by the partial claim index; the same model filter as the claim (`outbox::claim`).
