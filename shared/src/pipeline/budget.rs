@@ -126,7 +126,10 @@ WHERE o.id = r.id
 #[derive(Debug)]
 pub enum Budgeted {
     /// `jobs`; `cut` when the budget kept fewer than were claimable.
-    Claimed { jobs: Vec<ClaimedJob>, cut: bool },
+    Claimed {
+        jobs: Vec<ClaimedJob>,
+        cut: bool,
+    },
     /// See [`Headroom::Wait`].
     Wait,
     Exhausted,
@@ -165,7 +168,11 @@ pub async fn claim_within(
     let ids: Vec<i64> = jobs.iter().map(|job| job.id.0).collect();
     let reserve = transaction.prepare_cached(RESERVE).await?;
     let kept_estimates = &estimates[..kept];
-    let reserved = async { Ok(transaction.execute(&reserve, &[&ids, &kept_estimates]).await?) };
+    let reserved = async {
+        Ok(transaction
+            .execute(&reserve, &[&ids, &kept_estimates])
+            .await?)
+    };
     tokio::try_join!(claim::unclaim(&transaction, &returned), reserved)?;
     transaction.commit().await?;
     Ok(Budgeted::Claimed { jobs, cut })

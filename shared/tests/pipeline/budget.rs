@@ -204,7 +204,10 @@ async fn four_workers_on_tickets_of_mixed_sizes_overshoot_the_budget_by_at_most_
         .row("SELECT sum(cost_usd)::float8 FROM provider_call")
         .await
         .get::<_, f64>(0);
-    assert!((ledger - spent).abs() < 1e-9, "ledger {ledger}, bills {spent}");
+    assert!(
+        (ledger - spent).abs() < 1e-9,
+        "ledger {ledger}, bills {spent}"
+    );
 }
 
 #[tokio::test]
@@ -228,7 +231,10 @@ async fn spend_survives_erasure_and_the_ledger_keeps_the_money_without_the_key()
     let erased = op(&app, json!({"op": "erase", "ticket_ids": ids})).await;
     assert_eq!(erased["ledger_rows"], 3, "{erased}");
     let after = op(&app, json!({"op": "stats"})).await;
-    assert_eq!(after["spent_today_usd"], before["spent_today_usd"], "{after}");
+    assert_eq!(
+        after["spent_today_usd"], before["spent_today_usd"],
+        "{after}"
+    );
     assert_eq!(after["cost_usd"], before["cost_usd"], "{after}");
     let kept = app
         .row("SELECT count(*), sum(cost_usd)::float8, count(*) FILTER (WHERE idempotency_key = 'erased') FROM provider_call")
@@ -354,7 +360,9 @@ mod running_total {
             usage: Usage::default(),
             ..answered(None)
         };
-        ledger::finish_call(&client, call, &timeout, 0.0).await.unwrap();
+        ledger::finish_call(&client, call, &timeout, 0.0)
+            .await
+            .unwrap();
         assert_eq!(spent_today(&app).await, 0.5);
         assert_eq!(
             app.count("SELECT billing_unknown FROM provider_call_hour")
@@ -432,7 +440,11 @@ mod running_total {
         ledger::finish_call(&client, call, &answered(Some(0.25)), 0.0)
             .await
             .unwrap();
-        assert_eq!(spent_today(&app).await, 0.0, "its correction is yesterday's too");
+        assert_eq!(
+            spent_today(&app).await,
+            0.0,
+            "its correction is yesterday's too"
+        );
         let yesterday = app
             .row("SELECT sum(cost_usd)::float8 FROM provider_call_hour WHERE hour < date_trunc('day', now(), 'UTC')")
             .await

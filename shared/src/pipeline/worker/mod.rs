@@ -197,7 +197,8 @@ impl<P: Provider> Worker<P> {
         })?;
         let worker = &config.worker;
         let prices = &config.provider.prices;
-        if let Some(reason) = budget::unpriced(worker.daily_budget_usd, prices, &config.versions.model)
+        if let Some(reason) =
+            budget::unpriced(worker.daily_budget_usd, prices, &config.versions.model)
         {
             return Err(ConfigError::invalid("TRIAGE_PRICES", reason).into());
         }
@@ -347,7 +348,10 @@ impl<P: Provider> Worker<P> {
         let serves = Serves::for_model_version(&self.config.versions.model);
         let (id, lease) = (self.id.as_str(), policy.lease);
         let (jobs, cut) = match policy.daily_budget_usd {
-            None => (claim::claim(&client, id, batch, lease, serves).await?, false),
+            None => (
+                claim::claim(&client, id, batch, lease, serves).await?,
+                false,
+            ),
             Some(budget_usd) => {
                 let claim = (id, batch, lease, serves);
                 let estimate = |job: &ClaimedJob| self.estimate_usd(job);
@@ -381,6 +385,7 @@ impl<P: Provider> Worker<P> {
         })
     }
 
+    /// Whether one more call and its write fit before `deadline`.
     fn call_fits(&self, deadline: Instant) -> bool {
         Instant::now() + self.config.worker.call_timeout + WRITE_MARGIN <= deadline
     }

@@ -20,7 +20,12 @@ impl<P: Provider> Worker<P> {
     /// offline classifier (no limit to share), nor while no limit is configured or announced
     /// and no 429 was heard. It must open early enough for the call and its write to finish
     /// before `deadline`.
-    pub(super) fn slot<'a>(&self, pace: &'a Pace, tokens: i64, deadline: Instant) -> Option<Slot<'a>> {
+    pub(super) fn slot<'a>(
+        &self,
+        pace: &'a Pace,
+        tokens: i64,
+        deadline: Instant,
+    ) -> Option<Slot<'a>> {
         if self.config.versions.model.is_rules() || !self.limiter.engaged() {
             return None;
         }

@@ -1,7 +1,7 @@
-//! One claimed job's turn: a slot in the shared rate limit, the dedup check on the ledger
-//! insert, the call with no pooled connection held, then the ledger, breaker and rate-limit
-//! updates and the [`disposition`] carried out by the job's own fenced method, all
-//! [`settle`]d so that a database blink does not lose them.
+//! One claimed job's turn: the dedup check, the ledger row and the slot in the shared rate
+//! limit in one statement, the call with no pooled connection held, then the ledger, breaker
+//! and rate-limit updates and the [`disposition`] carried out by the job's own fenced method,
+//! all [`settle`]d so that a database blink does not lose them.
 
 use std::{
     sync::atomic::Ordering,
@@ -163,8 +163,8 @@ impl<P: Provider> Worker<P> {
         self.config.provider.prices.cost(model, usage)
     }
 
-    /// A slot in the provider's shared rate limit (slept for with no connection held), then
-    /// the dedup check and the ledger row of the call about to be made.
+    /// The dedup check, the ledger row of the call about to be made and its slot in the
+    /// provider's shared rate limit (slept for with no connection held).
     async fn start<'a>(&'a self, job: &ClaimedJob, deadline: Instant) -> Result<Begun<'a>> {
         let client = db::client(&self.pool).await?;
         let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
