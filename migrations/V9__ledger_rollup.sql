@@ -101,6 +101,88 @@ GROUP BY 1, 2, 3;
 -- held against the daily budget from its claim until its call's ledger row carries it.
 ALTER TABLE evaluation_outbox ADD COLUMN reserved_usd double precision;
 
--- The queue report counts each status on its own partial index; dedup hits get theirs.
-CREATE INDEX idx_outbox_dedup ON evaluation_outbox (finished_at)
-    WHERE status = 'done' AND finished_by = 'dedup';
+-- Counts the reports show that no partial index keeps small: finished jobs (all retained),
+-- dedup hits, and ticket links against distinct content keys (duplicate tickets = links -
+-- keys). Triggers keep them in the statement that changes them; each backend adds to its own
+-- shard, so completions and ingest never queue on one row. The reports sum a few rows. The
+-- trigger functions run as their owner (SECURITY DEFINER), so the API's role (V6) ingests
+-- without any privilege on the counts, and nobody but the owner may call the adder.
+CREATE TABLE report_count (
+    what   text NOT NULL CHECK (what IN ('done', 'dedup', 'links', 'keys')),
+    shard  int NOT NULL,
+    n      bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (what, shard)
+);
+
+CREATE FUNCTION report_count_add(counted text, delta bigint) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO report_count AS c (what, shard, n)
+    SELECT counted, pg_backend_pid() % 8, delta WHERE delta <> 0
+    ON CONFLICT (what, shard) DO UPDATE SET n = c.n + excluded.n
+$$;
+
+REVOKE EXECUTE ON FUNCTION report_count_add(text, bigint) FROM PUBLIC;
+
+-- A job entering or leaving 'done' (completion, retention, erasure, redrive).
+CREATE FUNCTION report_count_jobs() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    was_done boolean := TG_OP <> 'INSERT' AND OLD.status = 'done';
+    is_done boolean := TG_OP <> 'DELETE' AND NEW.status = 'done';
+BEGIN
+    PERFORM report_count_add('done', is_done::int - was_done::int);
+    PERFORM report_count_add('dedup',
+        (is_done AND NEW.finished_by = 'dedup')::int - (was_done AND OLD.finished_by = 'dedup')::int);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER report_count_jobs_changed
+    AFTER UPDATE OF status ON evaluation_outbox
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
+                       AND (OLD.status = 'done' OR NEW.status = 'done'))
+    EXECUTE FUNCTION report_count_jobs();
+CREATE TRIGGER report_count_jobs_inserted
+    AFTER INSERT ON evaluation_outbox
+    FOR EACH ROW WHEN (NEW.status = 'done') EXECUTE FUNCTION report_count_jobs();
+CREATE TRIGGER report_count_jobs_deleted
+    AFTER DELETE ON evaluation_outbox
+    FOR EACH ROW WHEN (OLD.status = 'done') EXECUTE FUNCTION report_count_jobs();
+
+-- Links and keys, per statement: a key counts once however many of its links one statement
+-- adds or removes (erasure unlinks duplicates together).
+CREATE FUNCTION report_count_links_added() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+BEGIN
+    PERFORM report_count_add('links', (SELECT count(*) FROM added));
+    PERFORM report_count_add('keys', (
+        SELECT count(*) FROM (SELECT idempotency_key, count(*) AS n FROM added GROUP BY 1) a
+        WHERE (SELECT count(*) FROM ticket_evaluation te WHERE te.idempotency_key = a.idempotency_key) = a.n));
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION report_count_links_removed() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+BEGIN
+    PERFORM report_count_add('links', -(SELECT count(*) FROM removed));
+    PERFORM report_count_add('keys', -(
+        SELECT count(DISTINCT r.idempotency_key) FROM removed r
+        WHERE NOT EXISTS (SELECT 1 FROM ticket_evaluation te WHERE te.idempotency_key = r.idempotency_key)));
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER report_count_links_added
+    AFTER INSERT ON ticket_evaluation REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION report_count_links_added();
+CREATE TRIGGER report_count_links_removed
+    AFTER DELETE ON ticket_evaluation REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION report_count_links_removed();
+
+-- What is there before this migration.
+INSERT INTO report_count (what, shard, n)
+SELECT 'done', 0, count(*) FROM evaluation_outbox WHERE status = 'done'
+UNION ALL SELECT 'dedup', 0, count(*) FROM evaluation_outbox WHERE status = 'done' AND finished_by = 'dedup'
+UNION ALL SELECT 'links', 0, count(*) FROM ticket_evaluation
+UNION ALL SELECT 'keys', 0, count(DISTINCT idempotency_key) FROM ticket_evaluation;

@@ -7,9 +7,10 @@
 //! price; the outbox's `reserved_usd`) from its claim until its ledger row carries the same
 //! estimate as its cost, corrected once the usage is known (a timeout keeps the estimate). The
 //! spend is one read of today's rows of `provider_call_hour` (migration V9), never a scan of
-//! the day's calls, and survives erasure and retention. Reading it, deciding and claiming
-//! happen under one advisory lock, so two workers never both claim the same headroom: the
-//! fleet overshoots by at most the one call that crossed the line. [`headroom`] and
+//! the day's calls, and survives erasure and retention. A claim takes its jobs, then reads it,
+//! decides and reserves under one advisory lock, in one transaction, so two workers never
+//! both claim the same headroom: the fleet overshoots by at most the one call that crossed the
+//! line. [`headroom`] and
 //! [`affordable`] are the decision, pure and tested by tables; [`spend`] its one statement;
 //! [`claim_within`] the claim under it. docs/ledger.md has the design.
 
@@ -135,9 +136,11 @@ pub enum Budgeted {
     Exhausted,
 }
 
-/// The claim of at most `batch` jobs under `budget_usd`, each costed by `estimate_usd`: lock,
-/// spend, decision, claim and reservations in one transaction, so the claim is the only one
-/// spending this headroom. Jobs past what is left go back untouched (no attempt spent).
+/// The claim of at most `batch` jobs under `budget_usd`, each costed by `estimate_usd`, in one
+/// transaction: the claim first (concurrent with other workers', `SKIP LOCKED`), then under
+/// the lock only the read, the decision and the reservations, so the lock is held for a few
+/// short statements, not for the claim. Jobs past what is left go back untouched (no attempt
+/// spent); with nothing left, the transaction rolls back and nothing was claimed.
 pub async fn claim_within(
     client: &mut db::Client,
     budget_usd: f64,
@@ -145,6 +148,10 @@ pub async fn claim_within(
     estimate_usd: impl Fn(&ClaimedJob) -> f64,
 ) -> Result<Budgeted> {
     let transaction = client.transaction().await?;
+    let mut jobs = claim::claim(&transaction, worker, batch, lease, serves).await?;
+    if jobs.is_empty() {
+        return Ok(Budgeted::Claimed { jobs, cut: false });
+    }
     let lock = transaction.prepare_cached(LOCK).await?;
     // One round trip: the read is queued behind the lock on the same connection.
     let locked = async { Ok(transaction.execute(&lock, &[]).await?) };
@@ -152,6 +159,7 @@ pub async fn claim_within(
     metric::spent_today(spend.spent_today_usd);
     let left = match headroom(budget_usd, &spend) {
         Headroom::Left(left) => left,
+        // Returning without a commit rolls the claim back.
         Headroom::Wait => return Ok(Budgeted::Wait),
         Headroom::Exhausted => {
             let spent_usd = spend.spent_today_usd;
@@ -160,7 +168,6 @@ pub async fn claim_within(
             return Ok(Budgeted::Exhausted);
         }
     };
-    let mut jobs = claim::claim(&transaction, worker, batch, lease, serves).await?;
     let estimates: Vec<f64> = jobs.iter().map(&estimate_usd).collect();
     let kept = affordable(left, &estimates);
     let cut = kept < jobs.len();

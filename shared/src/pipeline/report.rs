@@ -66,16 +66,17 @@ pub struct DeadLetterGroup {
     pub newest: DateTime<Utc>,
 }
 
-/// One count per question, each on the partial index of its status (claim, leases, dead,
-/// retention, dedup): proportional to the rows it counts, never a scan of the outbox.
+/// Each count on the partial index of its status (claim, leases, dead), the finished jobs
+/// and dedup hits from `report_count` (kept by triggers, migration V9): proportional to the
+/// live queue, never a scan of the outbox.
 const QUEUE: &str = r#"
 SELECT (SELECT count(*) FROM evaluation_outbox WHERE status = 'pending'),
        (SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND available_at > now()),
        (SELECT count(*) FROM evaluation_outbox WHERE status = 'processing'),
        (SELECT count(*) FROM evaluation_outbox WHERE status = 'processing' AND locked_until >= now()),
-       (SELECT count(*) FROM evaluation_outbox WHERE status = 'done'),
+       (SELECT coalesce(sum(n), 0)::int8 FROM report_count WHERE what = 'done'),
        (SELECT count(*) FROM evaluation_outbox WHERE status = 'dead'),
-       (SELECT count(*) FROM evaluation_outbox WHERE status = 'done' AND finished_by = 'dedup'),
+       (SELECT coalesce(sum(n), 0)::int8 FROM report_count WHERE what = 'dedup'),
        (SELECT count(*) FROM evaluation_outbox
         WHERE status = 'pending' AND (model_version LIKE 'rules@%') <> $1)
 "#;
@@ -98,8 +99,12 @@ FROM provider_call_hour
 WHERE workload = 'production'
 "#;
 
-const DUPLICATE_TICKETS: &str =
-    "SELECT count(*) - count(DISTINCT idempotency_key) FROM ticket_evaluation";
+/// Ticket links beyond the first of each content key, from `report_count`.
+const DUPLICATE_TICKETS: &str = r#"
+SELECT (coalesce(sum(n) FILTER (WHERE what = 'links'), 0)
+        - coalesce(sum(n) FILTER (WHERE what = 'keys'), 0))::int8
+FROM report_count WHERE what IN ('links', 'keys')
+"#;
 
 const BREAKERS: &str = "SELECT provider, state, consecutive_failures, open_until FROM provider_breaker ORDER BY provider";
 

@@ -374,19 +374,19 @@ mod running_total {
     #[tokio::test]
     async fn a_claim_reserves_each_job_s_estimate_until_its_ledger_row_carries_it() {
         let app = spawn_app().await;
-        for i in 0..3 {
+        for i in 0..4 {
             app.post_ticket(&format!("Reserved {i}"), "body").await;
         }
         let mut client = app.pool.get().await.unwrap();
         let claim = ("w", 10, Duration::from_secs(60), serves(&app));
         // 1.0 left: 0.4 and 0.4 fit, the third (0.4 more, 0.2 left before it) crosses the
-        // line; nothing is left for a fourth.
+        // line; the fourth goes back.
         let claimed = budget::claim_within(&mut client, 1.0, claim, |_| 0.4)
             .await
             .unwrap();
         let jobs = match claimed {
             budget::Budgeted::Claimed { jobs, cut } => {
-                assert!(!cut);
+                assert!(cut);
                 jobs
             }
             other => panic!("{other:?}"),
@@ -398,6 +398,13 @@ mod running_total {
             .await
             .unwrap();
         assert!(matches!(again, budget::Budgeted::Wait), "{again:?}");
+        let untouched =
+            "SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND attempts = 0";
+        assert_eq!(
+            app.count(untouched).await,
+            1,
+            "nothing left: the claim rolled back"
+        );
 
         start(&client, &jobs[0], 0.4).await;
         let spend = budget::spend(&client).await.unwrap();

@@ -42,7 +42,9 @@ WITH claimed AS (
         locked_by = $1,
         locked_until = now() + make_interval(secs => $2),
         claim_token = gen_random_uuid(),
-        attempts = attempts + 1
+        attempts = attempts + 1,
+        -- The daily budget reserves this claim's estimate afresh (`budget::claim_within`).
+        reserved_usd = NULL
     WHERE id IN (
         SELECT id FROM evaluation_outbox
         WHERE status = 'pending'
