@@ -274,25 +274,11 @@ mod running_total {
         pipeline::{
             budget,
             ledger::{self, CallId, CallOutcome, CallRecord, Start},
-            outbox::{
-                claim::{self, Serves},
-                ClaimedJob,
-            },
+            outbox::{claim::Serves, ClaimedJob},
         },
     };
 
     use crate::helpers::{spawn_app, TestApp};
-
-    async fn claimed(app: &TestApp, text: &str) -> ClaimedJob {
-        assert_eq!(app.post_ticket(text, "body").await.status, 201);
-        let client = app.pool.get().await.unwrap();
-        let lease = Duration::from_secs(60);
-        claim::claim(&client, "w", 1, lease, serves(app))
-            .await
-            .unwrap()
-            .pop()
-            .expect("a job")
-    }
 
     /// The ledger row of `job`'s call, at `estimate_usd`, with no rate limit.
     async fn start(client: &Client, job: &ClaimedJob, estimate_usd: f64) -> CallId {
@@ -331,7 +317,7 @@ mod running_total {
     #[tokio::test]
     async fn a_call_counts_at_its_estimate_until_its_usage_corrects_it_once() {
         let app = spawn_app().await;
-        let job = claimed(&app, "Corrected").await;
+        let job = app.claimed("Corrected").await;
         let client = app.pool.get().await.unwrap();
         let call = start(&client, &job, 0.5).await;
         assert_eq!(spent_today(&app).await, 0.5, "in flight: its worst case");
@@ -352,7 +338,7 @@ mod running_total {
     #[tokio::test]
     async fn a_call_of_unknown_outcome_keeps_its_estimate() {
         let app = spawn_app().await;
-        let job = claimed(&app, "Timed out").await;
+        let job = app.claimed("Timed out").await;
         let client = app.pool.get().await.unwrap();
         let call = start(&client, &job, 0.5).await;
         let timeout = CallRecord {
@@ -437,7 +423,7 @@ mod running_total {
     #[tokio::test]
     async fn a_call_started_before_midnight_is_yesterday_s_spend_and_so_is_its_correction() {
         let app = spawn_app().await;
-        let job = claimed(&app, "Late night").await;
+        let job = app.claimed("Late night").await;
         let client = app.pool.get().await.unwrap();
         let call = start(&client, &job, 0.5).await;
         // The call started one second before today's 00:00 UTC.

@@ -258,27 +258,12 @@ mod exactness {
         evaluate::Usage,
         pipeline::{
             ledger::{self, CallOutcome, CallRecord, Slot, Start},
-            outbox::{
-                claim::{self, Serves},
-                ClaimedJob,
-            },
             rate_limit::Pace,
         },
     };
 
     use super::per_minute;
     use crate::helpers::{spawn_app, TestApp};
-
-    async fn claimed(app: &TestApp, text: &str) -> ClaimedJob {
-        assert_eq!(app.post_ticket(text, "body").await.status, 201);
-        let client = app.pool.get().await.unwrap();
-        let serves = Serves::for_model_version(&app.config.versions.model);
-        claim::claim(&client, "w", 1, Duration::from_secs(60), serves)
-            .await
-            .unwrap()
-            .pop()
-            .expect("a job")
-    }
 
     /// Seconds the request and token budgets are spent ahead of now (NULL: no row).
     async fn spent_ahead(app: &TestApp) -> Option<(f64, f64)> {
@@ -296,7 +281,7 @@ mod exactness {
     #[tokio::test]
     async fn a_dedup_hit_found_at_the_ledger_insert_takes_no_slot() {
         let app = spawn_app().await;
-        let job = claimed(&app, "Already evaluated").await;
+        let job = app.claimed("Already evaluated").await;
         app.exec(&format!(
             "INSERT INTO evaluation_result (idempotency_key, ticket_id, is_urgent, department, urgency_score, model_version, prompt_version, policy_version) \
              VALUES ('{}', '{}', 0, 'billing', 0, 'm', 'p', 'v')",
@@ -322,7 +307,7 @@ mod exactness {
     #[tokio::test]
     async fn a_finish_repeated_after_a_blink_corrects_the_token_budget_once() {
         let app = spawn_app().await;
-        let job = claimed(&app, "Corrected once").await;
+        let job = app.claimed("Corrected once").await;
         // 6,000 tokens a minute: 100 tokens are one second of budget.
         let limit = RateLimitPolicy {
             requests_per_minute: None,
