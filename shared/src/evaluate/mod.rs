@@ -48,8 +48,18 @@ impl EvaluationRequest<'_> {
     /// with it, then corrected by the usage reported): about four characters a token for the
     /// prompt and the ticket, plus the output cap.
     pub fn estimated_tokens(&self) -> i64 {
+        let usage = self.estimated_usage();
+        usage.input_tokens + usage.output_tokens
+    }
+
+    /// The most this call may use: its input at about four characters a token, and the
+    /// output cap. The daily budget reserves its price before the call.
+    pub fn estimated_usage(&self) -> Usage {
         let chars = self.prompt.text.len() + self.subject.len() + self.message.len();
-        (chars / 4) as i64 + i64::from(MAX_OUTPUT_TOKENS)
+        Usage {
+            input_tokens: (chars / 4) as i64,
+            output_tokens: i64::from(MAX_OUTPUT_TOKENS),
+        }
     }
 }
 

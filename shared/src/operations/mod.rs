@@ -30,7 +30,7 @@ use crate::{
     },
     evaluate::{Policy, Prompt},
     pipeline::{
-        delivery,
+        budget, delivery,
         erase::{self, Erased},
         outbox::claim::Serves,
         report::{self, DeadLetterGroup, Health},
@@ -133,9 +133,11 @@ async fn execute(
             confirm,
         } => {
             known_to_this_build(&prompt_version)?;
+            let versions = pair(prompt_version, model_version);
+            priced(config, &versions.model_version)?;
             let plan = reprocess::Plan {
                 since: since.resolve(Utc::now()),
-                versions: pair(prompt_version, model_version),
+                versions,
                 spread: spread(pacing),
                 batch_size: BATCH_SIZE,
                 dry_run,
@@ -161,6 +163,7 @@ async fn execute(
             reason,
         } => {
             let version = pair(prompt_version, model_version);
+            priced(config, &version.model_version)?;
             if !force {
                 promote::quality_gate(pool, config, &version).await?;
             } else if reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
@@ -202,6 +205,7 @@ async fn execute(
             };
             for version in &versions {
                 known_to_this_build(&version.prompt_version)?;
+                priced(config, &version.model_version)?;
             }
             let plan = eval::Plan {
                 set,
@@ -294,6 +298,15 @@ fn confirmed(jobs: i64) -> Result<(), InvalidRequest> {
              check with --dry-run, then run again with --confirm (\"confirm\": true)"
         ),
     ))
+}
+
+/// Work for a model the daily budget could not count is refused (`budget::unpriced`).
+fn priced(config: &Config, model: &ModelVersion) -> Result<(), InvalidRequest> {
+    let (budget, prices) = (config.worker.daily_budget_usd, &config.provider.prices);
+    match budget::unpriced(budget, prices, model) {
+        Some(reason) => Err(InvalidRequest::new("model_version", reason)),
+        None => Ok(()),
+    }
 }
 
 /// A reprocess under a prompt this build cannot send would only fill the dead letters.

@@ -18,8 +18,10 @@ pub const OUTAGE_THRESHOLD: i32 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
-    /// Claim normally.
-    Closed,
+    /// Claim normally; `counting` while failures are counted toward a trip (a success must
+    /// reset them: closed and not counting, a success has nothing to write); `rate_held`
+    /// while a 429's hold in the shared rate limit runs (calls must take slots to see it).
+    Closed { counting: bool, rate_held: bool },
     /// This worker holds the half-open probe: claim one item.
     Probe,
     /// Paused until then: claim nothing.
@@ -53,21 +55,32 @@ pub async fn gate(
     if probe.is_some() {
         return Ok(Gate::Probe);
     }
+    // The rate limit's hold is read here too: the claim is the one statement every worker
+    // runs whether or not its calls take slots.
     let read_state = client
         .prepare_cached(
-            "SELECT state, coalesce(greatest(open_until, probe_until), now()) FROM provider_breaker WHERE provider = $1",
+            r#"
+            SELECT coalesce(b.state, 'closed'), coalesce(greatest(b.open_until, b.probe_until), now()),
+                   coalesce(b.consecutive_failures > 0, false),
+                   coalesce((SELECT held_until > now() FROM provider_rate_limit WHERE provider = $1), false)
+            FROM (SELECT 1) one LEFT JOIN provider_breaker b ON b.provider = $1
+            "#,
         )
         .await?;
-    let row = client.query_opt(&read_state, &[&provider]).await?;
-    Ok(match row {
-        Some(row) if row.get::<_, &str>(0) != "closed" => Gate::Open { until: row.get(1) },
-        _ => Gate::Closed,
+    let row = client.query_one(&read_state, &[&provider]).await?;
+    Ok(match row.get::<_, &str>(0) {
+        "closed" => Gate::Closed {
+            counting: row.get(2),
+            rate_held: row.get(3),
+        },
+        _ => Gate::Open { until: row.get(1) },
     })
 }
 
-/// A call the provider answered: the outage, if any, is over. Writes nothing in the common
-/// case (already closed, no failures counted), keeping the hot path read-free. Runs after
-/// every call, so it is prepared once per connection (deadpool's statement cache).
+/// A call the provider answered: the outage, if any, is over. Writes nothing when already
+/// closed with no failures counted. The worker skips it altogether while the breaker was
+/// closed and not counting at its claim and it saw no failure since (no statement on the hot
+/// path). Prepared once per connection (deadpool's statement cache).
 pub async fn record_success(client: &impl GenericClient, provider: &str) -> Result<()> {
     let statement = client
         .prepare_cached(

@@ -1,12 +1,18 @@
-//! The daily spend budget (`TRIAGE_DAILY_BUDGET_USD`, OWASP LLM10): what the attempt ledger
-//! says was spent since 00:00 UTC, plus every claimed job reserved at the estimated cost of a
-//! call, decides how many jobs a worker may claim. When nothing is left, workers stop claiming:
-//! jobs stay pending with no attempt spent, and the next UTC day they go on.
+//! The daily spend budget (`TRIAGE_DAILY_BUDGET_USD`, OWASP LLM10): what the ledger's running
+//! totals say was spent since 00:00 UTC, plus what every claimed job may still cost, decides
+//! which jobs a worker may claim. When nothing is left, workers stop claiming: jobs stay
+//! pending with no attempt spent, and the next UTC day they go on.
 //!
-//! Reading the spend and claiming happen in one transaction under one advisory lock, so two
-//! workers never both claim the same headroom: each overshoots by at most the one call its
-//! estimate was short of. [`allowance`] is the decision, pure and tested by a table; [`spend`]
-//! its one statement; [`claim_within`] the claim under it.
+//! Each job is held at its own worst case (its input tokens and the output cap, at its model's
+//! price; the outbox's `reserved_usd`) from its claim until its ledger row carries the same
+//! estimate as its cost, corrected once the usage is known (a timeout keeps the estimate). The
+//! spend is one read of today's rows of `provider_call_hour` (migration V9), never a scan of
+//! the day's calls, and survives erasure and retention. A claim takes its jobs, then reads it,
+//! decides and reserves under one advisory lock, in one transaction, so two workers never
+//! both claim the same headroom: the fleet overshoots by at most the one call that crossed the
+//! line. [`headroom`] and
+//! [`affordable`] are the decision, pure and tested by tables; [`spend`] its one statement;
+//! [`claim_within`] the claim under it. docs/ledger.md has the design.
 
 use std::time::Duration;
 
@@ -14,7 +20,8 @@ use deadpool_postgres::GenericClient;
 
 use crate::{
     db,
-    domain::error::Result,
+    domain::{error::Result, versions::ModelVersion},
+    evaluate::PriceTable,
     pipeline::outbox::{
         claim::{self, Serves},
         ClaimedJob,
@@ -25,156 +32,203 @@ use crate::{
 /// What the ledger and the queue say about today's money.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Spend {
-    /// Cost of the calls started since 00:00 UTC.
+    /// Cost of the calls started since 00:00 UTC, the ones of unknown outcome at their
+    /// reserved estimate.
     pub spent_today_usd: f64,
-    /// Jobs claimed under a live lease: each may make one call that is not costed yet.
-    pub reserved_calls: i64,
-    /// Average cost of a billed call over the last day; `None` before the first one.
-    pub estimated_call_usd: Option<f64>,
+    /// What the jobs claimed under a live lease, whose call has no ledger row yet, may cost.
+    pub reserved_usd: f64,
 }
 
-/// How many jobs a claim may take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Allowance {
-    Claim(i64),
-    /// What is left is reserved by calls under way (or none has been costed yet and one is
-    /// under way): claim again once one of them has finished.
+/// Whether a claim may take anything, before the jobs' own estimates are known.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Headroom {
+    /// This much is left after the spend and the reservations.
+    Left(f64),
+    /// What is left is reserved by calls under way: claim again once one of them has finished.
     Wait,
     /// The day's spend reached the budget: claim nothing until 00:00 UTC.
     Exhausted,
 }
 
-/// The budget decision: no budget, the whole batch; else the calls that fit in what is left
-/// after the spend and the reservations, rounded up (so at most one call too many); while no
-/// call has been costed yet, one at a time.
-pub fn allowance(budget_usd: Option<f64>, spend: &Spend, batch: i64) -> Allowance {
-    let Some(budget) = budget_usd else {
-        return Allowance::Claim(batch);
-    };
-    if spend.spent_today_usd >= budget {
-        return Allowance::Exhausted;
+pub fn headroom(budget_usd: f64, spend: &Spend) -> Headroom {
+    if spend.spent_today_usd >= budget_usd {
+        return Headroom::Exhausted;
     }
-    let Some(per_call) = spend.estimated_call_usd else {
-        return match spend.reserved_calls {
-            0 => Allowance::Claim(1),
-            _ => Allowance::Wait,
-        };
-    };
-    if per_call <= 0.0 {
-        // Costed calls that were free: nothing to reserve.
-        return Allowance::Claim(batch);
-    }
-    let left = budget - spend.spent_today_usd - spend.reserved_calls.max(0) as f64 * per_call;
+    let left = budget_usd - spend.spent_today_usd - spend.reserved_usd.max(0.0);
     if left <= 0.0 {
-        return Allowance::Wait;
+        Headroom::Wait
+    } else {
+        Headroom::Left(left)
     }
-    let calls = (left / per_call).ceil().min(batch as f64) as i64;
-    Allowance::Claim(calls.max(1))
+}
+
+/// How many of the claimed jobs (in claim order, at their estimates) the budget keeps: each
+/// while some money is left before it, so only the last one kept may cross the line.
+pub fn affordable(left_usd: f64, estimates_usd: &[f64]) -> usize {
+    let mut left = left_usd;
+    estimates_usd
+        .iter()
+        .take_while(|&&estimate| {
+            let fits = left > 0.0;
+            left -= estimate.max(0.0);
+            fits
+        })
+        .count()
+}
+
+/// Why a job for `model` must not be created under `budget_usd`: a model without a price
+/// would be spent without being counted. Asked at worker start, reprocess and promote.
+pub fn unpriced(
+    budget_usd: Option<f64>,
+    prices: &PriceTable,
+    model: &ModelVersion,
+) -> Option<String> {
+    (budget_usd.is_some() && !model.is_rules() && !prices.knows(model.model())).then(|| {
+        format!(
+            "a daily budget is set but {:?} has no price in TRIAGE_PRICES: its calls could not be counted",
+            model.model()
+        )
+    })
 }
 
 /// Serialises budget decisions across workers for the rest of the caller's transaction.
 /// The number is arbitrary; it only has to differ from other advisory locks.
 const LOCK: &str = "SELECT pg_advisory_xact_lock(7431001)";
 
+/// A few rows of the running totals (one per hour, provider and workload of today), and the
+/// claimed jobs whose calls have not started (served by the partial index on live leases).
 const SPEND: &str = r#"
-SELECT coalesce(sum(cost_usd) FILTER (
-           WHERE started_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'), 0)::float8,
-       (SELECT count(*) FROM evaluation_outbox WHERE status = 'processing' AND locked_until >= now()),
-       (avg(cost_usd) FILTER (WHERE billed))::float8
-FROM provider_call
-WHERE started_at >= least(date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
-                          now() - interval '1 day')
+SELECT (SELECT coalesce(sum(cost_usd), 0)::float8 FROM provider_call_hour
+        WHERE hour >= date_trunc('day', now(), 'UTC')),
+       (SELECT coalesce(sum(o.reserved_usd), 0)::float8 FROM evaluation_outbox o
+        WHERE o.status = 'processing' AND o.locked_until >= now() AND o.reserved_usd > 0
+          AND NOT EXISTS (SELECT 1 FROM provider_call c
+                          WHERE c.idempotency_key = o.idempotency_key AND c.attempt = o.attempts))
 "#;
 
-/// Today's spend, the reservations and the estimate, in one statement.
+/// Today's spend and the reservations, in one statement.
 pub async fn spend(client: &impl GenericClient) -> Result<Spend> {
-    let row = client.query_one(SPEND, &[]).await?;
+    let statement = client.prepare_cached(SPEND).await?;
+    let row = client.query_one(&statement, &[]).await?;
     Ok(Spend {
         spent_today_usd: row.get(0),
-        reserved_calls: row.get(1),
-        estimated_call_usd: row.get(2),
+        reserved_usd: row.get(1),
     })
 }
+
+/// Holds each kept job's estimate against the budget until its call's ledger row carries it.
+const RESERVE: &str = r#"
+UPDATE evaluation_outbox o SET reserved_usd = r.usd
+FROM unnest($1::bigint[], $2::float8[]) AS r(id, usd)
+WHERE o.id = r.id
+"#;
 
 /// What a claim under the budget took.
 #[derive(Debug)]
 pub enum Budgeted {
-    /// `jobs`, of the `allowed` the budget left room for.
+    /// `jobs`; `cut` when the budget kept fewer than were claimable.
     Claimed {
         jobs: Vec<ClaimedJob>,
-        allowed: i64,
+        cut: bool,
     },
-    /// See [`Allowance::Wait`].
+    /// See [`Headroom::Wait`].
     Wait,
     Exhausted,
 }
 
-/// The claim of at most `batch` jobs under `budget_usd`: lock, spend, decision and claim in
-/// one transaction, so the claim is the only one spending this headroom.
+/// The claim of at most `batch` jobs under `budget_usd`, each costed by `estimate_usd`, in one
+/// transaction: the claim first (concurrent with other workers', `SKIP LOCKED`), then under
+/// the lock only the read, the decision and the reservations, so the lock is held for a few
+/// short statements, not for the claim. Jobs past what is left go back untouched (no attempt
+/// spent); with nothing left, the transaction rolls back and nothing was claimed.
 pub async fn claim_within(
     client: &mut db::Client,
     budget_usd: f64,
-    worker: &str,
-    batch: i64,
-    lease: Duration,
-    serves: Serves,
+    (worker, batch, lease, serves): (&str, i64, Duration, Serves),
+    estimate_usd: impl Fn(&ClaimedJob) -> f64,
 ) -> Result<Budgeted> {
     let transaction = client.transaction().await?;
-    transaction.execute(LOCK, &[]).await?;
-    let spend = spend(&transaction).await?;
+    let mut jobs = claim::claim(&transaction, worker, batch, lease, serves).await?;
+    if jobs.is_empty() {
+        return Ok(Budgeted::Claimed { jobs, cut: false });
+    }
+    let lock = transaction.prepare_cached(LOCK).await?;
+    // One round trip: the read is queued behind the lock on the same connection.
+    let locked = async { Ok(transaction.execute(&lock, &[]).await?) };
+    let (_, spend) = tokio::try_join!(locked, spend(&transaction))?;
     metric::spent_today(spend.spent_today_usd);
-    let allowed = match allowance(Some(budget_usd), &spend, batch) {
-        Allowance::Claim(allowed) => allowed,
-        Allowance::Wait => return Ok(Budgeted::Wait),
-        Allowance::Exhausted => {
+    let left = match headroom(budget_usd, &spend) {
+        Headroom::Left(left) => left,
+        // Returning without a commit rolls the claim back.
+        Headroom::Wait => return Ok(Budgeted::Wait),
+        Headroom::Exhausted => {
             let spent_usd = spend.spent_today_usd;
             tracing::warn!(budget_usd, spent_usd, "daily budget spent: not claiming");
             metric::budget_exhausted();
             return Ok(Budgeted::Exhausted);
         }
     };
-    let jobs = claim::claim(&transaction, worker, allowed, lease, serves).await?;
+    let estimates: Vec<f64> = jobs.iter().map(&estimate_usd).collect();
+    let kept = affordable(left, &estimates);
+    let cut = kept < jobs.len();
+    let returned = jobs.split_off(kept);
+    let ids: Vec<i64> = jobs.iter().map(|job| job.id.0).collect();
+    let reserve = transaction.prepare_cached(RESERVE).await?;
+    let kept_estimates = &estimates[..kept];
+    let reserved = async {
+        Ok(transaction
+            .execute(&reserve, &[&ids, &kept_estimates])
+            .await?)
+    };
+    tokio::try_join!(claim::unclaim(&transaction, &returned), reserved)?;
     transaction.commit().await?;
-    Ok(Budgeted::Claimed { jobs, allowed })
+    Ok(Budgeted::Claimed { jobs, cut })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use Allowance::*;
+    use Headroom::*;
 
-    fn spend(spent: f64, reserved: i64, estimate: Option<f64>) -> Spend {
+    fn spend(spent: f64, reserved: f64) -> Spend {
         Spend {
             spent_today_usd: spent,
-            reserved_calls: reserved,
-            estimated_call_usd: estimate,
+            reserved_usd: reserved,
         }
     }
 
     #[test]
-    fn claims_are_cut_to_what_the_budget_has_left() {
-        // (budget, spend, batch, expected)
+    fn a_claim_sees_what_the_spend_and_the_reservations_leave() {
+        // (budget, spend, expected)
         let table = [
-            (None, spend(1e9, 100, Some(1.0)), 10, Claim(10)),
-            (Some(1.0), spend(0.0, 0, None), 10, Claim(1)),
-            (Some(1.0), spend(0.0, 1, None), 10, Wait),
-            (Some(1.0), spend(0.0, 0, Some(0.1)), 10, Claim(10)),
-            (Some(1.0), spend(0.5, 0, Some(0.1)), 10, Claim(5)),
-            (Some(1.0), spend(0.5, 2, Some(0.1)), 10, Claim(3)),
-            (Some(1.0), spend(0.95, 0, Some(0.1)), 10, Claim(1)),
-            (Some(1.0), spend(0.5, 3, Some(0.0)), 10, Claim(10)),
-            (Some(1.0), spend(1.0, 0, Some(0.1)), 10, Exhausted),
-            (Some(1.0), spend(1.2, 0, None), 10, Exhausted),
-            (Some(1.0), spend(0.5, 5, Some(0.1)), 10, Wait),
-            (Some(1.0), spend(0.5, 9, Some(0.1)), 10, Wait),
-            (Some(0.0), spend(0.0, 0, None), 10, Exhausted),
+            (1.0, spend(0.0, 0.0), Left(1.0)),
+            (1.0, spend(0.5, 0.25), Left(0.25)),
+            (1.0, spend(0.5, 0.5), Wait),
+            (1.0, spend(0.5, 0.9), Wait),
+            (1.0, spend(1.0, 0.0), Exhausted),
+            (1.0, spend(1.2, 0.0), Exhausted),
+            (0.0, spend(0.0, 0.0), Exhausted),
+            (1.0, spend(0.0, -0.5), Left(1.0)),
         ];
-        for (budget, spend, batch, expected) in table {
-            assert_eq!(
-                allowance(budget, &spend, batch),
-                expected,
-                "{budget:?} {spend:?}"
-            );
+        for (budget, spend, expected) in table {
+            assert_eq!(headroom(budget, &spend), expected, "{budget} {spend:?}");
+        }
+    }
+
+    #[test]
+    fn jobs_are_kept_while_money_is_left_before_them_so_one_call_at_most_crosses_the_line() {
+        // (left, estimates, kept)
+        let table: [(f64, &[f64], usize); 7] = [
+            (1.0, &[0.1, 0.1, 0.1], 3),
+            (0.25, &[0.1, 0.1, 0.1, 0.1], 3),
+            (0.2, &[0.1, 0.1, 0.1], 2),
+            (0.01, &[5.0, 0.1], 1),
+            (0.5, &[0.1, 5.0, 0.1], 2),
+            (0.5, &[0.0, 0.0, 0.0], 3),
+            (0.5, &[], 0),
+        ];
+        for (left, estimates, kept) in table {
+            assert_eq!(affordable(left, estimates), kept, "{left} {estimates:?}");
         }
     }
 }

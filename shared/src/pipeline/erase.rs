@@ -1,7 +1,8 @@
 //! Erasure: a ticket, its links and its `Idempotency-Key` records go in one transaction. A
 //! result (and its job) still shared by another ticket of the same content stays for that
-//! ticket, handed over to it; a result, job and ledger rows no ticket refers to any more go
+//! ticket, handed over to it; a result and job no ticket refers to any more go
 //! too, so erasing every ticket of a content leaves neither its text nor its content key.
+//! Their ledger rows stay without the key (cost, tokens, model, time): the spend survives.
 //! Run by `triage erase` / the ops Lambda, and by the sweeper for ticket retention
 //! (`TRIAGE_TICKET_RETENTION_SECONDS`), in batches.
 
@@ -14,6 +15,7 @@ use uuid::Uuid;
 use crate::{
     db,
     domain::{error::Result, ticket::TicketId},
+    pipeline::ledger,
 };
 
 /// What an erasure removed.
@@ -23,9 +25,10 @@ pub struct Erased {
     /// Asked for but not there (erased before, or never created).
     pub not_found: Vec<TicketId>,
     pub request_keys: i64,
-    /// Results, jobs and ledger rows of contents no ticket refers to any more.
+    /// Results and jobs of contents no ticket refers to any more.
     pub results: i64,
     pub jobs: i64,
+    /// Ledger rows of those contents, kept without their key: the money stays counted.
     pub ledger_rows: i64,
     /// Results and jobs handed over to another ticket of the same content.
     pub kept_for_other_tickets: i64,
@@ -76,8 +79,9 @@ WITH heir AS (
 SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM results)
 "#;
 
-/// Keys no ticket links to any more lose their job, result and ledger rows; whatever still
-/// names an erased ticket goes too (nothing should, the foreign keys would refuse the delete).
+/// Keys no ticket links to any more lose their job and result (their ledger rows their key,
+/// [`ledger::forget_keys`]); whatever still names an erased ticket goes too (nothing should,
+/// the foreign keys would refuse the delete). Returns the orphaned keys.
 const DROP_ORPHANS: &str = r#"
 WITH orphan AS (
     SELECT k FROM unnest($1::text[]) k
@@ -90,11 +94,9 @@ WITH orphan AS (
     DELETE FROM evaluation_result
     WHERE idempotency_key IN (SELECT k FROM orphan) OR ticket_id = ANY($2)
     RETURNING 1
-), calls AS (
-    DELETE FROM provider_call WHERE idempotency_key IN (SELECT k FROM orphan)
-    RETURNING 1
 )
-SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM results), (SELECT count(*) FROM calls)
+SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM results),
+       (SELECT coalesce(array_agg(k), '{}') FROM orphan)
 "#;
 
 const DELETE_TICKETS: &str = "DELETE FROM ticket WHERE id = ANY($1) RETURNING id";
@@ -120,6 +122,7 @@ async fn erase_in(client: &impl GenericClient, tickets: &[TicketId]) -> Result<E
         .collect();
     let kept: i64 = client.query_one(HAND_OVER, &[&keys, &ids]).await?.get(0);
     let orphans = client.query_one(DROP_ORPHANS, &[&keys, &ids]).await?;
+    let ledger_rows = ledger::forget_keys(client, &orphans.get::<_, Vec<String>>(2)).await?;
     let deleted: Vec<Uuid> = client
         .query(DELETE_TICKETS, &[&ids])
         .await?
@@ -137,7 +140,7 @@ async fn erase_in(client: &impl GenericClient, tickets: &[TicketId]) -> Result<E
         request_keys,
         results: orphans.get(1),
         jobs: orphans.get(0),
-        ledger_rows: orphans.get(2),
+        ledger_rows,
         kept_for_other_tickets: kept,
     })
 }

@@ -1,7 +1,9 @@
 //! The attempt ledger: one row per provider call, inserted *before* the call and completed
-//! after it. A crash in between leaves an `in_flight` row: "outcome unknown, possibly billed".
-//! Billed calls per key and spend are read from here. Every call writes twice, so both
-//! statements are prepared once per connection (deadpool's statement cache).
+//! after it. A crash in between leaves an `in_flight` row: "outcome unknown, possibly billed",
+//! costed at the call's reserved estimate. Billed calls per key are read from here; the money
+//! from the running totals a trigger keeps beside it (`provider_call_hour`, migration V9), so
+//! no read scans the day. Every call writes twice, so both statements are prepared once per
+//! connection (deadpool's statement cache). Every statement on `provider_call` is here.
 
 use std::time::Duration;
 
@@ -10,7 +12,10 @@ use deadpool_postgres::GenericClient;
 use crate::{
     domain::error::Result,
     evaluate::{FailureKind, Usage},
-    pipeline::outbox::ClaimedJob,
+    pipeline::{
+        outbox::ClaimedJob,
+        rate_limit::{self, Pace, Take},
+    },
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,64 +46,131 @@ pub struct CallRecord {
     /// `None` when nobody can know (a timeout the provider may have served).
     pub billed: Option<bool>,
     pub usage: Usage,
-    pub cost_usd: f64,
+    /// `None` keeps the reserved estimate the row was started with (outcome unknown).
+    pub cost_usd: Option<f64>,
     pub latency: Duration,
 }
 
-/// Records the call about to be made, unless a result for the job's key exists (article step
-/// 4, the line that saves money): `None` then, and no call is to be made. One statement, so
-/// the dedup check costs no round trip of its own. The call takes its job's lane and
-/// workload, so eval calls count against the budget but stay out of production reports.
-pub async fn start_call_unless_evaluated(
+/// How a call's start went.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Start {
+    /// A result for the job's key exists: no call, and no slot taken (article step 4).
+    Evaluated,
+    /// The call's ledger row, and how long to wait for its slot.
+    Call { call: CallId, wait: Duration },
+    /// No slot opens within the wait allowed: no ledger row; the limit opens in `opens_in`.
+    Full { opens_in: Duration },
+}
+
+/// The shared rate limit's part in a start: the pace, the call's estimated tokens and the
+/// longest wait for a slot the caller can afford.
+#[derive(Debug, Clone, Copy)]
+pub struct Slot<'a> {
+    pub pace: &'a Pace,
+    pub tokens: i64,
+    pub max_wait: Duration,
+}
+
+/// The dedup check, the slot (`$13`: only where a limit applies) and the ledger row, in one
+/// statement. The row starts when its slot does, costed at `$14` (its reserved estimate).
+const START: &str = concat!(
+    r#"WITH fresh AS (
+    SELECT NOT EXISTS (SELECT 1 FROM evaluation_result WHERE idempotency_key = $8) AS new
+), gate AS (
+    SELECT $13::bool AND new AS go FROM fresh
+), "#,
+    rate_limit::slot_cte!(),
+    r#", call AS (
+    INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version,
+                               prompt_version, cost_usd, started_at, lane, workload)
+    SELECT $7, $8, $9, $10, $1, $11, $12, $14::float8::numeric, coalesce((SELECT starts FROM slot), now()),
+           job.lane, job.workload
+    FROM fresh, (SELECT lane, workload FROM evaluation_outbox WHERE id = $7) job WHERE new AND (NOT $13 OR EXISTS (SELECT 1 FROM slot))
+    RETURNING id
+)
+SELECT (SELECT new FROM fresh), (SELECT id FROM call), "#,
+    rate_limit::slot_wait!()
+);
+
+/// Records the call about to be made, costed at `estimate_usd` (its worst case) until its
+/// usage is known, in a slot of the shared rate limit when `slot` says one applies, unless a
+/// result for the job's key exists (article step 4, the line that saves money). One statement
+/// and one round trip for all three: a dedup hit takes no slot.
+pub async fn start_call(
     client: &impl GenericClient,
     job: &ClaimedJob,
-    worker: &str,
-    provider: &str,
-) -> Result<Option<CallId>> {
-    let statement = client
-        .prepare_cached(
-            r#"
-            INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version, prompt_version, lane, workload)
-            SELECT $1, $2, $3, $4, $5, $6, $7,
-                   coalesce((SELECT lane FROM evaluation_outbox WHERE id = $1), 'interactive'),
-                   coalesce((SELECT workload FROM evaluation_outbox WHERE id = $1), 'production')
-            WHERE NOT EXISTS (SELECT 1 FROM evaluation_result WHERE idempotency_key = $2)
-            RETURNING id
-            "#,
-        )
-        .await?;
+    (worker, provider): (&str, &str),
+    estimate_usd: f64,
+    slot: Option<Slot<'_>>,
+) -> Result<Start> {
+    let statement = client.prepare_cached(START).await?;
+    let [a, b, c, d, e] = slot.map_or([0.0; 5], |slot| {
+        rate_limit::slot_params(slot.pace, slot.tokens, slot.max_wait)
+    });
     let row = client
-        .query_opt(
+        .query_one(
             &statement,
             &[
+                &provider,
+                &a,
+                &b,
+                &c,
+                &d,
+                &e,
                 &job.id.0,
                 &job.key.as_str(),
                 &job.attempts,
                 &worker,
-                &provider,
                 &job.versions.model_version,
                 &job.versions.prompt_version,
+                &slot.is_some(),
+                &estimate_usd,
             ],
         )
         .await?;
-    Ok(row.map(|row| CallId(row.get(0))))
+    if !row.get::<_, bool>(0) {
+        return Ok(Start::Evaluated);
+    }
+    // Without a slot asked for, the wait reads NULL: the call starts now.
+    let (wait, opens_in) = match rate_limit::answered(row.get(2), row.get(3)) {
+        Take::Reserved { wait } => (wait, Duration::ZERO),
+        Take::Full { opens_in } => (Duration::ZERO, opens_in),
+    };
+    Ok(match row.get::<_, Option<i64>>(1) {
+        Some(id) => Start::Call {
+            call: CallId(id),
+            wait,
+        },
+        None => Start::Full { opens_in },
+    })
 }
+
+/// Completes the call's row, and moves the shared token budget by `token_correction_secs`
+/// (the usage against the estimate; `rate_limit::Settlement`) in the same statement, only
+/// the first time: a write repeated after a blink changes neither the row, the running totals
+/// nor the token budget again.
+const FINISH: &str = r#"
+WITH finished AS (
+    UPDATE provider_call
+    SET finished_at = now(), outcome = $2, error_class = $3, http_status = $4, billed = $5,
+        input_tokens = $6, output_tokens = $7, cost_usd = coalesce($8::float8::numeric, cost_usd),
+        latency_ms = $9
+    WHERE id = $1 AND finished_at IS NULL
+    RETURNING provider
+)
+UPDATE provider_rate_limit r
+SET token_tat = r.token_tat + make_interval(secs => $10::float8), updated_at = now()
+FROM finished
+WHERE r.provider = finished.provider AND $10::float8 <> 0
+"#;
 
 pub async fn finish_call(
     client: &impl GenericClient,
     call: CallId,
     record: &CallRecord,
+    token_correction_secs: f64,
 ) -> Result<()> {
-    let statement = client
-        .prepare_cached(
-            r#"
-            UPDATE provider_call
-            SET finished_at = now(), outcome = $2, error_class = $3, http_status = $4, billed = $5,
-                input_tokens = $6, output_tokens = $7, cost_usd = $8::float8::numeric, latency_ms = $9
-            WHERE id = $1
-            "#,
-        )
-        .await?;
+    let statement = client.prepare_cached(FINISH).await?;
     client
         .execute(
             &statement,
@@ -115,8 +187,27 @@ pub async fn finish_call(
                 &record.usage.output_tokens,
                 &record.cost_usd,
                 &(record.latency.as_millis().min(i32::MAX as u128) as i32),
+                &token_correction_secs,
             ],
         )
         .await?;
     Ok(())
+}
+
+/// What a ledger row says once the content it was for is erased: the key is a digest of the
+/// text, so it goes; the money (cost, tokens, model, time) stays for the budget and reports.
+pub const ERASED_KEY: &str = "erased";
+
+/// Erasure: the calls for `keys` keep their money and lose the key. Returns the rows changed.
+pub async fn forget_keys(client: &impl GenericClient, keys: &[String]) -> Result<i64> {
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let forgotten = client
+        .execute(
+            "UPDATE provider_call SET idempotency_key = $2 WHERE idempotency_key = ANY($1)",
+            &[&keys, &ERASED_KEY],
+        )
+        .await?;
+    Ok(forgotten as i64)
 }

@@ -10,7 +10,7 @@
 //! starts a call before it, so the whole fleet slows down, not one job.
 
 use std::{
-    sync::atomic::{AtomicU32, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, Ordering},
     time::Duration,
 };
 
@@ -53,8 +53,13 @@ impl Pace {
         }
     }
 
+    /// No limit configured or announced: no call needs a slot.
+    pub fn is_unlimited(&self) -> bool {
+        *self == Pace::default()
+    }
+
     /// What `tokens` cost of the token budget, in seconds (negative gives some back).
-    fn token_cost_secs(&self, tokens: i64) -> f64 {
+    pub fn token_cost_secs(&self, tokens: i64) -> f64 {
         self.token_interval_secs * tokens as f64
     }
 }
@@ -76,6 +81,8 @@ pub struct Limiter {
     configured: RateLimitPolicy,
     announced_rpm: AtomicU32,
     announced_tpm: AtomicU32,
+    /// A 429 was heard: from then on every call takes a slot, so the fleet's hold applies.
+    refused: AtomicBool,
 }
 
 impl Limiter {
@@ -97,6 +104,18 @@ impl Limiter {
         )
     }
 
+    /// Whether calls take a slot in the shared limit: with no limit configured or announced
+    /// and no 429 heard, the hot path has no rate-limit statement at all.
+    pub fn engaged(&self) -> bool {
+        self.refused.load(Ordering::Relaxed) || !self.pace().is_unlimited()
+    }
+
+    /// A 429 (heard here, or a hold another worker's 429 set): the provider has a limit this
+    /// process did not know of.
+    pub fn engage(&self) {
+        self.refused.store(true, Ordering::Relaxed);
+    }
+
     pub fn heard(&self, signals: &RateSignals) {
         if let Some(rpm) = signals.requests_per_minute {
             self.announced_rpm.store(rpm, Ordering::Relaxed);
@@ -116,12 +135,18 @@ pub enum Take {
     Full { opens_in: Duration },
 }
 
-/// Reserves the next slot for a call of `tokens` (estimated), unless it opens later than
-/// `max_wait` from now. One statement; the row is created on first use.
-const TAKE: &str = r#"
-WITH reserved AS (
+/// The slot, for statements that start with a `gate (go)` CTE saying whether to take one:
+/// reserves the next slot for a call of `$4` seconds of tokens unless it opens later than `$6`
+/// seconds from now ($1 provider, $2/$3 the request interval and tolerance, $5 the token
+/// tolerance). The row is created on first use. `SLOT_WAIT` reads what it answered. One text,
+/// used by [`take`] and by the ledger's start of a call (`ledger::start_call`), which takes the
+/// slot and writes the ledger row in one statement.
+macro_rules! slot_cte {
+    () => {
+        r#"slot AS (
     INSERT INTO provider_rate_limit AS r (provider, request_tat, token_tat)
-    VALUES ($1, now() + make_interval(secs => $2), now() + make_interval(secs => $4))
+    SELECT $1, now() + make_interval(secs => $2), now() + make_interval(secs => $4)
+    FROM gate WHERE gate.go
     ON CONFLICT (provider) DO UPDATE
     SET request_tat = greatest(r.request_tat, now()) + make_interval(secs => $2),
         token_tat = greatest(r.token_tat, now()) + make_interval(secs => $4),
@@ -134,16 +159,56 @@ WITH reserved AS (
                        r.request_tat - make_interval(secs => $2 + $3),
                        r.token_tat - make_interval(secs => $4 + $5),
                        now()) AS starts
-)
-SELECT extract(epoch FROM (SELECT starts FROM reserved) - now())::float8,
+)"#
+    };
+}
+
+/// Seconds until the reserved slot (NULL: none was reserved), and until the budget opens.
+macro_rules! slot_wait {
+    () => {
+        r#"extract(epoch FROM (SELECT starts FROM slot) - now())::float8,
        extract(epoch FROM (
            SELECT greatest(held_until,
                            request_tat - make_interval(secs => $3),
                            token_tat - make_interval(secs => $5),
                            now())
-           FROM provider_rate_limit WHERE provider = $1) - now())::float8
-"#;
+           FROM provider_rate_limit WHERE provider = $1) - now())::float8"#
+    };
+}
+pub(crate) use {slot_cte, slot_wait};
 
+const TAKE: &str = concat!(
+    "WITH gate AS (SELECT true AS go), ",
+    slot_cte!(),
+    "\nSELECT ",
+    slot_wait!()
+);
+
+/// The slot's parameters ($2 to $6 of [`slot_cte`]) for a call of `tokens` (estimated).
+pub(crate) fn slot_params(pace: &Pace, tokens: i64, max_wait: Duration) -> [f64; 5] {
+    [
+        pace.request_interval.as_secs_f64(),
+        pace.request_tolerance.as_secs_f64(),
+        pace.token_cost_secs(tokens),
+        pace.token_tolerance.as_secs_f64(),
+        max_wait.as_secs_f64(),
+    ]
+}
+
+/// What [`slot_wait`] read.
+pub(crate) fn answered(wait: Option<f64>, opens_in: Option<f64>) -> Take {
+    let secs = |value: Option<f64>| Duration::from_secs_f64(value.unwrap_or(0.0).max(0.0));
+    match wait {
+        Some(wait) => Take::Reserved {
+            wait: secs(Some(wait)),
+        },
+        None => Take::Full {
+            opens_in: secs(opens_in),
+        },
+    }
+}
+
+/// A slot alone (no ledger row): what the shared limit answers a caller of `tokens`.
 pub async fn take(
     client: &impl GenericClient,
     provider: &str,
@@ -152,28 +217,11 @@ pub async fn take(
     max_wait: Duration,
 ) -> Result<Take> {
     let statement = client.prepare_cached(TAKE).await?;
+    let [a, b, c, d, e] = slot_params(pace, tokens, max_wait);
     let row = client
-        .query_one(
-            &statement,
-            &[
-                &provider,
-                &pace.request_interval.as_secs_f64(),
-                &pace.request_tolerance.as_secs_f64(),
-                &pace.token_cost_secs(tokens),
-                &pace.token_tolerance.as_secs_f64(),
-                &max_wait.as_secs_f64(),
-            ],
-        )
+        .query_one(&statement, &[&provider, &a, &b, &c, &d, &e])
         .await?;
-    let secs = |value: Option<f64>| Duration::from_secs_f64(value.unwrap_or(0.0).max(0.0));
-    Ok(match row.get::<_, Option<f64>>(0) {
-        Some(wait) => Take::Reserved {
-            wait: secs(Some(wait)),
-        },
-        None => Take::Full {
-            opens_in: secs(row.get(1)),
-        },
-    })
+    Ok(answered(row.get(0), row.get(1)))
 }
 
 /// What a finished call changes in the shared budget: tokens given back or charged (the

@@ -68,17 +68,20 @@ pub struct DeadLetterGroup {
     pub newest: DateTime<Utc>,
 }
 
+/// Each count on the partial index of its status (claim, leases, dead), the finished jobs
+/// and dedup hits from `report_count` (kept by triggers, migration V9): proportional to the
+/// live queue, never a scan of the outbox.
 const QUEUE: &str = r#"
-SELECT count(*) FILTER (WHERE status = 'pending'),
-       count(*) FILTER (WHERE status = 'pending' AND available_at > now()),
-       count(*) FILTER (WHERE status = 'processing'),
-       count(*) FILTER (WHERE status = 'processing' AND locked_until >= now()),
-       count(*) FILTER (WHERE status = 'done'),
-       count(*) FILTER (WHERE status = 'dead'),
-       count(*) FILTER (WHERE finished_by = 'dedup'),
-       count(*) FILTER (WHERE status = 'pending' AND (model_version LIKE 'rules@%') <> $1)
-FROM evaluation_outbox
-WHERE workload = 'production'
+SELECT (SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND workload = 'production'),
+       (SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND available_at > now() AND workload = 'production'),
+       (SELECT count(*) FROM evaluation_outbox WHERE status = 'processing' AND workload = 'production'),
+       (SELECT count(*) FROM evaluation_outbox WHERE status = 'processing' AND locked_until >= now()
+                                             AND workload = 'production'),
+       (SELECT coalesce(sum(n), 0)::int8 FROM report_count WHERE what = 'done'),
+       (SELECT count(*) FROM evaluation_outbox WHERE status = 'dead' AND workload = 'production'),
+       (SELECT coalesce(sum(n), 0)::int8 FROM report_count WHERE what = 'dedup'),
+       (SELECT count(*) FROM evaluation_outbox
+        WHERE status = 'pending' AND workload = 'production' AND (model_version LIKE 'rules@%') <> $1)
 "#;
 
 /// Served by the partial claim index; the same model filter as the claim (`outbox::claim`).
@@ -89,17 +92,23 @@ WHERE status = 'pending' AND available_at <= now() AND (model_version LIKE 'rule
   AND workload = 'production'
 "#;
 
+/// The ledger's running totals (`provider_call_hour`, one row per hour, provider and
+/// workload), never its rows; production work only (eval runs are not production's).
 const LEDGER: &str = r#"
-SELECT count(*) FILTER (WHERE billed),
-       count(*) FILTER (WHERE billed IS NULL),
+SELECT coalesce(sum(billed), 0)::int8,
+       coalesce(sum(billing_unknown), 0)::int8,
        coalesce(sum(cost_usd), 0)::float8,
-       coalesce(avg(cost_usd) FILTER (WHERE billed AND outcome = 'ok'), 0)::float8
-FROM provider_call
+       coalesce(sum(ok_billed_cost_usd) / nullif(sum(ok_billed), 0), 0)::float8
+FROM provider_call_hour
 WHERE workload = 'production'
 "#;
 
-const DUPLICATE_TICKETS: &str = "SELECT count(*) - count(DISTINCT idempotency_key)
-     FROM ticket_evaluation te JOIN ticket t ON t.id = te.ticket_id WHERE t.workload = 'production'";
+/// Ticket links beyond the first of each content key, from `report_count`.
+const DUPLICATE_TICKETS: &str = r#"
+SELECT (coalesce(sum(n) FILTER (WHERE what = 'links'), 0)
+        - coalesce(sum(n) FILTER (WHERE what = 'keys'), 0))::int8
+FROM report_count WHERE what IN ('links', 'keys')
+"#;
 
 const BREAKERS: &str = "SELECT provider, state, consecutive_failures, open_until FROM provider_breaker ORDER BY provider";
 

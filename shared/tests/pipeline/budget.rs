@@ -9,8 +9,8 @@ use triage::{
 };
 
 use crate::{
-    helpers::{spawn_app_with_fake, TestApp},
-    operations::op,
+    helpers::{spawn_app_with, spawn_app_with_fake, TestApp},
+    operations::{op, try_op},
 };
 
 /// 20 output tokens a call at $500 per million, input free: one cent a call.
@@ -147,4 +147,301 @@ async fn with_room_in_the_budget_one_invocation_drains_the_queue_after_costing_i
         (20, false),
         "{report:?}"
     );
+}
+
+/// Input at $100 per million tokens, output free: a call costs what its ticket's size says.
+const PRICED_BY_SIZE: &str = "gpt-6-luna=100/0";
+
+#[tokio::test]
+async fn four_workers_on_tickets_of_mixed_sizes_overshoot_the_budget_by_at_most_one_call_each() {
+    let fake = FakeProvider::start().await;
+    let budget_usd = 0.5;
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.provider.prices = PriceTable::parse(PRICED_BY_SIZE).unwrap();
+        config.worker.daily_budget_usd = Some(budget_usd);
+    })
+    .await;
+    // Small tickets first: a per-call average learnt from them would let the large ones
+    // through by the dozen.
+    for i in 0..40 {
+        let size = if i < 8 || i % 2 == 0 { 200 } else { 6000 };
+        let created = app
+            .post_ticket(&format!("Ticket {i}"), &"x".repeat(size))
+            .await;
+        assert_eq!(created.status, 201);
+    }
+    let workers = [app.worker(), app.worker(), app.worker(), app.worker()];
+    let runs = workers.iter().map(|w| run_until_budget_stops(&app, w));
+    futures::future::join_all(runs).await;
+
+    let prices = PriceTable::parse(PRICED_BY_SIZE).unwrap();
+    let billed = fake.billed_calls();
+    let cost = |text: &str| {
+        let usage = fake_provider::usage_for(text);
+        prices.cost(
+            "gpt-6-luna",
+            triage::evaluate::Usage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+            },
+        )
+    };
+    let spent: f64 = billed.iter().map(|c| cost(&c.ticket_text)).sum();
+    let largest = billed
+        .iter()
+        .map(|c| cost(&c.ticket_text))
+        .fold(0.0, f64::max);
+    assert!(
+        spent >= budget_usd,
+        "the budget was reached: {spent} of {budget_usd}"
+    );
+    assert!(
+        spent <= budget_usd + workers.len() as f64 * largest,
+        "{} calls spent {spent} for a {budget_usd} budget (largest call {largest})",
+        billed.len()
+    );
+    let ledger = app
+        .row("SELECT sum(cost_usd)::float8 FROM provider_call")
+        .await
+        .get::<_, f64>(0);
+    assert!(
+        (ledger - spent).abs() < 1e-9,
+        "ledger {ledger}, bills {spent}"
+    );
+}
+
+#[tokio::test]
+async fn spend_survives_erasure_and_the_ledger_keeps_the_money_without_the_key() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.provider.prices = PriceTable::parse(PRICED_BY_SIZE).unwrap();
+    })
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let created = app.post_ticket(&format!("Erase me {i}"), "some text").await;
+        ids.push(created.body["id"].as_str().unwrap().to_string());
+    }
+    app.drain(&app.worker(), std::time::Duration::from_secs(10))
+        .await;
+    let before = op(&app, json!({"op": "stats"})).await;
+    let spent = before["spent_today_usd"].as_f64().unwrap();
+    assert!(spent > 0.0, "{before}");
+
+    let erased = op(&app, json!({"op": "erase", "ticket_ids": ids})).await;
+    assert_eq!(erased["ledger_rows"], 3, "{erased}");
+    let after = op(&app, json!({"op": "stats"})).await;
+    assert_eq!(
+        after["spent_today_usd"], before["spent_today_usd"],
+        "{after}"
+    );
+    assert_eq!(after["cost_usd"], before["cost_usd"], "{after}");
+    let kept = app
+        .row("SELECT count(*), sum(cost_usd)::float8, count(*) FILTER (WHERE idempotency_key = 'erased') FROM provider_call")
+        .await;
+    assert_eq!(kept.get::<_, i64>(0), 3);
+    assert!((kept.get::<_, f64>(1) - spent).abs() < 1e-9);
+    assert_eq!(kept.get::<_, i64>(2), 3, "no content key is left");
+}
+
+#[tokio::test]
+async fn an_unpriced_model_is_refused_for_reprocess_and_promote_under_a_budget() {
+    let app = spawn_app_with(|config| config.worker.daily_budget_usd = Some(1.0)).await;
+    for request in [
+        json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v5", "model_version": "gpt-unpriced@low", "confirm": true}),
+        json!({"op": "promote", "prompt_version": "triage-v5", "model_version": "gpt-unpriced@low"}),
+    ] {
+        let refused = try_op(&app, request.clone()).await.unwrap_err();
+        assert!(
+            matches!(refused, triage::Error::InvalidRequest(_)),
+            "{refused}"
+        );
+        assert!(
+            refused.to_string().contains("TRIAGE_PRICES"),
+            "{request}: {refused}"
+        );
+    }
+    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 0);
+}
+
+/// The running total, driven through the ledger's own functions on one claimed job.
+mod running_total {
+    use std::time::Duration;
+
+    use deadpool_postgres::Client;
+    use triage::{
+        evaluate::Usage,
+        pipeline::{
+            budget,
+            ledger::{self, CallId, CallOutcome, CallRecord, Start},
+            outbox::{claim::Serves, ClaimedJob},
+        },
+    };
+
+    use crate::helpers::{spawn_app, TestApp};
+
+    /// The ledger row of `job`'s call, at `estimate_usd`, with no rate limit.
+    async fn start(client: &Client, job: &ClaimedJob, estimate_usd: f64) -> CallId {
+        match ledger::start_call(client, job, ("w", "openai"), estimate_usd, None)
+            .await
+            .unwrap()
+        {
+            Start::Call { call, .. } => call,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn serves(app: &TestApp) -> Serves {
+        Serves::for_model_version(&app.config.versions.model)
+    }
+
+    fn answered(cost_usd: Option<f64>) -> CallRecord {
+        CallRecord {
+            outcome: CallOutcome::Ok,
+            http_status: Some(200),
+            billed: cost_usd.map(|_| true),
+            usage: Usage {
+                input_tokens: 100,
+                output_tokens: 20,
+            },
+            cost_usd,
+            latency: Duration::from_millis(5),
+        }
+    }
+
+    async fn spent_today(app: &TestApp) -> f64 {
+        let client = app.pool.get().await.unwrap();
+        budget::spend(&client).await.unwrap().spent_today_usd
+    }
+
+    #[tokio::test]
+    async fn a_call_counts_at_its_estimate_until_its_usage_corrects_it_once() {
+        let app = spawn_app().await;
+        let job = app.claimed("Corrected").await;
+        let client = app.pool.get().await.unwrap();
+        let call = start(&client, &job, 0.5).await;
+        assert_eq!(spent_today(&app).await, 0.5, "in flight: its worst case");
+        for _ in 0..2 {
+            // The second is a write repeated after a blink: nothing moves again.
+            ledger::finish_call(&client, call, &answered(Some(0.125)), 0.0)
+                .await
+                .unwrap();
+            assert_eq!(spent_today(&app).await, 0.125);
+        }
+        let rollup = app
+            .row("SELECT calls, ok, billed, billing_unknown, input_tokens FROM provider_call_hour")
+            .await;
+        let counts: Vec<i64> = (0..5).map(|i| rollup.get(i)).collect();
+        assert_eq!(counts, [1, 1, 1, 0, 100]);
+    }
+
+    #[tokio::test]
+    async fn a_call_of_unknown_outcome_keeps_its_estimate() {
+        let app = spawn_app().await;
+        let job = app.claimed("Timed out").await;
+        let client = app.pool.get().await.unwrap();
+        let call = start(&client, &job, 0.5).await;
+        let timeout = CallRecord {
+            outcome: CallOutcome::Failed(triage::evaluate::FailureKind::Timeout),
+            usage: Usage::default(),
+            ..answered(None)
+        };
+        ledger::finish_call(&client, call, &timeout, 0.0)
+            .await
+            .unwrap();
+        assert_eq!(spent_today(&app).await, 0.5);
+        assert_eq!(
+            app.count("SELECT billing_unknown FROM provider_call_hour")
+                .await,
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_claim_reserves_each_job_s_estimate_until_its_ledger_row_carries_it() {
+        let app = spawn_app().await;
+        for i in 0..4 {
+            app.post_ticket(&format!("Reserved {i}"), "body").await;
+        }
+        let mut client = app.pool.get().await.unwrap();
+        let claim = ("w", 10, Duration::from_secs(60), serves(&app));
+        // 1.0 left: 0.4 and 0.4 fit, the third (0.4 more, 0.2 left before it) crosses the
+        // line; the fourth goes back.
+        let claimed = budget::claim_within(&mut client, 1.0, claim, |_| 0.4)
+            .await
+            .unwrap();
+        let jobs = match claimed {
+            budget::Budgeted::Claimed { jobs, cut } => {
+                assert!(cut);
+                jobs
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(jobs.len(), 3);
+        let spend = budget::spend(&client).await.unwrap();
+        assert!((spend.reserved_usd - 1.2).abs() < 1e-9, "{spend:?}");
+        let again = budget::claim_within(&mut client, 1.0, claim, |_| 0.4)
+            .await
+            .unwrap();
+        assert!(matches!(again, budget::Budgeted::Wait), "{again:?}");
+        let untouched =
+            "SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND attempts = 0";
+        assert_eq!(
+            app.count(untouched).await,
+            1,
+            "nothing left: the claim rolled back"
+        );
+
+        start(&client, &jobs[0], 0.4).await;
+        let spend = budget::spend(&client).await.unwrap();
+        assert!((spend.reserved_usd - 0.8).abs() < 1e-9, "{spend:?}");
+        assert!((spend.spent_today_usd - 0.4).abs() < 1e-9, "{spend:?}");
+    }
+
+    #[tokio::test]
+    async fn a_claim_cut_by_the_budget_gives_the_rest_back_untouched() {
+        let app = spawn_app().await;
+        for i in 0..3 {
+            app.post_ticket(&format!("Cut {i}"), "body").await;
+        }
+        let mut client = app.pool.get().await.unwrap();
+        let claim = ("w", 10, Duration::from_secs(60), serves(&app));
+        let claimed = budget::claim_within(&mut client, 0.1, claim, |_| 0.4)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&claimed, budget::Budgeted::Claimed { jobs, cut: true } if jobs.len() == 1),
+            "{claimed:?}"
+        );
+        assert_eq!(
+            app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND attempts = 0 AND claim_token IS NULL")
+                .await,
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_started_before_midnight_is_yesterday_s_spend_and_so_is_its_correction() {
+        let app = spawn_app().await;
+        let job = app.claimed("Late night").await;
+        let client = app.pool.get().await.unwrap();
+        let call = start(&client, &job, 0.5).await;
+        // The call started one second before today's 00:00 UTC.
+        app.exec("UPDATE provider_call SET started_at = date_trunc('day', now(), 'UTC') - interval '1 second'")
+            .await;
+        assert_eq!(spent_today(&app).await, 0.0, "yesterday's call");
+        ledger::finish_call(&client, call, &answered(Some(0.25)), 0.0)
+            .await
+            .unwrap();
+        assert_eq!(
+            spent_today(&app).await,
+            0.0,
+            "its correction is yesterday's too"
+        );
+        let yesterday = app
+            .row("SELECT sum(cost_usd)::float8 FROM provider_call_hour WHERE hour < date_trunc('day', now(), 'UTC')")
+            .await
+            .get::<_, f64>(0);
+        assert_eq!(yesterday, 0.25);
+    }
 }

@@ -162,3 +162,45 @@ async fn without_ticket_retention_the_sweeper_erases_nothing() {
     assert_eq!(report.tickets_erased, 0);
     assert_eq!(app.count("SELECT count(*) FROM ticket").await, 1);
 }
+
+#[tokio::test]
+async fn the_reports_counts_follow_erasure_of_duplicates_erased_together() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    let ids = [
+        post_duplicate(&app, "request-1").await,
+        post_duplicate(&app, "request-2").await,
+        post_duplicate(&app, "request-3").await,
+    ];
+    app.post_ticket("Another content", "kept").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    let stats = op(&app, json!({"op": "stats"})).await;
+    assert_eq!(
+        (stats["duplicate_tickets"].as_i64(), stats["done"].as_i64()),
+        (Some(2), Some(2)),
+        "{stats}"
+    );
+
+    // Two links of one key in one statement: the key stays (the third ticket has it).
+    erase(&app, &[&ids[0], &ids[1]]).await;
+    let stats = op(&app, json!({"op": "stats"})).await;
+    assert_eq!(
+        (stats["duplicate_tickets"].as_i64(), stats["done"].as_i64()),
+        (Some(0), Some(2)),
+        "{stats}"
+    );
+    // The last link: the key, its job and its result go.
+    erase(&app, &[&ids[2]]).await;
+    let stats = op(&app, json!({"op": "stats"})).await;
+    assert_eq!(
+        (stats["duplicate_tickets"].as_i64(), stats["done"].as_i64()),
+        (Some(0), Some(1)),
+        "{stats}"
+    );
+    let counted = app.row("SELECT (SELECT sum(n) FROM report_count WHERE what = 'links')::int8, (SELECT count(*) FROM ticket_evaluation)").await;
+    assert_eq!(
+        counted.get::<_, i64>(0),
+        counted.get::<_, i64>(1),
+        "links counted as they are"
+    );
+}

@@ -285,4 +285,19 @@ impl TestApp {
             .map(|row| (row.get(0), row.get(1)))
             .collect()
     }
+
+    /// A new ticket about `subject`, its job claimed directly (as the worker's claim does),
+    /// for tests that drive the ledger's and the budget's functions one step at a time.
+    pub async fn claimed(&self, subject: &str) -> triage::pipeline::outbox::ClaimedJob {
+        use triage::pipeline::outbox::claim::{self, Serves};
+        assert_eq!(self.post_ticket(subject, "body").await.status, 201);
+        let client = self.pool.get().await.unwrap();
+        let serves = Serves::for_model_version(&self.config.versions.model);
+        let lease = std::time::Duration::from_secs(60);
+        claim::claim(&client, "w", 1, lease, serves)
+            .await
+            .unwrap()
+            .pop()
+            .expect("a job")
+    }
 }

@@ -247,3 +247,110 @@ async fn two_workers_paced_at_90_percent_of_the_providers_limit_get_no_429() {
     assert_eq!(fake.billed_calls().len(), 60);
     assert!(fake.billed_by_content().values().all(|&n| n == 1));
 }
+
+/// The exactness cases of the shared limit (issue 22, item 4), through the ledger's start and
+/// finish of a call, as the worker runs them.
+mod exactness {
+    use std::time::Duration;
+
+    use triage::{
+        config::RateLimitPolicy,
+        evaluate::Usage,
+        pipeline::{
+            ledger::{self, CallOutcome, CallRecord, Slot, Start},
+            rate_limit::Pace,
+        },
+    };
+
+    use super::per_minute;
+    use crate::helpers::{spawn_app, TestApp};
+
+    /// Seconds the request and token budgets are spent ahead of now (NULL: no row).
+    async fn spent_ahead(app: &TestApp) -> Option<(f64, f64)> {
+        let client = app.pool.get().await.unwrap();
+        client
+            .query_opt(
+                "SELECT extract(epoch FROM request_tat - now())::float8, extract(epoch FROM token_tat - now())::float8 FROM provider_rate_limit",
+                &[],
+            )
+            .await
+            .unwrap()
+            .map(|row| (row.get(0), row.get(1)))
+    }
+
+    #[tokio::test]
+    async fn a_dedup_hit_found_at_the_ledger_insert_takes_no_slot() {
+        let app = spawn_app().await;
+        let job = app.claimed("Already evaluated").await;
+        app.exec(&format!(
+            "INSERT INTO evaluation_result (idempotency_key, ticket_id, is_urgent, department, urgency_score, model_version, prompt_version, policy_version) \
+             VALUES ('{}', '{}', 0, 'billing', 0, 'm', 'p', 'v')",
+            job.key.as_str(),
+            job.ticket_id.0
+        ))
+        .await;
+        let pace = Pace::new(per_minute(60), RateLimitPolicy::default());
+        let slot = Slot {
+            pace: &pace,
+            tokens: 100,
+            max_wait: Duration::from_secs(60),
+        };
+        let client = app.pool.get().await.unwrap();
+        let started = ledger::start_call(&client, &job, ("w", "openai"), 0.1, Some(slot))
+            .await
+            .unwrap();
+        assert_eq!(started, Start::Evaluated);
+        assert_eq!(spent_ahead(&app).await, None, "no slot was taken");
+        assert_eq!(app.count("SELECT count(*) FROM provider_call").await, 0);
+    }
+
+    #[tokio::test]
+    async fn a_finish_repeated_after_a_blink_corrects_the_token_budget_once() {
+        let app = spawn_app().await;
+        let job = app.claimed("Corrected once").await;
+        // 6,000 tokens a minute: 100 tokens are one second of budget.
+        let limit = RateLimitPolicy {
+            requests_per_minute: None,
+            tokens_per_minute: Some(6000),
+        };
+        let pace = Pace::new(limit, RateLimitPolicy::default());
+        let slot = Slot {
+            pace: &pace,
+            tokens: 500,
+            max_wait: Duration::from_secs(60),
+        };
+        let client = app.pool.get().await.unwrap();
+        let call = match ledger::start_call(&client, &job, ("w", "openai"), 0.1, Some(slot))
+            .await
+            .unwrap()
+        {
+            Start::Call { call, wait } => {
+                assert_eq!(wait, Duration::ZERO);
+                call
+            }
+            other => panic!("{other:?}"),
+        };
+        let (_, before) = spent_ahead(&app).await.unwrap();
+        assert!((4.9..=5.0).contains(&before), "{before}");
+        let record = CallRecord {
+            outcome: CallOutcome::Ok,
+            http_status: Some(200),
+            billed: Some(true),
+            usage: Usage {
+                input_tokens: 80,
+                output_tokens: 20,
+            },
+            cost_usd: Some(0.01),
+            latency: Duration::from_millis(5),
+        };
+        // Used 100 of the 500 estimated: four seconds come back, once.
+        let correction = pace.token_cost_secs(100 - 500);
+        for _ in 0..2 {
+            ledger::finish_call(&client, call, &record, correction)
+                .await
+                .unwrap();
+        }
+        let (_, after) = spent_ahead(&app).await.unwrap();
+        assert!((0.8..=1.0).contains(&after), "{after}");
+    }
+}

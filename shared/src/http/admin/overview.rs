@@ -123,7 +123,7 @@ fn activity(hours: &[Hour]) -> Markup {
     let count = |v: f64| format!("{v:.0}");
     html! {
         h2 { "Last 24 hours (UTC)" }
-        (charts::bars("Evaluations stored per hour", &evaluations, count))
+        (charts::bars("Evaluations per hour", &evaluations, count))
         (charts::bars("Provider calls per hour", &calls, count))
     }
 }

@@ -16,32 +16,30 @@ use crate::{
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hour {
     pub start: DateTime<Utc>,
-    /// Results stored (evaluations), which retention never deletes.
+    /// Evaluations: calls answered within the contract (the ledger's totals keep them through
+    /// erasure and retention).
     pub evaluations: i64,
     pub calls: i64,
     pub failed_calls: i64,
     pub cost_usd: f64,
 }
 
+/// Calls from the ledger's running totals (production work only), evaluations as the calls
+/// answered within the contract: nothing here grows with the day's traffic.
 const HOURLY: &str = r#"
 WITH hours AS (
-    SELECT generate_series(date_trunc('hour', now()) - interval '23 hours',
-                           date_trunc('hour', now()), interval '1 hour') AS start
-), results AS (
-    SELECT date_trunc('hour', computed_at) AS start, count(*) AS n
-    FROM evaluation_result WHERE computed_at >= date_trunc('hour', now()) - interval '23 hours'
-    GROUP BY 1
+    SELECT generate_series(date_trunc('hour', now(), 'UTC') - interval '23 hours',
+                           date_trunc('hour', now(), 'UTC'), interval '1 hour') AS start
 ), calls AS (
-    SELECT date_trunc('hour', started_at) AS start, count(*) AS n,
-           count(*) FILTER (WHERE outcome NOT IN ('ok', 'in_flight')) AS failed,
-           coalesce(sum(cost_usd), 0)::float8 AS cost
-    FROM provider_call WHERE started_at >= date_trunc('hour', now()) - interval '23 hours'
+    SELECT hour AS start, sum(ok)::int8 AS ok, sum(calls)::int8 AS n, sum(failed)::int8 AS failed,
+           sum(cost_usd)::float8 AS cost
+    FROM provider_call_hour
+    WHERE hour >= date_trunc('hour', now(), 'UTC') - interval '23 hours'
       AND workload = 'production'
     GROUP BY 1
 )
-SELECT h.start, coalesce(r.n, 0), coalesce(c.n, 0), coalesce(c.failed, 0), coalesce(c.cost, 0)
+SELECT h.start, coalesce(c.ok, 0), coalesce(c.n, 0), coalesce(c.failed, 0), coalesce(c.cost, 0)
 FROM hours h
-LEFT JOIN results r ON r.start = h.start
 LEFT JOIN calls c ON c.start = h.start
 ORDER BY h.start
 "#;

@@ -41,7 +41,9 @@ WITH claimed AS (
     UPDATE evaluation_outbox
     SET "#,
     take_lease!(),
-    r#"
+    r#",
+        -- The daily budget reserves this claim's estimate afresh (`budget::claim_within`).
+        reserved_usd = NULL
     WHERE id IN (
         SELECT id FROM evaluation_outbox
         WHERE status = 'pending'
@@ -90,4 +92,22 @@ pub async fn claim(
             message: row.get(8),
         })
         .collect())
+}
+
+/// Gives claimed jobs back as if they had never been claimed (the attempt too), inside the
+/// claim's own transaction: no other worker has seen them. No statement for none.
+const UNCLAIM: &str = r#"
+UPDATE evaluation_outbox
+SET status = 'pending', locked_by = NULL, locked_until = NULL, claim_token = NULL,
+    attempts = attempts - 1
+WHERE id = ANY($1) AND status = 'processing'
+"#;
+
+pub async fn unclaim(client: &impl GenericClient, jobs: &[ClaimedJob]) -> Result<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = jobs.iter().map(|job| job.id.0).collect();
+    client.execute(UNCLAIM, &[&ids]).await?;
+    Ok(())
 }

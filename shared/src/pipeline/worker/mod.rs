@@ -122,12 +122,26 @@ fn observe(outcome: &Outcome) {
 }
 
 /// What stops an invocation from claiming and from starting calls, seen by all its jobs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Holds {
     /// The provider's circuit breaker is open.
     provider_paused: AtomicBool,
     /// The last database round trip failed for want of a connection.
     database_away: AtomicBool,
+    /// The breaker may need a success written: it was not closed and clean at the last claim,
+    /// or a call failed since. Otherwise a success writes nothing.
+    breaker_counting: AtomicBool,
+}
+
+impl Default for Holds {
+    fn default() -> Self {
+        Self {
+            provider_paused: AtomicBool::new(false),
+            database_away: AtomicBool::new(false),
+            // Until a claim has read the breaker.
+            breaker_counting: AtomicBool::new(true),
+        }
+    }
 }
 
 impl Holds {
@@ -182,16 +196,11 @@ impl<P: Provider> Worker<P> {
             )
         })?;
         let worker = &config.worker;
-        let model = config.versions.model.model();
-        if worker.daily_budget_usd.is_some()
-            && !config.versions.model.is_rules()
-            && !config.provider.prices.knows(model)
+        let prices = &config.provider.prices;
+        if let Some(reason) =
+            budget::unpriced(worker.daily_budget_usd, prices, &config.versions.model)
         {
-            return Err(ConfigError::invalid(
-                "TRIAGE_PRICES",
-                format!("a daily budget is set but {model:?} has no price: its calls could not be counted"),
-            )
-            .into());
+            return Err(ConfigError::invalid("TRIAGE_PRICES", reason).into());
         }
         timing::check_policy(worker)?;
         let prompts = Prompt::known_versions()
@@ -318,7 +327,16 @@ impl<P: Provider> Worker<P> {
         )
         .await?;
         let batch = match gate {
-            breaker::Gate::Closed => policy.batch_size,
+            breaker::Gate::Closed {
+                counting,
+                rate_held,
+            } => {
+                holds.breaker_counting.store(counting, Ordering::Relaxed);
+                if rate_held {
+                    self.limiter.engage();
+                }
+                policy.batch_size
+            }
             // One item tests the provider; the rest waits for the next invocation.
             breaker::Gate::Probe => 1,
             breaker::Gate::Open { until } => {
@@ -328,17 +346,17 @@ impl<P: Provider> Worker<P> {
             }
         };
         let serves = Serves::for_model_version(&self.config.versions.model);
-        let (jobs, allowed) = match policy.daily_budget_usd {
-            None => {
-                let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
-                (jobs, batch)
-            }
+        let (id, lease) = (self.id.as_str(), policy.lease);
+        let (jobs, cut) = match policy.daily_budget_usd {
+            None => (
+                claim::claim(&client, id, batch, lease, serves).await?,
+                false,
+            ),
             Some(budget_usd) => {
-                let (id, lease) = (&self.id, policy.lease);
-                match budget::claim_within(&mut client, budget_usd, id, batch, lease, serves)
-                    .await?
-                {
-                    Budgeted::Claimed { jobs, allowed } => (jobs, allowed),
+                let claim = (id, batch, lease, serves);
+                let estimate = |job: &ClaimedJob| self.estimate_usd(job);
+                match budget::claim_within(&mut client, budget_usd, claim, estimate).await? {
+                    Budgeted::Claimed { jobs, cut } => (jobs, cut),
                     Budgeted::Wait => {
                         return Ok(Claimed {
                             more: true,
@@ -355,12 +373,14 @@ impl<P: Provider> Worker<P> {
                 }
             }
         };
-        // A full batch (or one the budget cut short: the next claim decides again with this one
-        // reserved) means there may be more; the probe's single item decides nothing.
-        let more = gate == breaker::Gate::Closed && jobs.len() as i64 == allowed;
+        // A full batch means there may be more; one the budget cut short decides again once a
+        // call has ended (with these reserved); the probe's single item decides nothing.
+        let closed = matches!(gate, breaker::Gate::Closed { .. });
+        let more = closed && (cut || jobs.len() as i64 == batch);
         Ok(Claimed {
             jobs,
             more,
+            after_a_job: more && cut,
             ..Claimed::NOTHING
         })
     }

@@ -1,5 +1,6 @@
-//! A job's slot in the provider's shared rate limit ([`rate_limit`]): reserved before the
-//! call, slept for with no pooled connection held, and settled after it.
+//! A job's slot in the provider's shared rate limit ([`rate_limit`]): reserved with the call's
+//! ledger row (`ledger::start_call`), slept for with no pooled connection held, and settled
+//! after it.
 
 use std::time::Instant;
 
@@ -8,59 +9,72 @@ use crate::{
     db,
     domain::error::Result,
     evaluate::{Provider, ProviderError, ProviderReply},
-    pipeline::rate_limit::{self, Settlement, Take},
+    pipeline::{
+        ledger::Slot,
+        rate_limit::{self, Pace, Settlement},
+    },
 };
 
 impl<P: Provider> Worker<P> {
-    /// Reserves a slot for a call of `tokens` that can still finish, with its write, before
-    /// `deadline`. The offline classifier has no limit to share.
-    pub(super) async fn reserve_call(
+    /// The slot a call of `tokens` takes in the shared rate limit, if any: none for the
+    /// offline classifier (no limit to share), nor while no limit is configured or announced
+    /// and no 429 was heard. It must open early enough for the call and its write to finish
+    /// before `deadline`.
+    pub(super) fn slot<'a>(
         &self,
-        client: &db::Client,
+        pace: &'a Pace,
         tokens: i64,
         deadline: Instant,
-    ) -> Result<Take> {
-        if self.config.versions.model.is_rules() {
-            return Ok(Take::Reserved {
-                wait: Default::default(),
-            });
+    ) -> Option<Slot<'a>> {
+        if self.config.versions.model.is_rules() || !self.limiter.engaged() {
+            return None;
         }
         let needed = self.config.worker.call_timeout + WRITE_MARGIN;
         let max_wait = deadline
             .saturating_duration_since(Instant::now())
             .saturating_sub(needed);
-        let pace = self.limiter.pace();
-        rate_limit::take(client, self.provider.name(), &pace, tokens, max_wait).await
+        Some(Slot {
+            pace,
+            tokens,
+            max_wait,
+        })
     }
 
-    /// After a 429: every worker holds off until the provider's reset; the call's tokens were
-    /// not spent.
-    pub(super) async fn settle_refusal(
-        &self,
-        client: &db::Client,
-        tokens: i64,
-        error: &ProviderError,
-    ) -> Result<()> {
-        self.settle_rate(client, Settlement::refused(tokens, error.retry_after))
-            .await
+    /// After a 429: the call's tokens were not spent (given back with its ledger row), and
+    /// every worker holds off until the provider's reset; from now on this process's calls take
+    /// slots.
+    pub(super) fn refusal(&self, tokens: i64, error: &ProviderError) -> Settlement {
+        self.limiter.engage();
+        Settlement::refused(tokens, error.retry_after)
     }
 
-    /// After an answer: the provider's announced limits are heard, the token budget is
-    /// corrected by the usage reported, and an empty budget holds every worker off.
-    pub(super) async fn settle_answer(
-        &self,
-        client: &db::Client,
-        tokens: i64,
-        reply: &ProviderReply,
-    ) -> Result<()> {
+    /// After an answer: the provider's announced limits are heard; the token budget is
+    /// corrected by the usage reported (with the ledger row), and an empty budget holds every
+    /// worker off.
+    pub(super) fn answer(&self, tokens: i64, reply: &ProviderReply) -> Settlement {
         self.limiter.heard(&reply.rate);
         let used = reply.usage.input_tokens + reply.usage.output_tokens;
-        self.settle_rate(client, Settlement::answered(tokens, used, &reply.rate))
-            .await
+        Settlement::answered(tokens, used, &reply.rate)
     }
 
-    async fn settle_rate(&self, client: &db::Client, settlement: Settlement) -> Result<()> {
+    /// The token correction of `settlement` in seconds of the shared budget (written by
+    /// `ledger::finish_call`, once).
+    pub(super) fn token_correction_secs(&self, settlement: &Settlement) -> f64 {
+        if !self.limiter.engaged() {
+            return 0.0;
+        }
+        self.limiter
+            .pace()
+            .token_cost_secs(settlement.token_correction)
+    }
+
+    /// The hold of `settlement`, for every worker; no statement without one.
+    pub(super) async fn hold(&self, client: &db::Client, settlement: &Settlement) -> Result<()> {
+        let hold = Settlement {
+            token_correction: 0,
+            hold: settlement.hold,
+        };
         let pace = self.limiter.pace();
-        rate_limit::settle(client, self.provider.name(), &pace, settlement).await
+        rate_limit::settle(client, self.provider.name(), &pace, hold).await
     }
 }

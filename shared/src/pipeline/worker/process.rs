@@ -1,7 +1,7 @@
-//! One claimed job's turn: a slot in the shared rate limit, the dedup check on the ledger
-//! insert, the call with no pooled connection held, then the ledger, breaker and rate-limit
-//! updates and the [`disposition`] carried out by the job's own fenced method, all
-//! [`settle`]d so that a database blink does not lose them.
+//! One claimed job's turn: the dedup check, the ledger row and the slot in the shared rate
+//! limit in one statement, the call with no pooled connection held, then the ledger, breaker
+//! and rate-limit updates and the [`disposition`] carried out by the job's own fenced method,
+//! all [`settle`]d so that a database blink does not lose them.
 
 use std::{
     sync::atomic::Ordering,
@@ -23,15 +23,14 @@ use crate::{
     },
     pipeline::{
         breaker,
-        ledger::{self, CallId, CallOutcome, CallRecord},
+        ledger::{self, CallId, CallOutcome, CallRecord, Start},
         outbox::{ClaimedJob, Fencing},
-        rate_limit::Take,
     },
     telemetry::metric,
 };
 
 /// Where a job stands once the database has been asked whether to call.
-enum Start<'a> {
+enum Begun<'a> {
     /// Finished without a call (a result exists, or the prompt version is unknown).
     Finished(Outcome),
     /// The call's ledger row, its prompt, and the tokens it reserved in the rate limit.
@@ -55,8 +54,8 @@ impl<P: Provider> Worker<P> {
             return self.give_back(&job, deadline, holds).await;
         }
         let (call, prompt, tokens) = match self.start(&job, deadline).await {
-            Ok(Start::Finished(outcome)) => return Ok(outcome),
-            Ok(Start::Call(call, prompt, tokens)) => (call, prompt, tokens),
+            Ok(Begun::Finished(outcome)) => return Ok(outcome),
+            Ok(Begun::Call(call, prompt, tokens)) => (call, prompt, tokens),
             // No call without its ledger row: the job goes back once the database does.
             Err(error) if error.is_unavailable() => {
                 holds.database_away.store(true, Ordering::Relaxed);
@@ -83,7 +82,7 @@ impl<P: Provider> Worker<P> {
         let settled = match result {
             Ok(reply) => {
                 let (record, checked) = self.check_answer(&job, &reply, latency);
-                let answer = (&reply, tokens);
+                let answer = (&reply, tokens, holds);
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
                     self.answered(client, &job, call, &record, &checked, answer)
                 })
@@ -134,7 +133,7 @@ impl<P: Provider> Worker<P> {
             http_status: Some(reply.http_status),
             billed: Some(true),
             usage: reply.usage,
-            cost_usd,
+            cost_usd: Some(cost_usd),
             latency,
         };
         let tokens = (reply.usage.input_tokens, reply.usage.output_tokens);
@@ -154,14 +153,26 @@ impl<P: Provider> Worker<P> {
         }
     }
 
-    /// A slot in the provider's shared rate limit (slept for with no connection held), then
-    /// the dedup check and the ledger row of the call about to be made.
-    async fn start<'a>(&'a self, job: &ClaimedJob, deadline: Instant) -> Result<Start<'a>> {
+    /// The most `job`'s call may cost (its input and the output cap, at its model's price):
+    /// what the daily budget holds for it from its claim until its usage is known.
+    pub(super) fn estimate_usd(&self, job: &ClaimedJob) -> f64 {
+        let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
+            // No call is made for a prompt this build does not know.
+            return 0.0;
+        };
+        let usage = self.request(job, prompt).estimated_usage();
+        let model = job.versions.model_version.model();
+        self.config.provider.prices.cost(model, usage)
+    }
+
+    /// The dedup check, the ledger row of the call about to be made and its slot in the
+    /// provider's shared rate limit (slept for with no connection held).
+    async fn start<'a>(&'a self, job: &ClaimedJob, deadline: Instant) -> Result<Begun<'a>> {
         let client = db::client(&self.pool).await?;
         let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
             // A result made by a build that knew the version still answers this job.
             if job.result_exists(&client).await? {
-                return Ok(Start::Finished(dedup_hit(&client, job).await?));
+                return Ok(Begun::Finished(dedup_hit(&client, job).await?));
             }
             let error = format!(
                 "prompt version {:?} is not in this build",
@@ -170,30 +181,30 @@ impl<P: Provider> Worker<P> {
             let outcome = self
                 .carry_out(&client, job, Turn::UnknownPrompt, false, &error)
                 .await?;
-            return Ok(Start::Finished(outcome));
+            return Ok(Begun::Finished(outcome));
         };
         let tokens = self.request(job, prompt).estimated_tokens();
-        let client = match self.reserve_call(&client, tokens, deadline).await? {
-            Take::Reserved { wait } if wait.is_zero() => client,
-            Take::Reserved { wait } => {
+        // Article step 4, the line that saves money, the slot in the shared rate limit (where
+        // one applies) and the ledger row, in one statement. The connection goes back to the
+        // pool before the call: a slow model must not pin one connection per call in flight.
+        let estimate_usd = self.estimate_usd(job);
+        let caller = (self.id.as_str(), self.provider.name());
+        let pace = self.limiter.pace();
+        let slot = self.slot(&pace, tokens, deadline);
+        match ledger::start_call(&client, job, caller, estimate_usd, slot).await? {
+            Start::Evaluated => Ok(Begun::Finished(dedup_hit(&client, job).await?)),
+            Start::Call { call, wait } => {
                 drop(client);
-                tokio::time::sleep(wait).await;
-                db::client(&self.pool).await?
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                Ok(Begun::Call(call, prompt, tokens))
             }
-            Take::Full { opens_in } => {
+            Start::Full { opens_in } => {
                 let turn = Turn::NoBudget { opens_in };
                 let outcome = self.carry_out(&client, job, turn, false, "").await?;
-                return Ok(Start::Finished(outcome));
+                Ok(Begun::Finished(outcome))
             }
-        };
-        // Article step 4, the line that saves money, in the same statement as the ledger row.
-        // The connection goes back to the pool before the call: a slow model must not pin one
-        // connection per call in flight.
-        match ledger::start_call_unless_evaluated(&client, job, &self.id, self.provider.name())
-            .await?
-        {
-            Some(call) => Ok(Start::Call(call, prompt, tokens)),
-            None => Ok(Start::Finished(dedup_hit(&client, job).await?)),
         }
     }
 
@@ -221,9 +232,10 @@ impl<P: Provider> Worker<P> {
         ))
     }
 
-    /// A billed answer: ledger, breaker, rate limit and the job's write pipelined on one
-    /// connection (one round trip, not four). Each is safe to repeat after a blink, but for
-    /// the token correction, which a repeat applies twice (a budget off by one estimate).
+    /// A billed answer: ledger (with the token correction), the rate limit's hold, the breaker
+    /// and the job's write pipelined on one connection (one round trip). Each is safe to repeat
+    /// after a blink: the ledger's finish applies its corrections only once. Hold and breaker
+    /// write nothing in the common case.
     async fn answered(
         &self,
         client: db::Client,
@@ -231,7 +243,7 @@ impl<P: Provider> Worker<P> {
         call: CallId,
         record: &CallRecord,
         checked: &std::result::Result<Evaluation, ContractViolation>,
-        (reply, tokens): (&ProviderReply, i64),
+        (reply, tokens, holds): (&ProviderReply, i64, &Holds),
     ) -> Result<Outcome> {
         let (turn, error) = match checked {
             Ok(evaluation) => (Turn::Answered(evaluation), String::new()),
@@ -243,13 +255,25 @@ impl<P: Provider> Worker<P> {
                 violation.to_string(),
             ),
         };
+        let settlement = self.answer(tokens, reply);
+        let correction = self.token_correction_secs(&settlement);
         let (_, _, _, outcome) = tokio::try_join!(
-            ledger::finish_call(&client, call, record),
-            breaker::record_success(&client, self.provider.name()),
-            self.settle_answer(&client, tokens, reply),
+            ledger::finish_call(&client, call, record, correction),
+            self.hold(&client, &settlement),
+            self.provider_answered(&client, holds),
             self.carry_out(&client, job, turn, false, &error),
         )?;
         Ok(outcome)
+    }
+
+    /// The provider answered: a breaker counting failures (or not closed) is reset; one closed
+    /// and clean at the claim, with no failure seen since, needs no statement.
+    async fn provider_answered(&self, client: &db::Client, holds: &Holds) -> Result<()> {
+        if holds.breaker_counting.load(Ordering::Relaxed) {
+            breaker::record_success(client, self.provider.name()).await?;
+            holds.breaker_counting.store(false, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// A failed call: its ledger row, the breaker's count (a 429 is an answer: the provider is
@@ -263,26 +287,32 @@ impl<P: Provider> Worker<P> {
         latency: Duration,
         holds: &Holds,
     ) -> Result<Outcome> {
-        // A timed-out request may still have been served and billed.
-        let billed = (error.kind != FailureKind::Timeout).then_some(false);
+        // A timed-out request may still have been served and billed: it keeps its reserved
+        // estimate as its cost.
+        let unknown = error.kind == FailureKind::Timeout;
         let record = CallRecord {
             outcome: CallOutcome::Failed(error.kind),
             http_status: error.http_status,
-            billed,
+            billed: (!unknown).then_some(false),
             usage: Default::default(),
-            cost_usd: 0.0,
+            cost_usd: (!unknown).then_some(0.0),
             latency,
         };
-        ledger::finish_call(&client, call, &record).await?;
         let class = error.kind.class();
-        if class == ErrorClass::RateLimit {
-            self.settle_refusal(&client, tokens, error).await?;
+        let refusal = (class == ErrorClass::RateLimit).then(|| self.refusal(tokens, error));
+        let correction = refusal
+            .as_ref()
+            .map_or(0.0, |settlement| self.token_correction_secs(settlement));
+        ledger::finish_call(&client, call, &record, correction).await?;
+        if let Some(refusal) = &refusal {
+            self.hold(&client, refusal).await?;
         }
         let breaker_open = if matches!(class, ErrorClass::Permanent | ErrorClass::RateLimit) {
             // The provider answered: whatever outage there was is over.
-            breaker::record_success(&client, self.provider.name()).await?;
+            self.provider_answered(&client, holds).await?;
             false
         } else {
+            holds.breaker_counting.store(true, Ordering::Relaxed);
             let name = self.provider.name();
             let detail = error.to_string();
             let policy = &self.config.worker;

@@ -97,14 +97,14 @@ async fn lists_show_counts_reasons_and_versions_but_never_ticket_text() {
     assert!(overview.contains("<svg"), "charts are inline SVG");
     // 12 results; 17 calls: 12 answered, 3 refused by policy, 2 answered with prose.
     for caption in [
-        "Evaluations stored per hour — total 12,",
+        "Evaluations per hour — total 12,",
         "Provider calls per hour — total 17,",
     ] {
         assert!(overview.contains(caption), "{caption}: {overview}");
     }
     assert!(
-        overview.contains(r#"data-held="openai">0 s<"#),
-        "every call went through the shared limit, no 429 holds it: {overview}"
+        !overview.contains("data-held="),
+        "no limit configured and no 429: the calls took no slot in the shared limit: {overview}"
     );
 
     let (_, dead) = get(&format!("{base}/admin/dead-letters")).await;

@@ -1,0 +1,137 @@
+# `scripts/bench db` (sourced by scripts/bench, which provides fresh_db, add_jobs, rust_sql,
+# run_pgbench, start_bg, stop_bg, free_port, wait_for_port and psql): the database at volume.
+# Fills the ledger (`provider_call`, calls spread over the last 20 hours, all today's spend)
+# and the outbox (finished jobs, with their tickets) to each size in BENCH_DB_ROWS (default
+# "1000000 10000000"; --quick: 100000), generated in SQL, and prints beside the same at 0 rows:
+#   - a claim alone, and under the daily budget (lock, spend, claim), 1 client: latency
+#   - the budget's read alone, as main ran it (a scan of the day) and as V9 runs it
+#   - `triage stats --json`, `triage sweeper --once`, `GET /admin` (the console overview)
+#   - the fleet's claims per second, 8 clients, with the budget against without
+#   - what the tables take on disk (docs/scaling.md's storage per day)
+# Targets (issue 22): at 10M, a claim under a budget <= 1.2x its latency at 0; stats, the
+# sweeper tick and the overview under 100 ms; claims/s with a budget >= 0.9x without.
+
+db_sizes=${BENCH_DB_ROWS:-1000000 10000000}
+[ -z "$quick" ] || db_sizes=${BENCH_DB_ROWS:-100000}
+
+# N calls over the last 20 hours, answered and billed, then the running totals rebuilt from
+# them (the trigger is off for the fill: minutes, not hours, at 10M).
+add_calls() {
+  local url=$1 n=$2 rebuild
+  rebuild=$(awk '/^-- The calls made before this migration/ { on = 1; next } on { print } on && /;$/ { exit }' \
+    migrations/V9__ledger_rollup.sql)
+  psql "$url" -v n="$n" -v model="$model_version" -v prompt="$TRIAGE_PROMPT_VERSION" <<SQL
+ALTER TABLE provider_call DISABLE TRIGGER provider_call_hour_add;
+INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version,
+    prompt_version, started_at, finished_at, outcome, billed, input_tokens, output_tokens,
+    cost_usd, latency_ms)
+SELECT g, md5(g::text), 1, 'bench', 'openai', :'model', :'prompt',
+       now() - (g % 72000) * interval '1 second', now() - (g % 72000) * interval '1 second',
+       'ok', true, 300, 20, 0.000575, 800
+FROM generate_series(1, :n) g;
+ALTER TABLE provider_call ENABLE TRIGGER provider_call_hour_add;
+TRUNCATE provider_call_hour;
+$rebuild
+SQL
+}
+
+# Milliseconds of the median of 5 runs of a command (after one unmeasured run).
+median_ms() {
+  local i start times=()
+  "$@" >/dev/null 2>&1 || die "$* failed"
+  for i in 1 2 3 4 5; do
+    start=$(date +%s%N)
+    "$@" >/dev/null 2>&1 || die "$* failed"
+    times+=("$(( ($(date +%s%N) - start) / 1000 ))")
+  done
+  printf '%s\n' "${times[@]}" | sort -n | awk 'NR == 3 { printf "%.1f", $1 / 1000 }'
+}
+
+# Milliseconds one statement takes on the server (EXPLAIN ANALYZE's execution time, median of 3).
+statement_ms() {
+  local url=$1 sql=$2 i times=()
+  for i in 1 2 3 4; do
+    times+=("$(printf 'EXPLAIN (ANALYZE, FORMAT JSON) %s' "$sql" | psql "$url" -tA \
+      | sed -n 's/.*"Execution Time": \([0-9.]*\).*/\1/p')")
+  done
+  printf '%s\n' "${times[@]:1}" | sort -n | awk 'NR == 2 { printf "%.1f", $1 }'
+}
+
+bench_db() {
+  echo
+  echo "== 8. The database at volume: ledger and outbox filled to ${db_sizes// /, } rows (calls over the"
+  echo "   last 20 hours, finished jobs), beside 0 rows; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  local plain="$out/claim-plain.pgbench" budgeted="$out/claim-budget.pgbench" main_budget="$out/budget-main.rs"
+  local claim_sql spend_sql main_spend_sql size url port api_pid
+  claim_sql=$(rust_sql shared/src/pipeline/outbox/claim.rs CLAIM :worker :lease :batch :rules)
+  spend_sql=$(rust_sql shared/src/pipeline/budget.rs SPEND)
+  git show main:shared/src/pipeline/budget.rs >"$main_budget" 2>/dev/null \
+    || git show HEAD~0:shared/src/pipeline/budget.rs >"$main_budget"
+  main_spend_sql=$(rust_sql "$main_budget" SPEND)
+  { echo 'BEGIN;'; printf '%s;\n' "$claim_sql"; echo 'ROLLBACK;'; } >"$plain"
+  # As budget.rs runs it: the claim, then under the lock the read (the reservations are a
+  # short UPDATE of the kept jobs, left out here).
+  {
+    echo 'BEGIN;'
+    printf '%s;\n' "$claim_sql"
+    echo 'SELECT pg_advisory_xact_lock(7431001);'
+    printf '%s;\n' "$spend_sql"
+    echo 'ROLLBACK;'
+  } >"$budgeted"
+  local row='  %-34s' header
+  declare -A cell
+  for size in 0 $db_sizes; do
+    url=$(fresh_db "bench_db_$size")
+    note "db: $size calls and finished jobs"
+    local filled=$(date +%s)
+    add_calls "$url" "$size"
+    add_jobs "$url" "$size" done
+    add_jobs "$url" "$pending_rows" pending
+    psql "$url" -c "VACUUM ANALYZE"
+    cell[fill,$size]="$(( $(date +%s) - filled )) s"
+    local pg=(-D worker=bench -D lease=300 -D batch=10 -D rules=false)
+    read -r _ cell[claim,$size] _ <<<"$(run_pgbench "db-claim-$size" "$url" 1 "$plain" "${pg[@]}")"
+    read -r _ cell[claim_budget,$size] _ <<<"$(run_pgbench "db-claim-budget-$size" "$url" 1 "$budgeted" "${pg[@]}")"
+    read -r cell[fleet,$size] _ <<<"$(run_pgbench "db-fleet-$size" "$url" 8 "$plain" "${pg[@]}")"
+    read -r cell[fleet_budget,$size] _ <<<"$(run_pgbench "db-fleet-budget-$size" "$url" 8 "$budgeted" "${pg[@]}")"
+    cell[spend,$size]=$(statement_ms "$url" "$spend_sql")
+    cell[spend_main,$size]=$(statement_ms "$url" "$main_spend_sql")
+    cell[stats,$size]=$(DATABASE_URL=$url median_ms "$triage" stats --json)
+    cell[sweep,$size]=$(DATABASE_URL=$url median_ms "$triage" sweeper --once)
+    port=$(free_port)
+    start_bg "db-serve-$size" env DATABASE_URL="$url" "$triage" serve --listen "127.0.0.1:$port"
+    api_pid=$started_pid
+    wait_for_port "$port"
+    cell[overview,$size]=$(median_ms curl -sf "http://127.0.0.1:$port/admin")
+    stop_bg "$api_pid"
+    cell[disk,$size]=$(psql "$url" -tAc "SELECT pg_size_pretty(pg_total_relation_size('provider_call')) || ' + ' || pg_size_pretty(pg_total_relation_size('evaluation_outbox')) || ' + ' || pg_size_pretty(pg_total_relation_size('ticket') + pg_total_relation_size('ticket_evaluation'))")
+    # Each size's database is dropped once measured: 10M rows take gigabytes.
+    [ "$size" = 0 ] || psql "$base_url" -c "DROP DATABASE bench_db_$size WITH (FORCE)"
+  done
+  header=$(printf "$row" "")
+  for size in 0 $db_sizes; do header+=$(printf ' %16s' "$size rows"); done
+  echo "$header"
+  local key label
+  for key in fill claim claim_budget spend_main spend stats sweep overview fleet fleet_budget disk; do
+    case $key in
+      fill) label="fill (s)" ;;
+      claim) label="claim, mean ms" ;;
+      claim_budget) label="claim under a budget, mean ms" ;;
+      spend_main) label="budget read as on main, ms" ;;
+      spend) label="budget read (V9), ms" ;;
+      stats) label="triage stats --json, ms" ;;
+      sweep) label="triage sweeper --once, ms" ;;
+      overview) label="GET /admin (overview), ms" ;;
+      fleet) label="fleet claims/s, 8 clients" ;;
+      fleet_budget) label="... under a budget" ;;
+      disk) label="ledger + outbox + tickets" ;;
+    esac
+    printf "$row" "$label"
+    for size in 0 $db_sizes; do printf ' %16s' "${cell[$key,$size]}"; done
+    echo
+  done
+  local last=${db_sizes##* }
+  echo "  at $last rows: claim under a budget / claim at 0 rows: $(ratio "${cell[claim_budget,$last]}" "${cell[claim,0]}") (target <= 120%);"
+  echo "  fleet claims/s under a budget / without: $(ratio "${cell[fleet_budget,$last]}" "${cell[fleet,$last]}") (target >= 90%);"
+  echo "  stats, sweeper tick, overview: target < 100 ms each (process start included for the CLI)"
+}
