@@ -19,7 +19,7 @@ use crate::{
     evaluate::{
         contract::{self, ContractViolation},
         ErrorClass, Evaluation, EvaluationRequest, FailureKind, Prompt, Provider, ProviderError,
-        ProviderReply,
+        ProviderReply, Tier,
     },
     pipeline::{
         breaker,
@@ -119,11 +119,11 @@ impl<P: Provider> Worker<P> {
         std::result::Result<Evaluation, ContractViolation>,
     ) {
         let checked = contract::validate(&reply.output, &self.policy);
-        let cost_usd = self
-            .config
-            .provider
-            .prices
-            .cost(job.versions.model_version.model(), reply.usage);
+        let cost_usd = self.config.provider.prices.cost(
+            job.versions.model_version.model(),
+            reply.usage,
+            Tier::Online,
+        );
         let record = CallRecord {
             outcome: match &checked {
                 Ok(_) => CallOutcome::Ok,
@@ -149,6 +149,7 @@ impl<P: Provider> Worker<P> {
             model: &job.versions.model_version,
             policy: &self.policy,
             timeout: self.config.worker.call_timeout,
+            tier: Tier::Online,
         }
     }
 
