@@ -1,16 +1,19 @@
 //! `fake-provider [--listen ADDR] [--delay-ms N] [--strict] [--limit-rpm N
-//! [--withhold-limit-headers]]`: the fake OpenAI/Anthropic API with its default behaviour, for
+//! [--withhold-limit-headers]] [--batch-delay-ms N] [--flex-delay-ms N]
+//! [--flex-unavailable-every N]`: the fake OpenAI/Anthropic API with its default behaviour, for
 //! running the pipeline by hand and for `scripts/bench`. Every answer waits `--delay-ms` first
 //! (a slow provider, without touching the library's script); `--strict` refuses request shapes
-//! the real APIs refuse; `--limit-rpm` enforces a request limit (429 beyond it). Prints the
-//! base URL, serves until Ctrl-C.
+//! the real APIs refuse; `--limit-rpm` enforces a request limit (429 beyond it); batches end
+//! `--batch-delay-ms` after creation; flex calls wait `--flex-delay-ms` more and every n-th
+//! is "resource unavailable". Prints the base URL, serves until Ctrl-C.
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
 
-use fake_provider::{Behavior, FakeProvider, LimitHeaders};
+use fake_provider::{Behavior, FakeProvider, Flex, LimitHeaders};
 
 const USAGE: &str = "usage: fake-provider [--listen ADDR] [--delay-ms N] [--strict] \
-[--limit-rpm N [--withhold-limit-headers]]   (defaults 127.0.0.1:0, 0, lenient, no limit)";
+[--limit-rpm N [--withhold-limit-headers]] [--batch-delay-ms N] [--flex-delay-ms N] \
+[--flex-unavailable-every N]   (defaults 127.0.0.1:0, 0, lenient, no limit, 0, 0, never)";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -19,6 +22,8 @@ async fn main() -> ExitCode {
     let mut strict = false;
     let mut limit_rpm = None;
     let mut limit_headers = LimitHeaders::Sent;
+    let mut batch_delay = Duration::ZERO;
+    let mut flex = Flex::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -45,6 +50,18 @@ async fn main() -> ExitCode {
                 }
             },
             "--withhold-limit-headers" => limit_headers = LimitHeaders::Withheld,
+            "--batch-delay-ms" | "--flex-delay-ms" | "--flex-unavailable-every" => {
+                let Some(n) = args.next().and_then(|a| a.parse::<u32>().ok()) else {
+                    eprintln!("{arg} needs a whole number\n{USAGE}");
+                    return ExitCode::from(2);
+                };
+                let ms = Duration::from_millis(u64::from(n));
+                match arg.as_str() {
+                    "--batch-delay-ms" => batch_delay = ms,
+                    "--flex-delay-ms" => flex.delay = ms,
+                    _ => flex.unavailable_every = n,
+                }
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -64,6 +81,8 @@ async fn main() -> ExitCode {
     };
     fake.set_default(Behavior::Classify.after(delay));
     fake.set_strict(strict);
+    fake.set_batch_delay(batch_delay);
+    fake.set_flex(flex);
     if let Some(rpm) = limit_rpm {
         fake.limit_requests(rpm, limit_headers);
     }
