@@ -353,11 +353,11 @@ fn upload(batches: &mut Batches, headers: &HeaderMap, body: &Bytes, strict: bool
     ok(answer)
 }
 
-/// The parts of a `multipart/form-data` body by name: (file name, content).
-fn multipart(
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Option<HashMap<String, (Option<String>, Vec<u8>)>> {
+/// One part of a form: its file name, if it is a file, and its content.
+type Part = (Option<String>, Vec<u8>);
+
+/// The parts of a `multipart/form-data` body by name.
+fn multipart(headers: &HeaderMap, body: &[u8]) -> Option<HashMap<String, Part>> {
     let content_type = header_value(headers, "content-type")?;
     let boundary = content_type
         .split(';')
@@ -694,7 +694,7 @@ fn anthropic_results(batch: &FakeBatch) -> Option<Vec<u8>> {
 /// The batch object each API returns.
 fn describe(batch: &FakeBatch, host: &str) -> Value {
     let ends = batch.ended.as_deref().unwrap_or_default();
-    let count = |wanted: fn(&LineEnd) -> bool| ends.iter().filter(|e| wanted(*e)).count();
+    let count = |wanted: fn(&LineEnd) -> bool| ends.iter().filter(|e| wanted(e)).count();
     let succeeded = count(|e| matches!(e, LineEnd::Replied { status: 200, .. }));
     let errored = count(|e| matches!(e, LineEnd::Replied { status, .. } if *status != 200));
     let expired = count(|e| matches!(e, LineEnd::Expired));

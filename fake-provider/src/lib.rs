@@ -279,7 +279,7 @@ impl Script {
             return self.next(ticket_text);
         };
         self.flex_calls += 1;
-        if flex.unavailable_every > 0 && self.flex_calls % flex.unavailable_every == 0 {
+        if flex.unavailable_every > 0 && self.flex_calls.is_multiple_of(flex.unavailable_every) {
             return Behavior::ResourceUnavailable;
         }
         self.next(ticket_text).after(flex.delay)

@@ -79,8 +79,9 @@ WITH input AS (
     RETURNING 1
 ), job AS (
     INSERT INTO evaluation_outbox
-        (ticket_id, idempotency_key, prompt_version, model_version, available_at)
-    SELECT ticket_id, idempotency_key, $3, $4, now() + random() * make_interval(secs => $5)
+        (ticket_id, idempotency_key, prompt_version, model_version, available_at, lane)
+    SELECT ticket_id, idempotency_key, $3, $4, now() + random() * make_interval(secs => $5),
+           'bulk'
     FROM input WHERE NOT known AND NOT $6
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING 1

@@ -118,6 +118,7 @@ pub async fn claim_within(
     batch: i64,
     lease: Duration,
     serves: Serves,
+    bulk_share: f64,
 ) -> Result<Budgeted> {
     let transaction = client.transaction().await?;
     transaction.execute(LOCK, &[]).await?;
@@ -133,7 +134,7 @@ pub async fn claim_within(
             return Ok(Budgeted::Exhausted);
         }
     };
-    let jobs = claim::claim(&transaction, worker, allowed, lease, serves).await?;
+    let jobs = claim::claim(&transaction, worker, allowed, lease, serves, bulk_share).await?;
     transaction.commit().await?;
     Ok(Budgeted::Claimed { jobs, allowed })
 }

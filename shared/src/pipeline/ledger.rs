@@ -9,7 +9,7 @@ use deadpool_postgres::GenericClient;
 
 use crate::{
     domain::error::Result,
-    evaluate::{FailureKind, Usage},
+    evaluate::{FailureKind, Tier, Usage},
     pipeline::outbox::ClaimedJob,
 };
 
@@ -53,12 +53,13 @@ pub async fn start_call_unless_evaluated(
     job: &ClaimedJob,
     worker: &str,
     provider: &str,
+    tier: Tier,
 ) -> Result<Option<CallId>> {
     let statement = client
         .prepare_cached(
             r#"
-            INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version, prompt_version)
-            SELECT $1, $2, $3, $4, $5, $6, $7
+            INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version, prompt_version, lane, tier)
+            SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9
             WHERE NOT EXISTS (SELECT 1 FROM evaluation_result WHERE idempotency_key = $2)
             RETURNING id
             "#,
@@ -75,6 +76,8 @@ pub async fn start_call_unless_evaluated(
                 &provider,
                 &job.versions.model_version,
                 &job.versions.prompt_version,
+                &job.lane.as_str(),
+                &tier.name(),
             ],
         )
         .await?;
@@ -91,7 +94,8 @@ pub async fn finish_call(
             r#"
             UPDATE provider_call
             SET finished_at = now(), outcome = $2, error_class = $3, http_status = $4, billed = $5,
-                input_tokens = $6, output_tokens = $7, cost_usd = $8::float8::numeric, latency_ms = $9
+                input_tokens = $6, output_tokens = $7, cost_usd = $8::float8::numeric, latency_ms = $9,
+                cached_input_tokens = $10, cache_write_tokens = $11
             WHERE id = $1
             "#,
         )
@@ -112,6 +116,8 @@ pub async fn finish_call(
                 &record.usage.output_tokens,
                 &record.cost_usd,
                 &(record.latency.as_millis().min(i32::MAX as u128) as i32),
+                &record.usage.cached_input_tokens,
+                &record.usage.cache_write_tokens,
             ],
         )
         .await?;

@@ -1,12 +1,13 @@
 //! The claim (article step 3): one statement over the partial index on pending rows.
 //! `SKIP LOCKED` gives concurrent workers disjoint batches; each claim gets a fresh token and
-//! counts an attempt, so a crash (lease expiry) is an attempt too.
+//! counts an attempt, so a crash (lease expiry) is an attempt too. Lanes are claimed one
+//! after the other, interactive first (see [`lanes`]).
 
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
 
-use super::{ClaimedJob, OutboxId};
+use super::{lanes, ClaimedJob, Lane, OutboxId};
 use crate::domain::{
     error::Result,
     key::IdempotencyKey,
@@ -46,32 +47,64 @@ WITH claimed AS (
     WHERE id IN (
         SELECT id FROM evaluation_outbox
         WHERE status = 'pending'
+          AND lane = $5
           AND available_at <= now()
           AND (model_version LIKE 'rules@%') = $4
         ORDER BY available_at
         FOR UPDATE SKIP LOCKED
         LIMIT $3
     )
-    RETURNING id, ticket_id, idempotency_key, prompt_version, model_version, attempts, claim_token
+    RETURNING id, ticket_id, idempotency_key, prompt_version, model_version, attempts, claim_token,
+              lane
 )
 SELECT c.id, c.ticket_id, c.idempotency_key, c.prompt_version, c.model_version, c.attempts,
-       c.claim_token, t.subject, t.message
+       c.claim_token, t.subject, t.message, c.lane
 FROM claimed c JOIN ticket t ON t.id = c.ticket_id
 "#;
 
+/// Claims at most `batch` jobs, interactive ones first; bulk ones only as far as
+/// [`lanes::bulk_allowance`] lets them (a second statement, skipped when the interactive lane
+/// filled the claim).
 pub async fn claim(
     client: &impl GenericClient,
     worker: &str,
     batch: i64,
     lease: Duration,
     serves: Serves,
+    bulk_share: f64,
+) -> Result<Vec<ClaimedJob>> {
+    let mut jobs = claim_lane(client, worker, batch, lease, serves, Lane::Interactive).await?;
+    let bulk = lanes::bulk_allowance(batch, jobs.len() as i64, bulk_share);
+    if bulk > 0 {
+        jobs.extend(claim_lane(client, worker, bulk, lease, serves, Lane::Bulk).await?);
+    }
+    Ok(jobs)
+}
+
+/// One lane's claim: one statement over the partial index on pending rows of the lane.
+async fn claim_lane(
+    client: &impl GenericClient,
+    worker: &str,
+    batch: i64,
+    lease: Duration,
+    serves: Serves,
+    lane: Lane,
 ) -> Result<Vec<ClaimedJob>> {
     let rules = serves == Serves::RulesOnly;
     // Prepared once per connection (deadpool's statement cache), not on every claim.
     let statement = client.prepare_cached(CLAIM).await?;
     let lease_ends = Instant::now() + lease;
     let rows = client
-        .query(&statement, &[&worker, &lease.as_secs_f64(), &batch, &rules])
+        .query(
+            &statement,
+            &[
+                &worker,
+                &lease.as_secs_f64(),
+                &batch,
+                &rules,
+                &lane.as_str(),
+            ],
+        )
         .await?;
     Ok(rows
         .into_iter()
@@ -88,6 +121,7 @@ pub async fn claim(
             lease_ends,
             subject: row.get(7),
             message: row.get(8),
+            lane: Lane::from_stored(row.get(9)),
         })
         .collect())
 }

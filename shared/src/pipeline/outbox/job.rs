@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::{Fencing, OutboxId};
+use super::{Fencing, Lane, OutboxId};
 use crate::{
     domain::{
         error::Result,
@@ -34,6 +34,7 @@ pub struct ClaimedJob {
     pub lease_ends: Instant,
     pub subject: String,
     pub message: String,
+    pub lane: Lane,
 }
 
 /// Closes the job if this worker still holds it: `$1` id, `$2` claim token, `$3` how it

@@ -330,12 +330,13 @@ impl<P: Provider> Worker<P> {
         let serves = Serves::for_model_version(&self.config.versions.model);
         let (jobs, allowed) = match policy.daily_budget_usd {
             None => {
-                let jobs = claim::claim(&client, &self.id, batch, policy.lease, serves).await?;
+                let (lease, share) = (policy.lease, policy.bulk_share);
+                let jobs = claim::claim(&client, &self.id, batch, lease, serves, share).await?;
                 (jobs, batch)
             }
             Some(budget_usd) => {
-                let (id, lease) = (&self.id, policy.lease);
-                match budget::claim_within(&mut client, budget_usd, id, batch, lease, serves)
+                let (id, lease, share) = (&self.id, policy.lease, policy.bulk_share);
+                match budget::claim_within(&mut client, budget_usd, id, batch, lease, serves, share)
                     .await?
                 {
                     Budgeted::Claimed { jobs, allowed } => (jobs, allowed),

@@ -45,6 +45,17 @@ impl<P: Provider> Worker<P> {
             .await
     }
 
+    /// After flex's "resource unavailable" 429: the provider had no flex capacity, which says
+    /// nothing of the account's limit, so nobody else holds off (interactive calls go on); the
+    /// call's tokens were not spent.
+    pub(super) async fn settle_flex_refusal(&self, client: &db::Client, tokens: i64) -> Result<()> {
+        let settlement = Settlement {
+            token_correction: -tokens,
+            hold: None,
+        };
+        self.settle_rate(client, settlement).await
+    }
+
     /// After an answer: the provider's announced limits are heard, the token budget is
     /// corrected by the usage reported, and an empty budget holds every worker off.
     pub(super) async fn settle_answer(

@@ -24,7 +24,7 @@ use crate::{
     pipeline::{
         breaker,
         ledger::{self, CallId, CallOutcome, CallRecord},
-        outbox::{ClaimedJob, Fencing},
+        outbox::{ClaimedJob, Fencing, Lane},
         rate_limit::Take,
     },
     telemetry::metric,
@@ -62,11 +62,10 @@ impl<P: Provider> Worker<P> {
             }
             Err(error) => return Err(error),
         };
-        let policy = &self.config.worker;
-        let request = self.request(&job, prompt);
+        let request = self.request(&job, prompt, deadline);
         let started = Instant::now();
         let result = tokio::time::timeout(
-            policy.call_timeout + WRITE_MARGIN,
+            request.timeout + WRITE_MARGIN,
             self.provider.evaluate(request),
         )
         .await
@@ -140,16 +139,41 @@ impl<P: Provider> Worker<P> {
         (record, checked)
     }
 
-    /// What the provider is sent for `job`.
-    fn request<'a>(&'a self, job: &'a ClaimedJob, prompt: &'a Prompt) -> EvaluationRequest<'a> {
+    /// How `job`'s call is served: bulk work on flex when that is the bulk tier, the rest at
+    /// the standard online price.
+    fn tier(&self, job: &ClaimedJob) -> Tier {
+        match (job.lane, self.config.worker.bulk_tier) {
+            (Lane::Bulk, Tier::Flex) => Tier::Flex,
+            _ => Tier::Online,
+        }
+    }
+
+    /// What the provider is sent for `job`. A flex call may take flex's longer timeout, as far
+    /// as the invocation's `deadline` (which the lease outlasts) leaves room for its write.
+    fn request<'a>(
+        &'a self,
+        job: &'a ClaimedJob,
+        prompt: &'a Prompt,
+        deadline: Instant,
+    ) -> EvaluationRequest<'a> {
+        let policy = &self.config.worker;
+        let tier = self.tier(job);
+        let timeout = match tier {
+            Tier::Flex => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let room = left.saturating_sub(WRITE_MARGIN);
+                policy.flex_timeout.min(room).max(policy.call_timeout)
+            }
+            _ => policy.call_timeout,
+        };
         EvaluationRequest {
             subject: &job.subject,
             message: &job.message,
             prompt,
             model: &job.versions.model_version,
             policy: &self.policy,
-            timeout: self.config.worker.call_timeout,
-            tier: Tier::Online,
+            timeout,
+            tier,
         }
     }
 
@@ -171,7 +195,7 @@ impl<P: Provider> Worker<P> {
                 .await?;
             return Ok(Start::Finished(outcome));
         };
-        let tokens = self.request(job, prompt).estimated_tokens();
+        let tokens = self.request(job, prompt, deadline).estimated_tokens();
         let client = match self.reserve_call(&client, tokens, deadline).await? {
             Take::Reserved { wait } if wait.is_zero() => client,
             Take::Reserved { wait } => {
@@ -188,7 +212,8 @@ impl<P: Provider> Worker<P> {
         // Article step 4, the line that saves money, in the same statement as the ledger row.
         // The connection goes back to the pool before the call: a slow model must not pin one
         // connection per call in flight.
-        match ledger::start_call_unless_evaluated(&client, job, &self.id, self.provider.name())
+        let (worker, provider) = (&self.id, self.provider.name());
+        match ledger::start_call_unless_evaluated(&client, job, worker, provider, self.tier(job))
             .await?
         {
             Some(call) => Ok(Start::Call(call, prompt, tokens)),
@@ -274,8 +299,12 @@ impl<P: Provider> Worker<P> {
         };
         ledger::finish_call(&client, call, &record).await?;
         let class = error.kind.class();
-        if class == ErrorClass::RateLimit {
-            self.settle_refusal(&client, tokens, error).await?;
+        match (class, self.tier(job)) {
+            (ErrorClass::RateLimit, Tier::Flex) => {
+                self.settle_flex_refusal(&client, tokens).await?;
+            }
+            (ErrorClass::RateLimit, _) => self.settle_refusal(&client, tokens, error).await?,
+            _ => {}
         }
         let breaker_open = if matches!(class, ErrorClass::Permanent | ErrorClass::RateLimit) {
             // The provider answered: whatever outage there was is over.

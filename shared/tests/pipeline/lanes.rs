@@ -1,0 +1,174 @@
+//! Lanes and the bulk tier on a real PostgreSQL: new tickets are claimed before bulk work,
+//! which takes at most its share of a claim while they wait; reprocess and redrive enqueue
+//! bulk work; bulk calls on flex are priced at the flex rate, and flex's 429s spend no attempt
+//! and hold no one else off.
+
+use std::time::Duration;
+
+use fake_provider::{FakeProvider, Flex};
+use serde_json::json;
+use triage::{
+    evaluate::{PriceTable, Tier, Usage},
+    pipeline::outbox::{claim, Lane},
+};
+
+use crate::{
+    helpers::{spawn_app, spawn_app_with_fake, TestApp},
+    operations::op,
+};
+
+async fn post_many(app: &TestApp, prefix: &str, n: usize) {
+    for i in 0..n {
+        assert_eq!(
+            app.post_ticket(&format!("{prefix} {i}"), "body")
+                .await
+                .status,
+            201
+        );
+    }
+}
+
+async fn claim_lanes(app: &TestApp, batch: i64, share: f64) -> Vec<Lane> {
+    let client = app.pool.get().await.unwrap();
+    let lease = Duration::from_secs(60);
+    claim::claim(&client, "w", batch, lease, claim::Serves::RulesOnly, share)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.lane)
+        .collect()
+}
+
+fn count(lanes: &[Lane], lane: Lane) -> usize {
+    lanes.iter().filter(|l| **l == lane).count()
+}
+
+#[tokio::test]
+async fn new_tickets_are_claimed_first_and_bulk_work_takes_at_most_its_share_while_they_wait() {
+    let app = spawn_app().await;
+    post_many(&app, "backlog", 12).await;
+    app.exec(
+        "UPDATE evaluation_outbox SET lane = 'bulk', available_at = now() - interval '1 hour'",
+    )
+    .await;
+    post_many(&app, "new", 3).await;
+    // The bulk backlog is older, yet the three new tickets come first; bulk gets half the claim.
+    let first = claim_lanes(&app, 10, 0.5).await;
+    assert_eq!(first[..3], [Lane::Interactive; 3]);
+    assert_eq!(
+        (count(&first, Lane::Interactive), count(&first, Lane::Bulk)),
+        (3, 5)
+    );
+    // No new ticket waits: bulk may take the whole claim.
+    let second = claim_lanes(&app, 10, 0.5).await;
+    assert_eq!(
+        (
+            count(&second, Lane::Interactive),
+            count(&second, Lane::Bulk)
+        ),
+        (0, 7)
+    );
+
+    let app = spawn_app().await;
+    post_many(&app, "backlog", 4).await;
+    app.exec("UPDATE evaluation_outbox SET lane = 'bulk'").await;
+    post_many(&app, "new", 12).await;
+    // Interactive work filling the claim leaves bulk nothing; a zero share, nothing either.
+    assert_eq!(count(&claim_lanes(&app, 10, 0.5).await, Lane::Bulk), 0);
+    assert_eq!(claim_lanes(&app, 10, 0.0).await, [Lane::Interactive; 2]);
+    assert_eq!(claim_lanes(&app, 10, 0.0).await, [Lane::Bulk; 4]);
+}
+
+#[tokio::test]
+async fn reprocess_and_redrive_put_their_work_in_the_bulk_lane() {
+    let app = spawn_app().await;
+    post_many(&app, "ticket", 3).await;
+    let lanes = "SELECT count(*) FROM evaluation_outbox WHERE lane = 'bulk'";
+    assert_eq!(app.count(lanes).await, 0, "ingest is interactive");
+    let report = op(
+        &app,
+        json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v4", "spread": "0s"}),
+    )
+    .await;
+    assert_eq!(report["inserted"], 3);
+    assert_eq!(app.count(lanes).await, 3);
+
+    app.exec("UPDATE evaluation_outbox SET status = 'dead', lane = 'interactive', finished_at = now(), error_class = 'timeout' WHERE prompt_version = 'triage-v3'")
+        .await;
+    assert_eq!(
+        op(&app, json!({"op": "redrive", "spread": "0s"})).await["moved"],
+        3
+    );
+    assert_eq!(app.count(lanes).await, 6);
+}
+
+#[tokio::test]
+async fn bulk_work_on_flex_is_priced_at_the_flex_rate_and_its_429_spends_no_attempt() {
+    let fake = FakeProvider::start().await;
+    fake.set_strict(true);
+    fake.set_flex(Flex {
+        delay: Duration::ZERO,
+        unavailable_every: 1,
+    });
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.worker.bulk_tier = Tier::Flex;
+        config.provider.prices = PriceTable::parse("gpt-6-luna=1/0.1/4, batch=0.5").unwrap();
+    })
+    .await;
+    post_many(&app, "bulk", 1).await;
+    app.exec("UPDATE evaluation_outbox SET lane = 'bulk'").await;
+    post_many(&app, "new", 1).await;
+    let worker = app.worker();
+    // Every flex call is refused: the bulk job goes back with its attempt, the new ticket is
+    // evaluated online meanwhile, held off by nothing.
+    let report = app.run_worker_once(&worker).await;
+    assert!(report.claimed >= 2, "{report:?}");
+    let row = app
+        .row("SELECT status, attempts, lane FROM evaluation_outbox WHERE lane = 'bulk'")
+        .await;
+    assert_eq!(
+        (row.get::<_, String>(0), row.get::<_, i32>(1)),
+        ("pending".into(), 0)
+    );
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM evaluation_outbox WHERE lane = 'interactive' AND status = 'done'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_call WHERE tier = 'flex' AND lane = 'bulk' AND outcome = 'rate_limited'").await,
+        1
+    );
+    assert!(fake
+        .calls()
+        .iter()
+        .any(|c| c.body["service_tier"] == "flex"));
+
+    // Flex has room again: the bulk job is answered at the flex price, its cached prefix too.
+    fake.set_flex(Flex::default());
+    app.drain(&worker, Duration::from_secs(20)).await;
+    let call = app
+        .row("SELECT input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, cost_usd::float8 FROM provider_call WHERE tier = 'flex' AND outcome = 'ok'")
+        .await;
+    let usage = Usage {
+        input_tokens: call.get(0),
+        cached_input_tokens: call.get(1),
+        cache_write_tokens: call.get(2),
+        output_tokens: call.get(3),
+    };
+    assert!(
+        usage.cached_input_tokens > 0,
+        "the prompt prefix was seen before: {usage:?}"
+    );
+    let prices = &app.config.provider.prices;
+    let cost: f64 = call.get(4);
+    assert!((cost - prices.cost("gpt-6-luna", usage, Tier::Flex)).abs() < 1e-8);
+    assert!(cost < prices.cost("gpt-6-luna", usage, Tier::Online));
+    let online: f64 = app
+        .row("SELECT cost_usd::float8 FROM provider_call WHERE tier = 'online' AND outcome = 'ok'")
+        .await
+        .get(0);
+    assert!(online > 0.0);
+}
