@@ -164,7 +164,8 @@ async fn bulk_work_on_flex_is_priced_at_the_flex_rate_and_its_429_spends_no_atte
     );
     let prices = &app.config.provider.prices;
     let cost: f64 = call.get(4);
-    assert!((cost - prices.cost("gpt-6-luna", usage, Tier::Flex)).abs() < 1e-8);
+    let flex = prices.cost("gpt-6-luna", usage, Tier::Flex);
+    assert!((cost - flex).abs() < 1e-8, "{cost} != {flex} for {usage:?}");
     assert!(cost < prices.cost("gpt-6-luna", usage, Tier::Online));
     let online: f64 = app
         .row("SELECT cost_usd::float8 FROM provider_call WHERE tier = 'online' AND outcome = 'ok'")

@@ -121,7 +121,7 @@ impl<P: Provider> Worker<P> {
         let cost_usd = self.config.provider.prices.cost(
             job.versions.model_version.model(),
             reply.usage,
-            Tier::Online,
+            self.tier(job),
         );
         let record = CallRecord {
             outcome: match &checked {
