@@ -17,7 +17,7 @@ use crate::{
     domain::error::Result,
     pipeline::outbox::{
         claim::{self, Serves},
-        ClaimedJob,
+        ClaimedJob, Lanes,
     },
     telemetry::metric,
 };
@@ -118,7 +118,7 @@ pub async fn claim_within(
     batch: i64,
     lease: Duration,
     serves: Serves,
-    bulk_share: f64,
+    lanes: Lanes,
 ) -> Result<Budgeted> {
     let transaction = client.transaction().await?;
     transaction.execute(LOCK, &[]).await?;
@@ -134,7 +134,7 @@ pub async fn claim_within(
             return Ok(Budgeted::Exhausted);
         }
     };
-    let jobs = claim::claim(&transaction, worker, allowed, lease, serves, bulk_share).await?;
+    let jobs = claim::claim(&transaction, worker, allowed, lease, serves, lanes).await?;
     transaction.commit().await?;
     Ok(Budgeted::Claimed { jobs, allowed })
 }

@@ -22,6 +22,8 @@ pub struct CallId(pub i64);
 pub enum CallOutcome {
     Ok,
     Failed(FailureKind),
+    /// A batch line the provider never ran (the batch expired or was cancelled): not billed.
+    NotRun,
 }
 
 impl CallOutcome {
@@ -29,6 +31,7 @@ impl CallOutcome {
         match self {
             CallOutcome::Ok => "ok",
             CallOutcome::Failed(kind) => kind.reason(),
+            CallOutcome::NotRun => "not_run",
         }
     }
 }
@@ -107,7 +110,7 @@ pub async fn finish_call(
                 &call.0,
                 &record.outcome.as_str(),
                 &match record.outcome {
-                    CallOutcome::Ok => None,
+                    CallOutcome::Ok | CallOutcome::NotRun => None,
                     CallOutcome::Failed(kind) => Some(kind.class().name()),
                 },
                 &record.http_status.map(i32::from),

@@ -9,7 +9,7 @@ use fake_provider::{FakeProvider, Flex};
 use serde_json::json;
 use triage::{
     evaluate::{PriceTable, Tier, Usage},
-    pipeline::outbox::{claim, Lane},
+    pipeline::outbox::{claim, Lane, Lanes},
 };
 
 use crate::{
@@ -31,7 +31,11 @@ async fn post_many(app: &TestApp, prefix: &str, n: usize) {
 async fn claim_lanes(app: &TestApp, batch: i64, share: f64) -> Vec<Lane> {
     let client = app.pool.get().await.unwrap();
     let lease = Duration::from_secs(60);
-    claim::claim(&client, "w", batch, lease, claim::Serves::RulesOnly, share)
+    let lanes = Lanes {
+        bulk_share: share,
+        bulk_in_batches: false,
+    };
+    claim::claim(&client, "w", batch, lease, claim::Serves::RulesOnly, lanes)
         .await
         .unwrap()
         .into_iter()

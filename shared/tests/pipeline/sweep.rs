@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use triage::{
-    config::DEFAULT_BULK_SHARE,
-    pipeline::{outbox::claim, sweep},
+use triage::pipeline::{
+    outbox::{claim, Lanes},
+    sweep,
 };
 
 use crate::helpers::{spawn_app, TestApp};
@@ -18,7 +18,7 @@ async fn claim_with_expired_lease(app: &TestApp) -> triage::pipeline::outbox::Cl
         1,
         Duration::from_millis(1),
         claim::Serves::RulesOnly,
-        DEFAULT_BULK_SHARE,
+        Lanes::default(),
     )
     .await
     .unwrap()
@@ -91,7 +91,7 @@ async fn live_leases_are_left_alone() {
         1,
         Duration::from_secs(60),
         claim::Serves::RulesOnly,
-        DEFAULT_BULK_SHARE,
+        Lanes::default(),
     )
     .await
     .unwrap();

@@ -5,10 +5,7 @@ use std::time::{Duration, Instant};
 
 use fake_provider::{Behavior, FakeProvider};
 use tokio_util::sync::CancellationToken;
-use triage::{
-    config::DEFAULT_BULK_SHARE,
-    pipeline::outbox::{claim, Fencing},
-};
+use triage::pipeline::outbox::{claim, Fencing, Lanes};
 
 use crate::helpers::{spawn_app_with_fake, TestApp};
 
@@ -102,7 +99,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         1,
         lease,
         claim::Serves::Models,
-        DEFAULT_BULK_SHARE,
+        Lanes::default(),
     )
     .await
     .unwrap()
@@ -118,7 +115,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         1,
         Duration::from_secs(60),
         claim::Serves::Models,
-        DEFAULT_BULK_SHARE,
+        Lanes::default(),
     )
     .await
     .unwrap()
@@ -188,7 +185,7 @@ async fn a_job_that_crashes_every_worker_is_dead_lettered_after_max_attempts() {
             1,
             Duration::from_millis(20),
             claim::Serves::Models,
-            DEFAULT_BULK_SHARE,
+            Lanes::default(),
         )
         .await
         .unwrap();

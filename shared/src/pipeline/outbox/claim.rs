@@ -7,13 +7,11 @@ use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
 
-use super::{lanes, ClaimedJob, Lane, OutboxId};
-use crate::domain::{
-    error::Result,
-    key::IdempotencyKey,
-    ticket::TicketId,
-    versions::{ModelVersion, VersionPair},
+use super::{
+    lanes::{self, Lanes},
+    ClaimedJob, Lane,
 };
+use crate::domain::{error::Result, versions::ModelVersion};
 
 /// Which jobs a worker may take: the offline classifier only serves its own model version,
 /// real providers everything else.
@@ -48,6 +46,7 @@ WITH claimed AS (
         SELECT id FROM evaluation_outbox
         WHERE status = 'pending'
           AND lane = $5
+          AND ($6 = 'any' OR online_only = ($6 = 'online_only'))
           AND available_at <= now()
           AND (model_version LIKE 'rules@%') = $4
         ORDER BY available_at
@@ -62,23 +61,62 @@ SELECT c.id, c.ticket_id, c.idempotency_key, c.prompt_version, c.model_version, 
 FROM claimed c JOIN ticket t ON t.id = c.ticket_id
 "#;
 
-/// Claims at most `batch` jobs, interactive ones first; bulk ones only as far as
-/// [`lanes::bulk_allowance`] lets them (a second statement, skipped when the interactive lane
-/// filled the claim).
+/// Which of a lane's jobs a claim takes (`$6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    Any,
+    /// Jobs that came back from a provider batch: the online path only.
+    OnlineOnly,
+    /// Jobs that may go into a provider batch.
+    Batchable,
+}
+
+impl Take {
+    fn as_str(self) -> &'static str {
+        match self {
+            Take::Any => "any",
+            Take::OnlineOnly => "online_only",
+            Take::Batchable => "batchable",
+        }
+    }
+}
+
+/// Claims at most `batch` jobs for online calls, interactive ones first; bulk ones only as far
+/// as [`lanes::bulk_allowance`] lets them (a second statement, skipped when the interactive
+/// lane filled the claim).
 pub async fn claim(
     client: &impl GenericClient,
     worker: &str,
     batch: i64,
     lease: Duration,
     serves: Serves,
-    bulk_share: f64,
+    lanes: Lanes,
 ) -> Result<Vec<ClaimedJob>> {
-    let mut jobs = claim_lane(client, worker, batch, lease, serves, Lane::Interactive).await?;
-    let bulk = lanes::bulk_allowance(batch, jobs.len() as i64, bulk_share);
+    let interactive = (Lane::Interactive, Take::Any);
+    let mut jobs = claim_lane(client, worker, batch, lease, serves, interactive).await?;
+    let bulk = lanes::bulk_allowance(batch, jobs.len() as i64, lanes.bulk_share);
     if bulk > 0 {
-        jobs.extend(claim_lane(client, worker, bulk, lease, serves, Lane::Bulk).await?);
+        let take = match lanes.bulk_in_batches {
+            true => Take::OnlineOnly,
+            false => Take::Any,
+        };
+        let bulk_lane = (Lane::Bulk, take);
+        jobs.extend(claim_lane(client, worker, bulk, lease, serves, bulk_lane).await?);
     }
     Ok(jobs)
+}
+
+/// Claims at most `lines` bulk jobs for a provider batch, under a lease that outlasts the
+/// batch's window.
+pub async fn claim_for_batch(
+    client: &impl GenericClient,
+    worker: &str,
+    lines: i64,
+    lease: Duration,
+    serves: Serves,
+) -> Result<Vec<ClaimedJob>> {
+    let bulk = (Lane::Bulk, Take::Batchable);
+    claim_lane(client, worker, lines, lease, serves, bulk).await
 }
 
 /// One lane's claim: one statement over the partial index on pending rows of the lane.
@@ -88,7 +126,7 @@ async fn claim_lane(
     batch: i64,
     lease: Duration,
     serves: Serves,
-    lane: Lane,
+    (lane, take): (Lane, Take),
 ) -> Result<Vec<ClaimedJob>> {
     let rules = serves == Serves::RulesOnly;
     // Prepared once per connection (deadpool's statement cache), not on every claim.
@@ -103,25 +141,12 @@ async fn claim_lane(
                 &batch,
                 &rules,
                 &lane.as_str(),
+                &take.as_str(),
             ],
         )
         .await?;
     Ok(rows
-        .into_iter()
-        .map(|row| ClaimedJob {
-            id: OutboxId(row.get(0)),
-            ticket_id: TicketId(row.get(1)),
-            key: IdempotencyKey::from_stored(row.get(2)),
-            versions: VersionPair {
-                prompt_version: row.get(3),
-                model_version: row.get(4),
-            },
-            attempts: row.get(5),
-            claim_token: row.get(6),
-            lease_ends,
-            subject: row.get(7),
-            message: row.get(8),
-            lane: Lane::from_stored(row.get(9)),
-        })
+        .iter()
+        .map(|row| ClaimedJob::from_row(row, lease_ends))
         .collect())
 }

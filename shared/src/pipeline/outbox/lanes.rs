@@ -6,6 +6,39 @@
 
 use std::fmt;
 
+use crate::{
+    config::{WorkerPolicy, DEFAULT_BULK_SHARE},
+    evaluate::Tier,
+};
+
+/// How a claim shares itself between the lanes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lanes {
+    /// `TRIAGE_BULK_SHARE`.
+    pub bulk_share: f64,
+    /// Bulk work goes to provider batches: an online claim takes only the bulk jobs that came
+    /// back from one (`online_only`).
+    pub bulk_in_batches: bool,
+}
+
+impl Default for Lanes {
+    fn default() -> Self {
+        Self {
+            bulk_share: DEFAULT_BULK_SHARE,
+            bulk_in_batches: false,
+        }
+    }
+}
+
+impl Lanes {
+    pub fn from_policy(policy: &WorkerPolicy) -> Self {
+        Self {
+            bulk_share: policy.bulk_share,
+            bulk_in_batches: policy.bulk_tier == Tier::Batch,
+        }
+    }
+}
+
 /// The lane a job runs in (`evaluation_outbox.lane`, `provider_call.lane`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Lane {

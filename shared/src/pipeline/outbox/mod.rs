@@ -7,9 +7,10 @@
 pub mod claim;
 mod job;
 pub mod lanes;
+pub mod submission;
 
 pub use job::ClaimedJob;
-pub use lanes::Lane;
+pub use lanes::{Lane, Lanes};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct OutboxId(pub i64);

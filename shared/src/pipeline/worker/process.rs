@@ -79,7 +79,7 @@ impl<P: Provider> Worker<P> {
         // From here the call is paid for: its writes are retried until the lease runs out.
         let settled = match result {
             Ok(reply) => {
-                let (record, checked) = self.check_answer(&job, &reply, latency);
+                let (record, checked) = self.check_answer(&job, &reply, latency, self.tier(&job));
                 let answer = (&reply, tokens);
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
                     self.answered(client, &job, call, &record, &checked, answer)
@@ -108,21 +108,22 @@ impl<P: Provider> Worker<P> {
 
     /// A billed answer held to the contract, and its ledger record (counted in the metrics
     /// once, however often its writes are tried).
-    fn check_answer(
+    pub(super) fn check_answer(
         &self,
         job: &ClaimedJob,
         reply: &ProviderReply,
         latency: Duration,
+        tier: Tier,
     ) -> (
         CallRecord,
         std::result::Result<Evaluation, ContractViolation>,
     ) {
         let checked = contract::validate(&reply.output, &self.policy);
-        let cost_usd = self.config.provider.prices.cost(
-            job.versions.model_version.model(),
-            reply.usage,
-            self.tier(job),
-        );
+        let cost_usd =
+            self.config
+                .provider
+                .prices
+                .cost(job.versions.model_version.model(), reply.usage, tier);
         let record = CallRecord {
             outcome: match &checked {
                 Ok(_) => CallOutcome::Ok,
@@ -139,8 +140,8 @@ impl<P: Provider> Worker<P> {
         (record, checked)
     }
 
-    /// How `job`'s call is served: bulk work on flex when that is the bulk tier, the rest at
-    /// the standard online price.
+    /// How `job`'s online call is served: bulk work on flex when that is the bulk tier, the
+    /// rest at the standard online price (batch lines are sent by `batch`).
     fn tier(&self, job: &ClaimedJob) -> Tier {
         match (job.lane, self.config.worker.bulk_tier) {
             (Lane::Bulk, Tier::Flex) => Tier::Flex,
@@ -150,7 +151,7 @@ impl<P: Provider> Worker<P> {
 
     /// What the provider is sent for `job`. A flex call may take flex's longer timeout, as far
     /// as the invocation's `deadline` (which the lease outlasts) leaves room for its write.
-    fn request<'a>(
+    pub(super) fn request<'a>(
         &'a self,
         job: &'a ClaimedJob,
         prompt: &'a Prompt,
@@ -248,7 +249,7 @@ impl<P: Provider> Worker<P> {
     /// A billed answer: ledger, breaker, rate limit and the job's write pipelined on one
     /// connection (one round trip, not four). Each is safe to repeat after a blink, but for
     /// the token correction, which a repeat applies twice (a budget off by one estimate).
-    async fn answered(
+    pub(super) async fn answered(
         &self,
         client: db::Client,
         job: &ClaimedJob,
@@ -388,7 +389,7 @@ fn abandoned_unless_written(settled: Settled<Outcome>, consequence: &str) -> Out
     }
 }
 
-async fn dedup_hit(client: &db::Client, job: &ClaimedJob) -> Result<Outcome> {
+pub(super) async fn dedup_hit(client: &db::Client, job: &ClaimedJob) -> Result<Outcome> {
     tracing::info!("result exists: no call");
     Ok(fenced(
         job.complete_from_existing_result(client).await?,
