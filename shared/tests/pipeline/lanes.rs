@@ -1,14 +1,15 @@
-//! Lanes and the bulk tier on a real PostgreSQL: new tickets are claimed before bulk work,
+//! Lanes and the bulk tiers on a real PostgreSQL: new tickets are claimed before bulk work,
 //! which takes at most its share of a claim while they wait; reprocess and redrive enqueue
 //! bulk work; bulk calls on flex are priced at the flex rate, and flex's 429s spend no attempt
-//! and hold no one else off.
+//! and hold no one else off; bulk work in provider batches completes at the batch price,
+//! falls back online line by line, and is never submitted twice after a crash.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fake_provider::{FakeProvider, Flex};
+use fake_provider::{Api, Behavior, FakeProvider, Flex};
 use serde_json::json;
 use triage::{
-    evaluate::{PriceTable, Tier, Usage},
+    evaluate::{PriceTable, ProviderKind, Tier, Usage},
     pipeline::outbox::{claim, Lane, Lanes},
 };
 
@@ -176,4 +177,162 @@ async fn bulk_work_on_flex_is_priced_at_the_flex_rate_and_its_429_spends_no_atte
         .await
         .get(0);
     assert!(online > 0.0);
+}
+
+/// An app whose bulk lane goes to `api`'s batches on `fake`, with three bulk tickets waiting
+/// and one new ticket.
+async fn batch_app(fake: &FakeProvider, api: Api) -> TestApp {
+    fake.set_strict(true);
+    let app = spawn_app_with_fake(fake, |config| {
+        config.worker.bulk_tier = Tier::Batch;
+        config.provider.prices = PriceTable::parse("gpt-6-luna=1/0.1/4, batch=0.5").unwrap();
+        if api == Api::Anthropic {
+            config.provider.kind = ProviderKind::Anthropic;
+        }
+    })
+    .await;
+    post_many(&app, "bulk", 3).await;
+    app.exec("UPDATE evaluation_outbox SET lane = 'bulk'").await;
+    post_many(&app, "new", 1).await;
+    app
+}
+
+async fn outbox_done(app: &TestApp) -> i64 {
+    app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'done'")
+        .await
+}
+
+#[tokio::test]
+async fn bulk_work_goes_to_a_batch_completed_at_the_batch_price_and_failed_or_expired_lines_go_online(
+) {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let fake = FakeProvider::start().await;
+        // The batch's lines, in claim order: answered, expired, failed.
+        fake.push(Behavior::Classify);
+        fake.push(Behavior::Hang);
+        fake.push(Behavior::Status(500));
+        let app = batch_app(&fake, api).await;
+        let worker = app.worker();
+        // The first invocation submits the bulk lane as one batch, and evaluates the new ticket
+        // online meanwhile.
+        app.run_worker_once(&worker).await;
+        let sent = fake.batches();
+        assert_eq!(sent.len(), 1, "{api:?}");
+        assert_eq!(sent[0].custom_ids.len(), 3, "{api:?}");
+        assert_eq!(outbox_done(&app).await, 1, "{api:?}: the new ticket");
+        assert_eq!(
+            app.count("SELECT count(*) FROM evaluation_outbox WHERE batch_submission_id IS NOT NULL AND status = 'processing'").await,
+            3,
+            "{api:?}: in the batch's care"
+        );
+        // The next ones collect it: one line answered at the batch price, two back online.
+        app.drain(&worker, Duration::from_secs(20)).await;
+        assert_eq!(outbox_done(&app).await, 4, "{api:?}");
+        assert_eq!(fake.batches().len(), 1, "{api:?}: nothing sent twice");
+        let outcomes = |tier: &str| {
+            format!("SELECT count(*) FROM provider_call WHERE tier = '{tier}' AND lane = 'bulk' AND outcome = ")
+        };
+        assert_eq!(app.count(&(outcomes("batch") + "'ok'")).await, 1, "{api:?}");
+        assert_eq!(
+            app.count(&(outcomes("batch") + "'not_run'")).await,
+            1,
+            "{api:?}"
+        );
+        assert_eq!(
+            app.count(&(outcomes("batch") + "'server_error'")).await,
+            1,
+            "{api:?}"
+        );
+        assert_eq!(
+            app.count(&(outcomes("online") + "'ok'")).await,
+            2,
+            "{api:?}"
+        );
+        assert_eq!(
+            app.count("SELECT count(*) FROM evaluation_outbox WHERE attempts > 1")
+                .await,
+            0,
+            "{api:?}: lines that fell back spent no attempt"
+        );
+        let call = app
+            .row("SELECT input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, cost_usd::float8 FROM provider_call WHERE tier = 'batch' AND outcome = 'ok'")
+            .await;
+        let usage = Usage {
+            input_tokens: call.get(0),
+            cached_input_tokens: call.get(1),
+            cache_write_tokens: call.get(2),
+            output_tokens: call.get(3),
+        };
+        let prices = &app.config.provider.prices;
+        let cost: f64 = call.get(4);
+        let batch = prices.cost("gpt-6-luna", usage, Tier::Batch);
+        assert!((cost - batch).abs() < 1e-8, "{api:?}: {cost} != {batch}");
+        assert!(
+            fake.billed_by_content().values().all(|n| *n == 1),
+            "{api:?}: billed = unique"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_worker_killed_between_sending_a_batch_and_recording_it_leads_to_no_second_submission() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let fake = FakeProvider::start().await;
+        let app = batch_app(&fake, api).await;
+        let worker = app.worker();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
+        // What a worker killed after the provider accepted the batch, before it recorded the
+        // answer, leaves behind: a submission still 'sending', without the provider's id.
+        app.exec("UPDATE batch_submission SET state = 'sending', provider_batch_id = NULL, submitted_at = NULL, created_at = now() - interval '1 hour'")
+            .await;
+        let report = worker.tend_batches(deadline).await.unwrap();
+        assert_eq!(
+            (report.adopted, report.collected, report.submitted),
+            (1, 1, 0),
+            "{api:?}"
+        );
+        assert_eq!(fake.batches().len(), 1, "{api:?}: adopted, not sent again");
+        app.drain(&worker, Duration::from_secs(20)).await;
+        assert_eq!(outbox_done(&app).await, 4, "{api:?}");
+        assert_eq!(fake.batches().len(), 1, "{api:?}");
+        assert!(
+            fake.billed_by_content().values().all(|n| *n == 1),
+            "{api:?}"
+        );
+        let state: String = app.row("SELECT state FROM batch_submission").await.get(0);
+        assert_eq!(state, "collected", "{api:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_submission_the_provider_never_received_gives_its_jobs_back_to_the_next_batch() {
+    let fake = FakeProvider::start().await;
+    let app = batch_app(&fake, Api::OpenAi).await;
+    // A submission recorded by a worker that died before sending it.
+    app.exec(
+        "WITH s AS (INSERT INTO batch_submission (provider, worker, lines, created_at) \
+         VALUES ('openai', 'dead', 3, now() - interval '1 hour') RETURNING id) \
+         UPDATE evaluation_outbox SET status = 'processing', attempts = 1, claim_token = gen_random_uuid(), \
+         locked_until = now() + interval '1 day', batch_submission_id = (SELECT id FROM s) WHERE lane = 'bulk'",
+    )
+    .await;
+    let worker = app.worker();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let report = worker.tend_batches(deadline).await.unwrap();
+    assert_eq!((report.adopted, report.submitted), (0, 1));
+    assert_eq!(fake.batches().len(), 1);
+    assert_eq!(fake.batches()[0].custom_ids.len(), 3);
+    let states: Vec<String> = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query("SELECT state FROM batch_submission ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(states, ["abandoned", "submitted"]);
 }
