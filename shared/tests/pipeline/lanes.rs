@@ -10,7 +10,10 @@ use fake_provider::{Api, Behavior, FakeProvider, Flex};
 use serde_json::json;
 use triage::{
     evaluate::{PriceTable, ProviderKind, Tier, Usage},
-    pipeline::outbox::{claim, Lane, Lanes},
+    pipeline::{
+        outbox::{claim, Lane, Lanes},
+        report,
+    },
 };
 
 use crate::{
@@ -271,6 +274,28 @@ async fn bulk_work_goes_to_a_batch_completed_at_the_batch_price_and_failed_or_ex
             fake.billed_by_content().values().all(|n| *n == 1),
             "{api:?}: billed = unique"
         );
+        // Cost per evaluated ticket: every call counted, by version, lane and tier.
+        let health = report::health(&app.pool, claim::Serves::Models, None)
+            .await
+            .unwrap();
+        let batched = health
+            .cost_per_task
+            .iter()
+            .find(|g| g.tier == "batch")
+            .unwrap();
+        assert_eq!(
+            (batched.prompt_version.as_str(), batched.lane.as_str()),
+            ("triage-v3", "bulk")
+        );
+        assert_eq!((batched.calls, batched.evaluated), (3, 1), "{api:?}");
+        assert!((batched.cost_per_ticket_usd.unwrap() - cost).abs() < 1e-8);
+        let spent: f64 = health.cost_per_task.iter().map(|g| g.cost_usd).sum();
+        let per_ticket = health.cost_per_ticket_usd.unwrap();
+        assert!(
+            (per_ticket - spent / 4.0).abs() < 1e-12,
+            "{api:?}: {per_ticket}"
+        );
+        assert!(health.month_projection_usd > 0.0);
     }
 }
 
