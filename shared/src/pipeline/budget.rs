@@ -96,6 +96,19 @@ pub async fn spend(client: &impl GenericClient) -> Result<Spend> {
     })
 }
 
+/// How many of `lines` bulk jobs a provider batch may take under `budget_usd`, decided under
+/// the lock every claim takes, in the caller's transaction (which then claims them). A
+/// batch's jobs stay `processing` under a live lease, so until its lines are costed the budget
+/// counts each at the estimate, like a call under way.
+pub async fn lines_within(client: &impl GenericClient, budget_usd: f64, lines: i64) -> Result<i64> {
+    client.execute(LOCK, &[]).await?;
+    let spend = spend(client).await?;
+    Ok(match allowance(Some(budget_usd), &spend, lines) {
+        Allowance::Claim(lines) => lines,
+        Allowance::Wait | Allowance::Exhausted => 0,
+    })
+}
+
 /// What a claim under the budget took.
 #[derive(Debug)]
 pub enum Budgeted {

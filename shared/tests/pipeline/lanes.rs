@@ -184,10 +184,11 @@ async fn bulk_work_on_flex_is_priced_at_the_flex_rate_and_its_429_spends_no_atte
 
 /// An app whose bulk lane goes to `api`'s batches on `fake`, with three bulk tickets waiting
 /// and one new ticket.
-async fn batch_app(fake: &FakeProvider, api: Api) -> TestApp {
+async fn batch_app(fake: &FakeProvider, api: Api, budget_usd: Option<f64>) -> TestApp {
     fake.set_strict(true);
     let app = spawn_app_with_fake(fake, |config| {
         config.worker.bulk_tier = Tier::Batch;
+        config.worker.daily_budget_usd = budget_usd;
         config.provider.prices = PriceTable::parse("gpt-6-luna=1/0.1/4, batch=0.5").unwrap();
         if api == Api::Anthropic {
             config.provider.kind = ProviderKind::Anthropic;
@@ -214,7 +215,7 @@ async fn bulk_work_goes_to_a_batch_completed_at_the_batch_price_and_failed_or_ex
         fake.push(Behavior::Classify);
         fake.push(Behavior::Hang);
         fake.push(Behavior::Status(500));
-        let app = batch_app(&fake, api).await;
+        let app = batch_app(&fake, api, None).await;
         let worker = app.worker();
         // The first invocation submits the bulk lane as one batch, and evaluates the new ticket
         // online meanwhile.
@@ -303,7 +304,7 @@ async fn bulk_work_goes_to_a_batch_completed_at_the_batch_price_and_failed_or_ex
 async fn a_worker_killed_between_sending_a_batch_and_recording_it_leads_to_no_second_submission() {
     for api in [Api::OpenAi, Api::Anthropic] {
         let fake = FakeProvider::start().await;
-        let app = batch_app(&fake, api).await;
+        let app = batch_app(&fake, api, None).await;
         let worker = app.worker();
         let deadline = Instant::now() + Duration::from_secs(5);
         assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
@@ -333,7 +334,7 @@ async fn a_worker_killed_between_sending_a_batch_and_recording_it_leads_to_no_se
 #[tokio::test]
 async fn a_submission_the_provider_never_received_gives_its_jobs_back_to_the_next_batch() {
     let fake = FakeProvider::start().await;
-    let app = batch_app(&fake, Api::OpenAi).await;
+    let app = batch_app(&fake, Api::OpenAi, None).await;
     // A submission recorded by a worker that died before sending it.
     app.exec(
         "WITH s AS (INSERT INTO batch_submission (provider, worker, lines, created_at) \
@@ -360,4 +361,38 @@ async fn a_submission_the_provider_never_received_gives_its_jobs_back_to_the_nex
         .map(|row| row.get(0))
         .collect();
     assert_eq!(states, ["abandoned", "submitted"]);
+}
+
+#[tokio::test]
+async fn a_spent_daily_budget_cancels_the_running_batch_and_its_lines_come_back_unbilled() {
+    let fake = FakeProvider::start().await;
+    fake.set_batch_delay(Duration::from_secs(3600));
+    let app = batch_app(&fake, Api::OpenAi, Some(1.0)).await;
+    let worker = app.worker();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // Before any call is costed the budget lets one line go at a time.
+    assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
+    assert_eq!(fake.batches()[0].custom_ids.len(), 1);
+    // The day's spend reaches the budget while the batch runs.
+    app.exec(
+        "INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, \
+         model_version, prompt_version, outcome, billed, cost_usd) \
+         VALUES (0, 'spent', 1, 'w', 'openai', 'gpt-6-luna@medium', 'triage-v3', 'ok', true, 2)",
+    )
+    .await;
+    let report = worker.tend_batches(deadline).await.unwrap();
+    assert_eq!((report.cancelled, report.submitted), (1, 0));
+    assert!(fake.batches()[0].cancelled);
+    app.exec("UPDATE batch_submission SET polled_until = NULL")
+        .await;
+    let report = worker.tend_batches(deadline).await.unwrap();
+    assert_eq!((report.collected, report.lines_back_online), (1, 1));
+    assert!(fake.billed_calls().iter().all(|c| c.batch.is_none()));
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM evaluation_outbox WHERE online_only AND status = 'pending'"
+        )
+        .await,
+        1
+    );
 }

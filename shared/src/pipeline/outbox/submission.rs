@@ -99,6 +99,17 @@ pub async fn close(client: &impl GenericClient, id: SubmissionId, collected: boo
     Ok(())
 }
 
+/// Ends this worker's turn with a submission, so the next tick may poll it again.
+pub async fn put_back(client: &impl GenericClient, id: SubmissionId) -> Result<()> {
+    client
+        .execute(
+            "UPDATE batch_submission SET polled_until = NULL WHERE id = $1",
+            &[&id.0],
+        )
+        .await?;
+    Ok(())
+}
+
 /// Takes the open submissions of `provider` that no other worker is polling, each for `lease`:
 /// the submitted ones, and the ones still `sending` after `sending_for` (their sender is gone
 /// or gave up).

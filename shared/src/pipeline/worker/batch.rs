@@ -3,7 +3,8 @@
 //! sending and recording (found by the reference the provider echoes, never sent twice),
 //! collects the ended ones (each answered line through the same fenced write, ledger row and
 //! dedup as an online call, at the batch price; failed, expired and cancelled lines back to the
-//! online path), then submits the bulk lane's waiting jobs as a new batch, recorded first.
+//! online path), then submits the bulk lane's waiting jobs as a new batch, recorded first and
+//! no larger than the daily budget allows; a spent budget cancels the batches still running.
 
 use std::{
     collections::HashMap,
@@ -21,6 +22,7 @@ use crate::{
         Provider, ProviderError, ProviderReply, Tier,
     },
     pipeline::{
+        budget,
         ledger::{self, CallId, CallOutcome, CallRecord},
         outbox::{
             claim::{self, Serves},
@@ -43,6 +45,8 @@ pub struct BatchReport {
     pub submitted: u32,
     pub adopted: u32,
     pub collected: u32,
+    /// Running batches cancelled because the daily budget was spent.
+    pub cancelled: u32,
     pub lines_evaluated: u32,
     pub lines_back_online: u32,
 }
@@ -61,8 +65,17 @@ impl<P: Provider> Worker<P> {
             let provider = self.provider.name();
             submission::take_open(&client, provider, POLL_LEASE, sending_for).await?
         };
+        // A spent budget cancels the batches still running: their lines come back unbilled.
+        let cancel = match self.config.worker.daily_budget_usd {
+            Some(budget_usd) if !open.is_empty() => {
+                let client = db::client(&self.pool).await?;
+                budget::spend(&client).await?.spent_today_usd >= budget_usd
+            }
+            _ => false,
+        };
         let mut listed = None;
         for open in open {
+            // `continue` skips the put-back: the poll lease then spaces out the next look.
             let batch = match &open.provider_batch_id {
                 Some(id) => batches.retrieve(id).await,
                 None => match self.adopt(batches, &open, &mut listed).await? {
@@ -77,9 +90,18 @@ impl<P: Provider> Worker<P> {
                 Ok(batch) if batch.state == BatchState::Ended => {
                     self.collect(batches, &open, &batch, &mut report).await?;
                 }
+                Ok(batch) if cancel => {
+                    tracing::warn!(batch = %batch.id, "daily budget spent: batch cancelled");
+                    if let Err(error) = batches.cancel(&batch.id).await {
+                        tracing::warn!(%error, "batch not cancelled");
+                    }
+                    report.cancelled += 1;
+                }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "batch not polled"),
             }
+            let client = db::client(&self.pool).await?;
+            submission::put_back(&client, open.id).await?;
         }
         if Instant::now() + sending_for <= deadline {
             report.submitted += self.submit(batches).await?;
@@ -280,7 +302,15 @@ impl<P: Provider> Worker<P> {
         let (open, jobs) = {
             let mut client = db::client(&self.pool).await?;
             let transaction = client.transaction().await?;
-            let lines = policy.batch_max_lines;
+            let lines = match policy.daily_budget_usd {
+                Some(budget_usd) => {
+                    budget::lines_within(&transaction, budget_usd, policy.batch_max_lines).await?
+                }
+                None => policy.batch_max_lines,
+            };
+            if lines == 0 {
+                return Ok(0);
+            }
             let jobs =
                 claim::claim_for_batch(&transaction, worker, lines, BATCH_LEASE, serves).await?;
             if jobs.is_empty() {
