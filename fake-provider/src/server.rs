@@ -70,11 +70,7 @@ async fn handle(
     let at = Instant::now();
     if let Some(route) = batch::route(request.method(), request.uri()) {
         let (parts, body) = request.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .unwrap_or_default();
+        let body = read_body(body).await;
         let (status, body) = batch::handle(route, &parts.headers, &body, &shared);
         return Ok(respond(status, None, body, &[]));
     }
@@ -92,12 +88,7 @@ async fn handle(
         }
     };
     let (parts, body) = request.into_parts();
-    // A body the client failed to send in full is treated like one that is not JSON.
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let body = read_body(body).await;
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let mut call = Call::read(api, &body);
     let flex = body["service_tier"] == "flex";
@@ -173,6 +164,14 @@ pub(crate) fn key_refused(script: &Script, api: Api, headers: &hyper::HeaderMap)
         .accepted_key
         .as_deref()
         .is_some_and(|accepted| key != Some(accepted))
+}
+
+/// The whole body; one the client failed to send in full reads as empty (not JSON).
+async fn read_body(body: Incoming) -> Bytes {
+    body.collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default()
 }
 
 pub(crate) fn header_value<'a>(headers: &'a hyper::HeaderMap, name: &str) -> Option<&'a str> {

@@ -47,6 +47,23 @@ async fn claim_lanes(app: &TestApp, batch: i64, share: f64) -> Vec<Lane> {
         .collect()
 }
 
+/// The usage and cost the ledger holds for the answered call on `tier`.
+async fn answered_call(app: &TestApp, tier: &str) -> (Usage, f64) {
+    let call = app
+        .row(&format!(
+            "SELECT input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, \
+             cost_usd::float8 FROM provider_call WHERE tier = '{tier}' AND outcome = 'ok'"
+        ))
+        .await;
+    let usage = Usage {
+        input_tokens: call.get(0),
+        cached_input_tokens: call.get(1),
+        cache_write_tokens: call.get(2),
+        output_tokens: call.get(3),
+    };
+    (usage, call.get(4))
+}
+
 fn count(lanes: &[Lane], lane: Lane) -> usize {
     lanes.iter().filter(|l| **l == lane).count()
 }
@@ -157,21 +174,12 @@ async fn bulk_work_on_flex_is_priced_at_the_flex_rate_and_its_429_spends_no_atte
     // Flex has room again: the bulk job is answered at the flex price, its cached prefix too.
     fake.set_flex(Flex::default());
     app.drain(&worker, Duration::from_secs(20)).await;
-    let call = app
-        .row("SELECT input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, cost_usd::float8 FROM provider_call WHERE tier = 'flex' AND outcome = 'ok'")
-        .await;
-    let usage = Usage {
-        input_tokens: call.get(0),
-        cached_input_tokens: call.get(1),
-        cache_write_tokens: call.get(2),
-        output_tokens: call.get(3),
-    };
+    let (usage, cost) = answered_call(&app, "flex").await;
     assert!(
         usage.cached_input_tokens > 0,
         "the prompt prefix was seen before: {usage:?}"
     );
     let prices = &app.config.provider.prices;
-    let cost: f64 = call.get(4);
     let flex = prices.cost("gpt-6-luna", usage, Tier::Flex);
     assert!((cost - flex).abs() < 1e-8, "{cost} != {flex} for {usage:?}");
     assert!(cost < prices.cost("gpt-6-luna", usage, Tier::Online));
@@ -258,17 +266,8 @@ async fn bulk_work_goes_to_a_batch_completed_at_the_batch_price_and_failed_or_ex
             0,
             "{api:?}: lines that fell back spent no attempt"
         );
-        let call = app
-            .row("SELECT input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, cost_usd::float8 FROM provider_call WHERE tier = 'batch' AND outcome = 'ok'")
-            .await;
-        let usage = Usage {
-            input_tokens: call.get(0),
-            cached_input_tokens: call.get(1),
-            cache_write_tokens: call.get(2),
-            output_tokens: call.get(3),
-        };
+        let (usage, cost) = answered_call(&app, "batch").await;
         let prices = &app.config.provider.prices;
-        let cost: f64 = call.get(4);
         let batch = prices.cost("gpt-6-luna", usage, Tier::Batch);
         assert!((cost - batch).abs() < 1e-8, "{api:?}: {cost} != {batch}");
         assert!(

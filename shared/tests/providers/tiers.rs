@@ -10,7 +10,7 @@ use triage::{
     domain::versions::ModelVersion,
     evaluate::{
         ticket_text, Batch, BatchClient, BatchRequest, BatchState, ErrorClass, EvaluationRequest,
-        FailureKind, LineOutcome, ModelOutput, PriceTable, Prompt, Provider, ProviderError,
+        FailureKind, LineOutcome, ModelOutput, Policy, PriceTable, Prompt, Provider, ProviderError,
         ProviderReply, Tier,
     },
 };
@@ -27,20 +27,34 @@ async fn call(
     subject: &str,
     tier: Tier,
 ) -> Result<ProviderReply, ProviderError> {
-    let policy = policy();
+    let (policy, model) = (policy(), model());
     let prompt = Prompt::load(version, &policy).unwrap();
-    let model = ModelVersion::from_stored("gpt-6-luna@medium");
+    let request = request(subject, &prompt, &model, &policy);
     provider(api, &fake.url())
-        .evaluate(EvaluationRequest {
-            subject,
-            message: "the message",
-            prompt: &prompt,
-            model: &model,
-            policy: &policy,
-            timeout: CALL_TIMEOUT,
-            tier,
-        })
+        .evaluate(EvaluationRequest { tier, ..request })
         .await
+}
+
+fn model() -> ModelVersion {
+    ModelVersion::from_stored("gpt-6-luna@medium")
+}
+
+/// An online request about `subject`.
+fn request<'a>(
+    subject: &'a str,
+    prompt: &'a Prompt,
+    model: &'a ModelVersion,
+    policy: &'a Policy,
+) -> EvaluationRequest<'a> {
+    EvaluationRequest {
+        subject,
+        message: "the message",
+        prompt,
+        model,
+        policy,
+        timeout: CALL_TIMEOUT,
+        tier: Tier::Online,
+    }
 }
 
 fn prompt_tokens(version: &str) -> i64 {
@@ -148,7 +162,7 @@ fn batch_client(api: Api, fake: &FakeProvider) -> BatchClient {
 async fn submit(client: &BatchClient, reference: &str, subjects: &[&str]) -> Batch {
     let policy = policy();
     let prompt = Prompt::load("triage-v3", &policy).unwrap();
-    let model = ModelVersion::from_stored("gpt-6-luna@medium");
+    let model = model();
     let ids: Vec<String> = (0..subjects.len())
         .map(|n| format!("{reference}-{n}"))
         .collect();
@@ -157,15 +171,7 @@ async fn submit(client: &BatchClient, reference: &str, subjects: &[&str]) -> Bat
         .zip(&ids)
         .map(|(subject, custom_id)| BatchRequest {
             custom_id,
-            request: EvaluationRequest {
-                subject,
-                message: "the message",
-                prompt: &prompt,
-                model: &model,
-                policy: &policy,
-                timeout: CALL_TIMEOUT,
-                tier: Tier::Online,
-            },
+            request: request(subject, &prompt, &model, &policy),
         })
         .collect();
     client
