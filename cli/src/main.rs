@@ -1,5 +1,6 @@
 //! `triage`: the whole pipeline from one binary, configured by SPEC's environment names.
 
+mod eval;
 mod local_postgres;
 mod shutdown;
 mod tables;
@@ -86,7 +87,7 @@ struct ConsoleAccess {
 }
 
 /// How often the long-running worker and sweeper look again when idle.
-const WORKER_IDLE: Duration = Duration::from_secs(1);
+pub(crate) const WORKER_IDLE: Duration = Duration::from_secs(1);
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 #[tokio::main]
@@ -131,7 +132,7 @@ async fn main() -> anyhow::Result<()> {
                 sweep_until_stopped(&pool, &config, stop).await;
             }
         }
-        Command::Operation(request) => operate(request, cli.json).await?,
+        Command::Operation(request) => operate(request, cli.json, stop).await?,
         Command::Dev { listen, console } => {
             let mut config = config_from_env().await?;
             let _local = if config.database.url.expose_secret().is_empty() {
@@ -158,21 +159,38 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The operations run here exactly as in the ops Lambda; only the printing differs.
-async fn operate(request: operations::Request, json: bool) -> anyhow::Result<()> {
-    let config = config_from_env().await?;
+/// The operations run here exactly as in the ops Lambda; only the printing differs, and
+/// `triage eval` brings workers of its own to answer its jobs while it waits.
+async fn operate(
+    request: operations::Request,
+    json: bool,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let config = Arc::new(config_from_env().await?);
     let pool = db::pool(&config.database)?;
     let operator = operations::Operator::os_user();
-    let outcome = operations::run(&pool, &config, request, &operator).await?;
+    let outcome = match &request {
+        operations::Request::Eval { list: false, .. } => {
+            eval::run(&pool, &config, request, &operator, stop).await?
+        }
+        _ => operations::run(&pool, &config, request, &operator).await?,
+    };
     if json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {
         print!("{}", tables::outcome(&outcome));
     }
+    if let operations::Outcome::Eval(report) = &outcome {
+        if !report.complete {
+            anyhow::bail!(
+                "stopped before every answer was in; run the same command again to continue"
+            );
+        }
+    }
     Ok(())
 }
 
-fn build_worker(config: &Arc<Config>) -> anyhow::Result<Worker<AnyProvider>> {
+pub(crate) fn build_worker(config: &Arc<Config>) -> anyhow::Result<Worker<AnyProvider>> {
     let provider = AnyProvider::from_config(&config.provider, config.worker.call_timeout)?;
     Ok(Worker::new(
         db::pool(&config.database)?,
@@ -279,6 +297,48 @@ mod tests {
         assert!(matches!(
             unconfirmed,
             Request::Reprocess { confirm: false, .. }
+        ));
+    }
+
+    #[test]
+    fn eval_takes_repeated_versions_or_list_and_a_forced_promote_needs_a_reason() {
+        let Request::Eval {
+            set,
+            split,
+            versions,
+            list,
+        } = operation(&[
+            "eval",
+            "--set",
+            "evals/tickets.jsonl",
+            "--split",
+            "test",
+            "--version",
+            "triage-v5",
+            "--version",
+            "triage-v6/gpt-6-luna@high",
+        ])
+        .unwrap()
+        else {
+            panic!("not an eval");
+        };
+        assert_eq!(set.unwrap().to_str(), Some("evals/tickets.jsonl"));
+        assert_eq!(split.map(|s| s.to_string()).as_deref(), Some("test"));
+        assert_eq!(versions.len(), 2);
+        assert_eq!(versions[1].to_string(), "triage-v6/gpt-6-luna@high");
+        assert!(!list);
+        assert!(matches!(
+            operation(&["eval", "--list"]).unwrap(),
+            Request::Eval { list: true, .. }
+        ));
+        assert!(operation(&["eval"]).is_err(), "--set or --list");
+        assert!(operation(&["eval", "--set", "x", "--split", "train"]).is_err());
+        let promote = ["promote", "--prompt-version", "triage-v6", "--force"];
+        assert!(operation(&promote).is_err(), "--force needs --reason");
+        let forced = [&promote[..], &["--reason", "incident 42"]].concat();
+        assert!(matches!(
+            operation(&forced).unwrap(),
+            Request::Promote { force: true, .. }
         ));
     }
 }

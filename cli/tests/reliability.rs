@@ -16,17 +16,17 @@
 
 use std::{
     collections::BTreeMap,
-    fs::File,
-    path::PathBuf,
-    process::Stdio,
+    path::Path,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use fake_provider::{Behavior, FakeProvider};
 use testkit::OwnServer;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
+
+mod processes;
 
 const TRIAGE: &str = env!("CARGO_BIN_EXE_triage");
 /// How long each answer takes: calls are in flight whenever a fault lands.
@@ -39,47 +39,31 @@ const CONCURRENCY: i64 = 4;
 /// and it is shorter than the lease minus one call.
 const DATABASE_OUTAGE: Duration = Duration::from_secs(2);
 
-fn log_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/reliability");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// The environment every process of the deployment shares.
 fn environment(database_url: &str, provider_url: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("DATABASE_URL", database_url.into()),
-        ("TRIAGE_PROVIDER", "openai".into()),
-        ("TRIAGE_PROVIDER_URL", provider_url.into()),
-        ("TRIAGE_PROVIDER_API_KEY", "sk-reliability".into()),
+    let mut env = processes::environment(database_url, provider_url);
+    env.extend([
         ("TRIAGE_CONCURRENCY", CONCURRENCY.to_string()),
         ("TRIAGE_BATCH_SIZE", CONCURRENCY.to_string()),
         (
             "TRIAGE_CALL_TIMEOUT_SECONDS",
             CALL_TIMEOUT.as_secs().to_string(),
         ),
-        ("TRIAGE_INVOCATION_SECONDS", "4".into()),
         ("TRIAGE_LEASE_SECONDS", LEASE.as_secs().to_string()),
-        ("TRIAGE_BACKOFF_BASE_SECONDS", "0.05".into()),
-        ("TRIAGE_BACKOFF_MAX_SECONDS", "0.5".into()),
-        ("TRIAGE_JITTER_MAX_SECONDS", "0.05".into()),
         ("TRIAGE_BREAKER_COOLDOWN_SECONDS", "0.2".into()),
         ("TRIAGE_DB_CONNECT_TIMEOUT_SECONDS", "1".into()),
-        ("RUST_LOG", "warn".into()),
-    ]
+    ]);
+    env
 }
 
 /// A `triage` process, killed when dropped.
 fn spawn(env: &[(&'static str, String)], args: &[&str], log: &str) -> Child {
-    let log = File::create(log_dir().join(log)).unwrap();
-    Command::new(TRIAGE)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start triage")
+    processes::spawn(
+        Path::new(TRIAGE),
+        env,
+        args,
+        &processes::log_dir("reliability").join(log),
+    )
 }
 
 fn signal(child: &Child, name: &str) {

@@ -201,7 +201,7 @@ pub(crate) fn handle(route: Route, headers: &HeaderMap, body: &Bytes, shared: &S
                 lines
                     .into_iter()
                     .map(|(custom_id, body, call)| Line {
-                        behavior: script.next(&call.ticket_text),
+                        behavior: script.behavior(&call.ticket_text, &call.model),
                         custom_id,
                         body,
                         call,

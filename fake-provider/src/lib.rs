@@ -28,6 +28,7 @@
 //! cancelled). A line whose behaviour never answers (`Hang`, `ResetConnection`) expires.
 
 mod batch;
+pub mod classifier;
 mod limit;
 mod render;
 mod server;
@@ -270,19 +271,30 @@ struct Script {
     flex_calls: u32,
     /// How long a batch runs before it ends.
     batch_delay: Duration,
+    /// Classifier mode: `Classify` answers from these labels (see [`classifier`]).
+    labels: Option<classifier::Classifier>,
 }
 
 impl Script {
     /// A flex call's turn: every n-th is unavailable, the others answer after the flex delay.
-    fn next_flex(&mut self, ticket_text: &str) -> Behavior {
+    fn next_flex(&mut self, ticket_text: &str, model: &str) -> Behavior {
         let Some(flex) = self.flex else {
-            return self.next(ticket_text);
+            return self.behavior(ticket_text, model);
         };
         self.flex_calls += 1;
         if flex.unavailable_every > 0 && self.flex_calls.is_multiple_of(flex.unavailable_every) {
             return Behavior::ResourceUnavailable;
         }
-        self.next(ticket_text).after(flex.delay)
+        self.behavior(ticket_text, model).after(flex.delay)
+    }
+
+    /// The behaviour for a call, with `Classify` answered from the labels in classifier mode.
+    fn behavior(&mut self, ticket_text: &str, model: &str) -> Behavior {
+        let behavior = self.next(ticket_text);
+        match &self.labels {
+            Some(labels) => labelled(behavior, labels, ticket_text, model),
+            None => behavior,
+        }
     }
 
     fn next(&mut self, ticket_text: &str) -> Behavior {
@@ -296,6 +308,26 @@ impl Script {
             .iter()
             .find(|(needle, _)| ticket_text.contains(needle.as_str()))
             .map_or_else(|| self.default.clone(), |(_, b)| b.clone())
+    }
+}
+
+/// `Classify` (delayed or not) as the label file answers it; a ticket it does not label keeps
+/// the hash answer.
+fn labelled(
+    behavior: Behavior,
+    labels: &classifier::Classifier,
+    ticket_text: &str,
+    model: &str,
+) -> Behavior {
+    match behavior {
+        Behavior::Classify => labels
+            .answer(ticket_text, model)
+            .map_or(Behavior::Classify, Behavior::Answer),
+        Behavior::Delay(delay, inner) => Behavior::Delay(
+            delay,
+            Box::new(labelled(*inner, labels, ticket_text, model)),
+        ),
+        other => other,
     }
 }
 
@@ -416,6 +448,12 @@ impl FakeProvider {
     /// What calls get when nothing else applies ([`Behavior::Classify`] at start).
     pub fn set_default(&self, behavior: Behavior) {
         self.shared.script().default = behavior;
+    }
+
+    /// Classifier mode: from now on `Classify` answers from `labels` (a ticket they do not
+    /// label keeps the hash answer).
+    pub fn classify_from_labels(&self, labels: classifier::Classifier) {
+        self.shared.script().labels = Some(labels);
     }
 
     /// While `Some`, every call gets this behaviour, and the queue is left untouched.

@@ -1,19 +1,24 @@
 //! `fake-provider [--listen ADDR] [--delay-ms N] [--strict] [--limit-rpm N
-//! [--withhold-limit-headers]] [--batch-delay-ms N] [--flex-delay-ms N]
-//! [--flex-unavailable-every N]`: the fake OpenAI/Anthropic API with its default behaviour, for
-//! running the pipeline by hand and for `scripts/bench`. Every answer waits `--delay-ms` first
-//! (a slow provider, without touching the library's script); `--strict` refuses request shapes
-//! the real APIs refuse; `--limit-rpm` enforces a request limit (429 beyond it); batches end
-//! `--batch-delay-ms` after creation; flex calls wait `--flex-delay-ms` more and every n-th
-//! is "resource unavailable". Prints the base URL, serves until Ctrl-C.
+//! [--withhold-limit-headers]] [--labels PATH [--error-rate R] [--error-rate-for MODEL=R]...]
+//! [--batch-delay-ms N] [--flex-delay-ms N] [--flex-unavailable-every N]`: the fake
+//! OpenAI/Anthropic API with its default behaviour, for running the pipeline by hand and for
+//! `scripts/bench`. Every answer waits `--delay-ms` first (a slow provider, without touching
+//! the library's script); `--strict` refuses request shapes the real APIs refuse;
+//! `--limit-rpm` enforces a request limit (429 beyond it); `--labels` answers from a labelled
+//! set, wrong at the given rate (per model with `--error-rate-for`), for `triage eval`
+//! (docs/quality.md); batches end `--batch-delay-ms` after creation; flex calls wait
+//! `--flex-delay-ms` more and every n-th is "resource unavailable". Prints the base URL,
+//! serves until Ctrl-C.
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
 
-use fake_provider::{Behavior, FakeProvider, Flex, LimitHeaders};
+use fake_provider::{classifier::Classifier, Behavior, FakeProvider, Flex, LimitHeaders};
 
 const USAGE: &str = "usage: fake-provider [--listen ADDR] [--delay-ms N] [--strict] \
-[--limit-rpm N [--withhold-limit-headers]] [--batch-delay-ms N] [--flex-delay-ms N] \
-[--flex-unavailable-every N]   (defaults 127.0.0.1:0, 0, lenient, no limit, 0, 0, never)";
+[--limit-rpm N [--withhold-limit-headers]] [--labels PATH [--error-rate R] \
+[--error-rate-for MODEL=R]...] [--batch-delay-ms N] [--flex-delay-ms N] \
+[--flex-unavailable-every N]   (defaults 127.0.0.1:0, 0, lenient, no limit, hash answers, \
+rate 0, 0, 0, never)";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -24,6 +29,10 @@ async fn main() -> ExitCode {
     let mut limit_headers = LimitHeaders::Sent;
     let mut batch_delay = Duration::ZERO;
     let mut flex = Flex::default();
+    let mut labels = None;
+    let mut error_rate = 0.0;
+    let mut model_rates = Vec::new();
+    let rate = |text: &str| text.parse::<f64>().ok().filter(|r| (0.0..=1.0).contains(r));
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -62,6 +71,33 @@ async fn main() -> ExitCode {
                     _ => flex.unavailable_every = n,
                 }
             }
+            "--labels" => match args.next().map(std::fs::read_to_string) {
+                Some(Ok(text)) => labels = Some(text),
+                _ => {
+                    eprintln!("--labels needs a readable JSONL file\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            "--error-rate" => match args.next().as_deref().and_then(rate) {
+                Some(r) => error_rate = r,
+                None => {
+                    eprintln!("--error-rate needs a number in [0, 1]\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            "--error-rate-for" => {
+                let pair = args.next().unwrap_or_default();
+                match pair
+                    .split_once('=')
+                    .and_then(|(m, r)| Some((m.to_owned(), rate(r)?)))
+                {
+                    Some(model_rate) => model_rates.push(model_rate),
+                    None => {
+                        eprintln!("--error-rate-for needs MODEL=R, R in [0, 1]\n{USAGE}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -80,6 +116,18 @@ async fn main() -> ExitCode {
         }
     };
     fake.set_default(Behavior::Classify.after(delay));
+    if let Some(text) = labels {
+        let classifier = match Classifier::from_jsonl(&text, error_rate) {
+            Ok(c) => model_rates
+                .into_iter()
+                .fold(c, |c, (model, r)| c.with_rate(&model, r)),
+            Err(e) => {
+                eprintln!("--labels: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        fake.classify_from_labels(classifier);
+    }
     fake.set_strict(strict);
     fake.set_batch_delay(batch_delay);
     fake.set_flex(flex);

@@ -108,9 +108,9 @@ async fn handle(
                 retry_after: Some(retry_after),
             }
         } else if flex {
-            script.next_flex(&call.ticket_text)
+            script.next_flex(&call.ticket_text, &call.model)
         } else {
-            script.next(&call.ticket_text)
+            script.behavior(&call.ticket_text, &call.model)
         }
     };
     // Only OpenAI's API speaks these header names.

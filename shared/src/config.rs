@@ -141,6 +141,61 @@ impl Default for RetentionPolicy {
     }
 }
 
+/// The promote gate (docs/quality.md): which labelled set a version must have been evaluated
+/// on, and how much worse than the current version it may be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QualityGate {
+    /// `TRIAGE_EVAL_SET`: a set's path, or `sha256:HEX` (its digest, where the file is not at
+    /// hand, as in Lambda); `None`, the set shipped in `evals/`.
+    pub set: Option<String>,
+    pub tolerance: Tolerance,
+}
+
+/// `TRIAGE_EVAL_TOLERANCE`, `macro_f1=0.01,urgent_recall=0.02` (the defaults): how far below
+/// the current version's figures a candidate's may be.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    pub macro_f1: f64,
+    pub urgent_recall: f64,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Self {
+            macro_f1: 0.01,
+            urgent_recall: 0.02,
+        }
+    }
+}
+
+impl FromStr for Tolerance {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut tolerance = Tolerance::default();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part.split_once('=').ok_or_else(|| {
+                format!("{part:?}: expected name=value (macro_f1=0.01,urgent_recall=0.02)")
+            })?;
+            let value = value
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && (0.0..=1.0).contains(v))
+                .ok_or_else(|| format!("{part:?}: the value must be a number in [0, 1]"))?;
+            match name.trim() {
+                "macro_f1" => tolerance.macro_f1 = value,
+                "urgent_recall" => tolerance.urgent_recall = value,
+                other => {
+                    return Err(format!(
+                        "{other:?} is not a gated figure (macro_f1, urgent_recall)"
+                    ))
+                }
+            }
+        }
+        Ok(tolerance)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub database: DatabaseConfig,
@@ -151,6 +206,7 @@ pub struct Config {
     pub rate_limit: RateLimitPolicy,
     pub fleet: FleetConfig,
     pub retention: RetentionPolicy,
+    pub quality: QualityGate,
 }
 
 impl Config {
@@ -313,6 +369,10 @@ impl Config {
                 },
                 ..RetentionPolicy::default()
             },
+            quality: QualityGate {
+                set: env.optional("TRIAGE_EVAL_SET"),
+                tolerance: env.parsed("TRIAGE_EVAL_TOLERANCE", "")?,
+            },
         })
     }
 
@@ -394,6 +454,34 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_eval_gate_defaults_to_the_shipped_set_and_its_tolerance_parses_by_name() {
+        let c = Config::local("postgres://x");
+        assert_eq!(c.quality.set, None);
+        assert_eq!(c.quality.tolerance, Tolerance::default());
+        let cases = [
+            ("", Ok((0.01, 0.02))),
+            ("macro_f1=0.05", Ok((0.05, 0.02))),
+            ("urgent_recall=0, macro_f1=0.002", Ok((0.002, 0.0))),
+            ("macro_f1", Err("expected name=value")),
+            ("macro_f1=2", Err("a number in [0, 1]")),
+            ("accuracy=0.1", Err("not a gated figure")),
+        ];
+        for (text, want) in cases {
+            let got = text
+                .parse::<Tolerance>()
+                .map(|t| (t.macro_f1, t.urgent_recall));
+            match (&got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(*got, want, "{text}"),
+                (Err(e), Err(want)) => assert!(e.contains(want), "{text}: {e}"),
+                _ => panic!("{text}: {got:?}"),
+            }
+        }
+        let env = |name: &str| (name == "TRIAGE_EVAL_TOLERANCE").then(|| "bogus".to_string());
+        let error = Config::from_lookup(env).unwrap_err().to_string();
+        assert!(error.contains("TRIAGE_EVAL_TOLERANCE"), "{error}");
+    }
 
     #[test]
     fn defaults_are_the_articles_numbers() {

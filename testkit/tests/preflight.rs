@@ -1,7 +1,8 @@
 //! `scripts/preflight` against moto: an account that can carry the stack passes, and one that
 //! gets every check wrong fails each with its fix, without ever printing a secret. The AWS
 //! CLI, python and boto3 come from `target/test-tools/` (scripts/test); moto has no Lambda
-//! account settings, so a loopback stand-in answers `GetAccountSettings`.
+//! account settings, so a loopback stand-in answers `GetAccountSettings` (and
+//! `GetFunctionConcurrency` for a stack already deployed).
 
 use std::{
     path::{Path, PathBuf},
@@ -16,17 +17,24 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// `GET /2016-08-19/account-settings` as Lambda answers it, with `unreserved` executions left.
-async fn lambda_account_settings(unreserved: u32) -> String {
+/// `GET /2016-08-19/account-settings` as Lambda answers it, with `unreserved` executions left;
+/// with `held`, every function reserves that many (`GET …/functions/{name}/concurrency`).
+async fn lambda_account_settings(unreserved: u32, held: Option<u32>) -> String {
     let settings = json!({
         "AccountLimit": {"ConcurrentExecutions": 1000, "UnreservedConcurrentExecutions": unreserved,
                          "TotalCodeSize": 80530636800_u64, "CodeSizeUnzipped": 262144000, "CodeSizeZipped": 52428800},
         "AccountUsage": {"TotalCodeSize": 0, "FunctionCount": 0},
     });
-    let app = Router::new().route(
+    let mut app = Router::new().route(
         "/2016-08-19/account-settings",
         get(move || async move { Json(settings) }),
     );
+    if let Some(held) = held {
+        app = app.route(
+            "/2019-09-30/functions/{name}/concurrency",
+            get(move || async move { Json(json!({"ReservedConcurrentExecutions": held})) }),
+        );
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -78,15 +86,15 @@ async fn fixtures(mode: &str, env: &[(String, String)], tools: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// A samconfig.toml with the env `t`, the same shape as the repository's.
-fn samconfig(parameters: &[String]) -> PathBuf {
+/// A samconfig.toml with the env `t` for the stack `stack`, the same shape as the repository's.
+fn samconfig(stack: &str, parameters: &[String]) -> PathBuf {
     let path =
         std::env::temp_dir().join(format!("preflight-{}.toml", uuid::Uuid::new_v4().simple()));
     let list: String = parameters.iter().map(|p| format!("  \"{p}\",\n")).collect();
     std::fs::write(
         &path,
         format!(
-            "[t.global.parameters]\nstack_name = \"triage-t\"\nregion = \"eu-west-1\"\n\n\
+            "[t.global.parameters]\nstack_name = \"{stack}\"\nregion = \"eu-west-1\"\n\n\
              [t.deploy.parameters]\nconfirm_changeset = false\n# a comment\n\
              parameter_overrides = [\n{list}]\n"
         ),
@@ -111,41 +119,51 @@ async fn preflight(config: &Path, env: &[(String, String)]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// Moto, the tools and the Lambda stand-in with `unreserved` executions; `None` (skipped
-/// loudly) without moto outside `scripts/test`.
-async fn setup(unreserved: u32) -> Option<(Vec<(String, String)>, PathBuf)> {
+/// Moto, the tools and the Lambda stand-in with `unreserved` executions (and `held` per
+/// deployed function); `None` (skipped loudly) without moto outside `scripts/test`.
+async fn setup(unreserved: u32, held: Option<u32>) -> Option<(Vec<(String, String)>, PathBuf)> {
     let moto = testkit::moto::aws_env()?;
     let tools = testkit::moto::tool("aws")?.parent().unwrap().to_path_buf();
-    let lambda = lambda_account_settings(unreserved).await;
+    let lambda = lambda_account_settings(unreserved, held).await;
     Some((aws_env(&moto, &lambda, &tools), tools))
 }
 
 #[tokio::test]
 async fn an_account_ready_for_the_stack_passes_every_check() {
-    let Some((env, tools)) = setup(990).await else {
+    // The stack is deployed: its worker's 101 are reserved already, so only 100 are left
+    // unreserved, and the 101 + 50 the env reserves still fit (counted once, not twice).
+    let Some((env, tools)) = setup(100, Some(101)).await else {
         return;
     };
     let f = fixtures("good", &env, &tools).await;
-    let config = samconfig(&[
-        "Stage=prod".into(),
-        format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
-        format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
-        format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
-        "Provider=openai".into(),
-        format!(
-            "ProviderSecretArn={}",
-            f["provider_secret"].as_str().unwrap()
-        ),
-        r#"SweeperSchedule=\"rate(1 minute)\""#.into(),
-        format!("AlarmTopicArn={}", f["topic"].as_str().unwrap()),
-    ]);
+    let config = samconfig(
+        "triage-good",
+        &[
+            "Stage=prod".into(),
+            format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
+            format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
+            format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
+            format!("ApiDbSecretArn={}", f["api_db_secret"].as_str().unwrap()),
+            "ApiReservedConcurrency=50".into(),
+            "Provider=openai".into(),
+            format!(
+                "ProviderSecretArn={}",
+                f["provider_secret"].as_str().unwrap()
+            ),
+            r#"SweeperSchedule=\"rate(1 minute)\""#.into(),
+            format!("AlarmTopicArn={}", f["topic"].as_str().unwrap()),
+        ],
+    );
     let (passed, out) = preflight(&config, &env).await;
     std::fs::remove_file(&config).unwrap();
     assert!(passed, "{out}");
     for seen in [
-        "ok    Lambda concurrency: 990 of 1000 unreserved",
+        "ok    the stack triage-good holds 101 reserved executions already",
+        "ok    Lambda concurrency: 201 of 1000 unreserved, the worker reserves 101, the API 50",
         "egress through nat-",
         "ok    DbSecretArn: the RDS shape",
+        "ok    ApiDbSecretArn exists (the API's own login)",
+        "ok    RDS triage-good: max_connections 811 (about, RDS's default for db.t4g.large) exceeds the 479 the functions can open ((100 + 1) x 4 worker + 50 x 1 API + 25 sweeper, scaler, ops, migrate)",
         "ok    ProviderSecretArn exists",
         "ok    RDS triage-good: postgres 16.4",
         "admits the functions' security group sg-",
@@ -160,26 +178,32 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
 
 #[tokio::test]
 async fn a_dev_smoke_test_passes_on_endpoints_alone_with_warnings_for_what_prod_would_refuse() {
-    let Some((env, tools)) = setup(990).await else {
+    let Some((env, tools)) = setup(990, None).await else {
         return;
     };
     let f = fixtures("dev", &env, &tools).await;
-    let config = samconfig(&[
-        "Stage=dev".into(),
-        format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
-        format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
-        format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
-        format!("DbHost={}", f["db_host"].as_str().unwrap()),
-        "DbName=triage".into(),
-        "Provider=rules".into(),
-        "MaxWorkerConcurrency=2".into(),
-        "WorkerReservedConcurrency=3".into(),
-    ]);
+    let config = samconfig(
+        "triage-dev",
+        &[
+            "Stage=dev".into(),
+            format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
+            format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
+            format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
+            format!("DbHost={}", f["db_host"].as_str().unwrap()),
+            "DbName=triage".into(),
+            "Provider=rules".into(),
+            "MaxWorkerConcurrency=2".into(),
+            "WorkerReservedConcurrency=3".into(),
+        ],
+    );
     let (passed, out) = preflight(&config, &env).await;
     std::fs::remove_file(&config).unwrap();
     assert!(passed, "{out}");
     for seen in [
         "Secrets Manager through its interface endpoint",
+        "SQS (the scaler's doorbells) through its interface endpoint",
+        "max_connections 150 (set in triage-dev) exceeds the",
+        "warn  no ApiDbSecretArn",
         "S3 (the migration's answer to CloudFormation) through the gateway endpoint",
         "ok    DbSecretArn: the RDS shape",
         "ok    Provider=rules: no provider secret needed",
@@ -193,23 +217,26 @@ async fn a_dev_smoke_test_passes_on_endpoints_alone_with_warnings_for_what_prod_
 
 #[tokio::test]
 async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() {
-    let Some((env, tools)) = setup(10).await else {
+    let Some((env, tools)) = setup(10, None).await else {
         return;
     };
     let f = fixtures("bad", &env, &tools).await;
-    let config = samconfig(&[
-        "Stage=prod".into(),
-        format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
-        "SecurityGroupIds=sg-EDIT-ME".into(),
-        "WorkerSchedule=rate(5 minutes)".into(),
-        "WorkerReservedConcurrency=50".into(),
-        format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
-        format!(
-            "ProviderSecretArn={}",
-            f["provider_secret"].as_str().unwrap()
-        ),
-        format!("AlarmTopicArn={}", f["topic"].as_str().unwrap()),
-    ]);
+    let config = samconfig(
+        "triage-bad",
+        &[
+            "Stage=prod".into(),
+            format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
+            "SecurityGroupIds=sg-EDIT-ME".into(),
+            "WorkerSchedule=rate(5 minutes)".into(),
+            "WorkerReservedConcurrency=50".into(),
+            format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
+            format!(
+                "ProviderSecretArn={}",
+                f["provider_secret"].as_str().unwrap()
+            ),
+            format!("AlarmTopicArn={}", f["topic"].as_str().unwrap()),
+        ],
+    );
     let (passed, out) = preflight(&config, &env).await;
     std::fs::remove_file(&config).unwrap();
     assert!(!passed, "{out}");
@@ -230,6 +257,18 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
         (
             "reaches no Secrets Manager",
             "com.amazonaws.eu-west-1.secretsmanager",
+        ),
+        (
+            "reaches no SQS: no NAT route and no interface endpoint",
+            "--service-name com.amazonaws.eu-west-1.sqs",
+        ),
+        (
+            "Stage=prod without ApiDbSecretArn",
+            "docs/sql/roles.sql, docs/deploy.md step 4",
+        ),
+        (
+            "RDS triage-bad: max_connections 202 (about, RDS's default for db.t4g.small) is below the 429 connections",
+            "--db-instance-class db.t4g.large",
         ),
         (
             "reaches no S3",
@@ -264,6 +303,6 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "no {problem:?} / {fix:?} in:\n{out}"
         );
     }
-    assert!(out.contains("preflight: 14 problem(s)"), "{out}");
+    assert!(out.contains("preflight: 17 problem(s)"), "{out}");
     assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
 }

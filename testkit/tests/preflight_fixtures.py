@@ -3,8 +3,9 @@
     python preflight_fixtures.py good|dev|bad      (endpoint and region from the environment)
 
 Prints what the samconfig.toml under test needs, as JSON. `good` is an account ready for
-production; `dev` one for a smoke test (endpoints instead of NAT, the master secret, no
-topic); `bad` gets something wrong in every check.
+production, where the stack `triage-good` is already deployed; `dev` one for a smoke test
+(endpoints instead of NAT, the master secret, no topic, max_connections set in a parameter
+group); `bad` gets something wrong in every check.
 """
 import json
 import sys
@@ -40,9 +41,10 @@ if mode in ("good", "dev"):
     ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{region}.s3", VpcEndpointType="Gateway", RouteTableIds=[rt])
 if mode == "dev":
     # No NAT: endpoints alone, enough for Provider=rules.
-    ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{region}.secretsmanager",
-                            VpcEndpointType="Interface", SubnetIds=subnets, SecurityGroupIds=[sg],
-                            PrivateDnsEnabled=True)
+    for service in ("secretsmanager", "sqs"):
+        ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{region}.{service}",
+                                VpcEndpointType="Interface", SubnetIds=subnets, SecurityGroupIds=[sg],
+                                PrivateDnsEnabled=True)
 if mode == "bad":
     # One more subnet, public: its default route goes to an internet gateway.
     igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
@@ -56,11 +58,20 @@ if mode == "bad":
 # The password is what the test looks for in the script's output: it must never appear.
 password = "pw-" + mode + "-never-printed"
 login = {"username": "triage", "password": password, "host": None, "port": 5432, "dbname": "triage"}
+# max_connections: `good` from RDS's default for db.t4g.large (about 810), `bad` from the
+# default for db.t4g.small (about 200, below the default fleet's 404), `dev` set in a group.
+parameter_group = {}
+if mode == "dev":
+    rds.create_db_parameter_group(DBParameterGroupName="triage-dev", DBParameterGroupFamily="postgres16", Description="t")
+    rds.modify_db_parameter_group(DBParameterGroupName="triage-dev", Parameters=[
+        {"ParameterName": "max_connections", "ParameterValue": "150", "ApplyMethod": "pending-reboot"}])
+    parameter_group = {"DBParameterGroupName": "triage-dev"}
 instance = rds.create_db_instance(
     DBInstanceIdentifier=f"triage-{mode}", Engine="postgres",
     EngineVersion="15.8" if mode == "bad" else "16.4",
-    DBInstanceClass="db.t4g.small", AllocatedStorage=20, VpcSecurityGroupIds=[db_sg],
-    MasterUsername="triage_admin", MasterUserPassword="master-pw-never-printed", DBName="triage",
+    DBInstanceClass="db.t4g.large" if mode == "good" else "db.t4g.small", AllocatedStorage=20,
+    VpcSecurityGroupIds=[db_sg], MasterUsername="triage_admin", MasterUserPassword="master-pw-never-printed",
+    DBName="triage", **parameter_group,
 )["DBInstance"]
 host = rds.describe_db_instances(DBInstanceIdentifier=instance["DBInstanceIdentifier"])["DBInstances"][0]["Endpoint"]["Address"]
 login["host"] = host
@@ -85,6 +96,18 @@ if mode == "dev":
     pass
 elif mode == "good":
     out["provider_secret"] = sm.create_secret(Name="triage/provider", SecretString="sk-never-printed")["ARN"]
+    api_login = dict(login, username="triage_api_login", password="api-" + password)
+    out["api_db_secret"] = sm.create_secret(Name="triage/db-api", SecretString=json.dumps(api_login))["ARN"]
+    # The stack already deployed: its worker holds its reservation (the Lambda stand-in says
+    # how much), which the preflight must not count twice.
+    iam = boto3.client("iam")
+    role = iam.create_role(RoleName="triage-good-worker", AssumeRolePolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
+                                                "Action": "sts:AssumeRole"}]}))["Role"]["Arn"]
+    boto3.client("cloudformation").create_stack(StackName="triage-good", TemplateBody=json.dumps({"Resources": {
+        "WorkerFunction": {"Type": "AWS::Lambda::Function", "Properties": {
+            "FunctionName": "triage-good-WorkerFunction-AbC123", "Runtime": "python3.12", "Handler": "x.h",
+            "Role": role, "Code": {"ZipFile": "def h(event, context): pass"}}}}}))
     topic = sns.create_topic(Name="triage-alarms")["TopicArn"]
     sns.subscribe(TopicArn=topic, Protocol="email", Endpoint="oncall@example.com")
     out["topic"] = topic

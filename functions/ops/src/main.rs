@@ -1,7 +1,8 @@
 //! Ops Lambda: the CLI's operations where RDS sits in private subnets. The payload is an
 //! `operations::Request` (`{"op": "reprocess", ...}`, see docs/runbook.md), run by the same code as
-//! `triage reprocess`, `shadow-diff`, `promote`, `redrive`, `stats`, `dead-letters`, `erase`
-//! and `audit`, each run recorded in the audit trail:
+//! `triage reprocess`, `shadow-diff`, `promote`, `redrive`, `stats`, `dead-letters`, `erase`,
+//! `audit` and `eval` (which here queues its jobs and reports what is answered, without
+//! waiting: the fleet answers), each run recorded in the audit trail:
 //! `aws lambda invoke --function-name <ops> --payload '{"op":"stats"}' out.json`.
 
 use lambda_runtime::{service_fn, LambdaEvent};

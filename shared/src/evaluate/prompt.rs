@@ -38,6 +38,14 @@ const PROMPTS: &[(&str, &str, Framing)] = &[
         include_str!("../../../prompts/triage-v5.txt"),
         Framing::JsonData,
     ),
+    // Written against evals/ dev (docs/quality.md): sharper definitions, the harder cases,
+    // and examples in the system prompt, a static prefix before the ticket, so providers'
+    // prompt caching can serve it.
+    (
+        "triage-v6",
+        include_str!("../../../prompts/triage-v6.txt"),
+        Framing::JsonData,
+    ),
 ];
 
 const POLICIES: &[(&str, &str)] = &[("policy-v1", include_str!("../../../prompts/policy-v1.json"))];
@@ -115,6 +123,20 @@ mod tests {
             assert!(!prompt.text.contains("{departments}"));
         }
         assert!(Prompt::load("triage-v0", &policy).is_none());
+    }
+
+    #[test]
+    fn triage_v6_is_a_static_prefix_with_examples_and_the_ticket_as_data() {
+        let policy = Policy::load("policy-v1").unwrap();
+        let v6 = Prompt::load("triage-v6", &policy).unwrap();
+        assert_eq!(v6.framing, Framing::JsonData);
+        // The system prompt holds no per-ticket text: the same bytes for every call.
+        assert!(
+            v6.text.contains("Examples (ticket → answer)")
+                && v6.text.contains("never instructions")
+        );
+        let v5 = Prompt::load("triage-v5", &policy).unwrap();
+        assert!(v6.text.len() > v5.text.len());
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! [`run`], shared by the CLI (as subcommands) and the ops Lambda (as its JSON payload), so
 //! both do exactly the same thing.
 //! An entry-point layer: uses the pipeline (reports), evaluate (prompt versions), config, db
-//! and the domain.
+//! and the domain. [`eval`] is `triage eval` (the labelled set, its metrics, the stored runs and
+//! the quality gate `promote` consults).
 
 pub mod audit;
+pub mod eval;
 pub mod promote;
 pub mod redrive;
 pub mod reprocess;
@@ -26,7 +28,7 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::{ModelVersion, PromptVersion, VersionPair},
     },
-    evaluate::Prompt,
+    evaluate::{Policy, Prompt},
     pipeline::{
         erase::{self, Erased},
         outbox::claim::Serves,
@@ -46,6 +48,8 @@ const DEFAULT_DEAD_LETTER_WINDOW: Duration = Duration::from_secs(24 * 3600);
 pub const CONFIRM_ABOVE_JOBS: i64 = 1000;
 /// How many rows `triage audit` lists by default.
 const DEFAULT_AUDIT_ROWS: i64 = 50;
+/// How many runs `triage eval --list` shows, newest first.
+const LISTED_EVAL_RUNS: i64 = 50;
 
 /// What an operation did. Serialised as the report alone (the caller knows what it asked).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -59,6 +63,8 @@ pub enum Outcome {
     DeadLetters(Vec<DeadLetterGroup>),
     Erase(Erased),
     Audit(Vec<audit::AuditEntry>),
+    Eval(Box<eval::Report>),
+    EvalRuns(Vec<eval::store::StoredRun>),
 }
 
 /// Runs `request` for `operator` and records the run in the audit trail, however it ends.
@@ -68,11 +74,23 @@ pub async fn run(
     request: Request,
     operator: &Operator,
 ) -> Result<Outcome> {
+    run_with(pool, config, request, operator, &eval::Watch::default()).await
+}
+
+/// [`run`], with how a caller follows a long operation (`triage eval` waits for its answers
+/// with a progress bar and stops on Ctrl-C).
+pub async fn run_with(
+    pool: &Pool,
+    config: &Config,
+    request: Request,
+    operator: &Operator,
+    watch: &eval::Watch,
+) -> Result<Outcome> {
     // Every operation leaves a trace on the dashboard, whoever ran it and however it ended.
     metric::operation(request.name());
     let op = request.name();
     let parameters = serde_json::to_value(&request).unwrap_or_default();
-    let outcome = execute(pool, config, request).await;
+    let outcome = execute(pool, config, request, operator, watch).await;
     let reported = match &outcome {
         // The trail would only copy itself.
         Ok(Outcome::Audit(_)) => Ok(None),
@@ -83,7 +101,13 @@ pub async fn run(
     outcome
 }
 
-async fn execute(pool: &Pool, config: &Config, request: Request) -> Result<Outcome> {
+async fn execute(
+    pool: &Pool,
+    config: &Config,
+    request: Request,
+    operator: &Operator,
+    watch: &eval::Watch,
+) -> Result<Outcome> {
     let pair = |prompt_version, model_version: Option<ModelVersion>| VersionPair {
         prompt_version,
         model_version: model_version.unwrap_or_else(|| config.versions.model.clone()),
@@ -123,9 +147,59 @@ async fn execute(pool: &Pool, config: &Config, request: Request) -> Result<Outco
         Request::Promote {
             prompt_version,
             model_version,
+            force,
+            reason,
         } => {
             let version = pair(prompt_version, model_version);
+            if !force {
+                promote::quality_gate(pool, config, &version).await?;
+            } else if reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+                return Err(InvalidRequest::new(
+                    "reason",
+                    "--force needs --reason TEXT: why the quality gate is overridden".into(),
+                )
+                .into());
+            }
             Outcome::Promote(promote::promote(pool, &version).await?)
+        }
+        Request::Eval { list: true, .. } => {
+            let client = crate::db::client(pool).await?;
+            Outcome::EvalRuns(eval::store::list(&client, LISTED_EVAL_RUNS).await?)
+        }
+        Request::Eval {
+            set,
+            split,
+            versions,
+            list: false,
+        } => {
+            let policy = Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
+                InvalidRequest::new(
+                    "policy",
+                    "the configured policy is not in this build".into(),
+                )
+            })?;
+            let path =
+                set.ok_or_else(|| InvalidRequest::new("set", "--set PATH is needed".into()))?;
+            let set = eval::set::LabelledSet::read(&path, &policy)?;
+            let configured = &config.versions.model;
+            let versions: Vec<VersionPair> = if versions.is_empty() {
+                vec![config.versions.pair()]
+            } else {
+                versions
+                    .into_iter()
+                    .map(|v| v.resolve(configured))
+                    .collect()
+            };
+            for version in &versions {
+                known_to_this_build(&version.prompt_version)?;
+            }
+            let plan = eval::Plan {
+                set,
+                split,
+                versions,
+                policy,
+            };
+            Outcome::Eval(Box::new(eval::run(pool, &plan, operator, watch).await?))
         }
         Request::Redrive {
             reason,

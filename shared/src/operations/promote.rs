@@ -8,7 +8,12 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
+use super::eval::{
+    gate::{self, Figures, Verdict},
+    set, store,
+};
 use crate::{
+    config::Config,
     db,
     domain::{
         error::{InvalidRequest, Result},
@@ -66,4 +71,49 @@ pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
     };
     tracing::info!(?promotion, "version promoted");
     Ok(promotion)
+}
+
+/// The version readers see now: the newest promotion, else the configured one.
+const CURRENT: &str =
+    "SELECT prompt_version, model_version FROM version_promotion ORDER BY id DESC LIMIT 1";
+
+/// The quality gate (docs/quality.md): `version` must have an eval run on the test split of
+/// the configured set (`TRIAGE_EVAL_SET`, by digest) no worse than the current version's by
+/// more than `TRIAGE_EVAL_TOLERANCE`. Refused with both versions' figures otherwise.
+pub async fn quality_gate(pool: &Pool, config: &Config, version: &VersionPair) -> Result<()> {
+    let digest = set::configured_digest(config.quality.set.as_deref())?;
+    let client = db::client(pool).await?;
+    let current = match client.query_opt(CURRENT, &[]).await? {
+        Some(row) => VersionPair {
+            prompt_version: row.get(0),
+            model_version: row.get(1),
+        },
+        None => config.versions.pair(),
+    };
+    let candidate_figures = store::gate_figures(&client, &digest, version).await?;
+    let current_figures = store::gate_figures(&client, &digest, &current).await?;
+    match gate::decide(candidate_figures, current_figures, config.quality.tolerance) {
+        Verdict::Pass => Ok(()),
+        Verdict::Refused(why) => {
+            let shown = |f: Option<Figures>| {
+                f.map_or("no run".to_string(), |f| {
+                    format!(
+                        "macro-F1 {:.3}, urgent recall {:.3}",
+                        f.macro_f1, f.urgent_recall
+                    )
+                })
+            };
+            Err(InvalidRequest::new(
+                "quality_gate",
+                format!(
+                    "{version} is refused: {why}. {version}: {}; current {current}: {}; set {}. \
+                     Override with --force --reason TEXT (audited).",
+                    shown(candidate_figures),
+                    shown(current_figures),
+                    &digest[..12.min(digest.len())],
+                ),
+            )
+            .into())
+        }
+    }
 }

@@ -34,11 +34,12 @@ pub struct Report {
 }
 
 /// The next page of dead letters, oldest death first (`idx_outbox_dead`). The cursor is the
-/// last page's (finished_at, id); none on the first page.
+/// last page's (finished_at, id); none on the first page. Production work only, as
+/// `triage dead-letters` reports it: an eval's dead letters are part of its version's figures.
 const NEXT_DEAD: &str = r#"
 SELECT id, finished_at, coalesce(error_class, 'unknown')
 FROM evaluation_outbox
-WHERE status = 'dead'
+WHERE status = 'dead' AND workload = 'production'
   AND ($1::text IS NULL OR error_class = $1)
   AND ($2::float8 IS NULL OR finished_at > now() - make_interval(secs => $2))
   AND ($3::timestamptz IS NULL OR (finished_at, id) > ($3, $4))

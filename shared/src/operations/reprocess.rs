@@ -9,13 +9,14 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Pool;
+use deadpool_postgres::{GenericClient, Pool};
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::{
     db,
     domain::{error::Result, key::IdempotencyKey, versions::VersionPair},
+    pipeline::outbox::Work,
 };
 
 /// What to reprocess, and how.
@@ -54,14 +55,15 @@ pub struct Report {
 const NEXT_TICKETS: &str = r#"
 SELECT id, created_at, subject, message
 FROM ticket
-WHERE (created_at, id) > ($1, $2)
+WHERE (created_at, id) > ($1, $2) AND workload = 'production'
 ORDER BY created_at, id
 LIMIT $3
 "#;
 
 /// One batch in one statement. Every CTE sees the snapshot from before the inserts, so `known`
 /// means "queued or evaluated before this batch". A dry run is this same statement with its
-/// writes switched off (`$6`), so its counts are what the real run would do.
+/// writes switched off (`$6`), so its counts are what the real run would do. `triage eval`
+/// queues its jobs with it too, as bulk eval work (`$7`, `$8`).
 const ENQUEUE_BATCH: &str = r#"
 WITH input AS (
     SELECT i.ticket_id, i.idempotency_key,
@@ -79,9 +81,8 @@ WITH input AS (
     RETURNING 1
 ), job AS (
     INSERT INTO evaluation_outbox
-        (ticket_id, idempotency_key, prompt_version, model_version, available_at, lane)
-    SELECT ticket_id, idempotency_key, $3, $4, now() + random() * make_interval(secs => $5),
-           'bulk'
+        (ticket_id, idempotency_key, prompt_version, model_version, available_at, lane, workload)
+    SELECT ticket_id, idempotency_key, $3, $4, now() + random() * make_interval(secs => $5), $7, $8
     FROM input WHERE NOT known AND NOT $6
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING 1
@@ -92,6 +93,52 @@ SELECT CASE WHEN $6 THEN (SELECT count(*) FROM input WHERE NOT linked)
             ELSE (SELECT count(*) FROM job) END,
        (SELECT count(*) FROM input WHERE known)
 "#;
+
+/// Tickets to queue under `versions`, with their keys under them.
+pub struct Batch<'a> {
+    pub ticket_ids: &'a [Uuid],
+    pub keys: &'a [String],
+    pub versions: &'a VersionPair,
+    pub spread: Duration,
+    pub work: Work,
+}
+
+/// What [`enqueue`] did (or, dry, would do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enqueued {
+    pub links_added: i64,
+    pub inserted: i64,
+    pub already_queued: i64,
+}
+
+/// Links every ticket of `batch` to its key and queues a job for each key neither queued nor
+/// evaluated: one statement, so a second run adds nothing.
+pub async fn enqueue(
+    client: &impl GenericClient,
+    batch: &Batch<'_>,
+    dry_run: bool,
+) -> Result<Enqueued> {
+    let counts = client
+        .query_one(
+            ENQUEUE_BATCH,
+            &[
+                &batch.ticket_ids,
+                &batch.keys,
+                &batch.versions.prompt_version,
+                &batch.versions.model_version,
+                &batch.spread.as_secs_f64(),
+                &dry_run,
+                &batch.work.lane,
+                &batch.work.workload,
+            ],
+        )
+        .await?;
+    Ok(Enqueued {
+        links_added: counts.get(0),
+        inserted: counts.get(1),
+        already_queued: counts.get(2),
+    })
+}
 
 pub async fn reprocess(pool: &Pool, plan: &Plan) -> Result<Report> {
     let client = db::client(pool).await?;
@@ -125,24 +172,19 @@ pub async fn reprocess(pool: &Pool, plan: &Plan) -> Result<Report> {
                 .to_string()
             })
             .collect();
-        let counts = client
-            .query_one(
-                ENQUEUE_BATCH,
-                &[
-                    &ids,
-                    &keys,
-                    &plan.versions.prompt_version,
-                    &plan.versions.model_version,
-                    &plan.spread.as_secs_f64(),
-                    &plan.dry_run,
-                ],
-            )
-            .await?;
+        let batch = Batch {
+            ticket_ids: &ids,
+            keys: &keys,
+            versions: &plan.versions,
+            spread: plan.spread,
+            work: Work::REPROCESS,
+        };
+        let counts = enqueue(&client, &batch, plan.dry_run).await?;
         report.batches += 1;
         report.tickets += page.len() as i64;
-        report.links_added += counts.get::<_, i64>(0);
-        report.inserted += counts.get::<_, i64>(1);
-        report.already_queued += counts.get::<_, i64>(2);
+        report.links_added += counts.links_added;
+        report.inserted += counts.inserted;
+        report.already_queued += counts.already_queued;
         if (page.len() as i64) < plan.batch_size {
             break;
         }

@@ -2,12 +2,13 @@
 //! (clap) and the ops Lambda's JSON payload (`{"op": "reprocess", ...}`, serde), so flags,
 //! fields and their help cannot drift apart. Defaults live in [`super::run`], once.
 
-use std::{fmt, str::FromStr, time::Duration};
+use std::{fmt, path::PathBuf, str::FromStr, time::Duration};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_with::{serde_as, DisplayFromStr};
 
+use super::eval::set::Split;
 use crate::domain::{
     error::InvalidRequest,
     ticket::TicketId,
@@ -56,7 +57,8 @@ pub enum Request {
         #[serde_as(as = "DisplayFromStr")]
         to: VersionSpec,
     },
-    /// Make GET /tickets/{id} show this version (recorded in the database).
+    /// Make GET /tickets/{id} show this version (recorded in the database). Needs an eval run
+    /// of it on the test split of TRIAGE_EVAL_SET no worse than the current version's.
     Promote {
         #[arg(long)]
         prompt_version: PromptVersion,
@@ -64,6 +66,36 @@ pub enum Request {
         #[arg(long)]
         #[serde(default)]
         model_version: Option<ModelVersion>,
+        /// Promote although the quality gate refuses; needs --reason (both go to the audit trail).
+        #[arg(long, requires = "reason")]
+        #[serde(default)]
+        force: bool,
+        /// Why the gate is overridden.
+        #[arg(long)]
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// Evaluate versions over a labelled set through the pipeline (docs/quality.md); --list
+    /// shows the stored runs.
+    Eval {
+        /// The labelled set, JSONL (evals/tickets.jsonl).
+        #[arg(long, required_unless_present = "list")]
+        #[serde(default)]
+        set: Option<PathBuf>,
+        /// Only this split: dev (for tuning prompts) or test (only reported).
+        #[arg(long)]
+        #[serde(default)]
+        split: Option<Split>,
+        /// prompt or prompt/model@effort, e.g. triage-v6/gpt-6-luna@medium; repeat to compare
+        /// (the first is the baseline); default: the configured version.
+        #[arg(long = "version")]
+        #[serde(default)]
+        #[serde_as(as = "Vec<DisplayFromStr>")]
+        versions: Vec<VersionSpec>,
+        /// List the stored runs instead.
+        #[arg(long)]
+        #[serde(default)]
+        list: bool,
     },
     /// Move dead letters back to the queue with attempts reset.
     Redrive {
@@ -126,6 +158,7 @@ impl Request {
             Request::Reprocess { .. } => "reprocess",
             Request::ShadowDiff { .. } => "shadow_diff",
             Request::Promote { .. } => "promote",
+            Request::Eval { .. } => "eval",
             Request::Redrive { .. } => "redrive",
             Request::Stats => "stats",
             Request::DeadLetters { .. } => "dead_letters",

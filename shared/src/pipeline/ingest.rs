@@ -163,6 +163,26 @@ async fn insert(
     })
 }
 
+/// `triage eval`'s tickets: ids chosen by the caller (derived from the labelled row, so a
+/// rerun finds them), marked as eval work so no production report counts them. A ticket
+/// already there is left as it is.
+pub async fn insert_eval_tickets(
+    client: &impl GenericClient,
+    ids: &[uuid::Uuid],
+    subjects: &[&str],
+    messages: &[&str],
+) -> Result<u64> {
+    Ok(client
+        .execute(
+            "INSERT INTO ticket (id, subject, message, workload)
+             SELECT id, subject, message, 'eval'
+             FROM unnest($1::uuid[], $2::text[], $3::text[]) AS t (id, subject, message)
+             ON CONFLICT (id) DO NOTHING",
+            &[&ids, &subjects, &messages],
+        )
+        .await?)
+}
+
 /// What "the same request" means for `Idempotency-Key`: the same subject and message.
 fn fingerprint(ticket: &NewTicket) -> String {
     let mut hasher = Sha256::new();

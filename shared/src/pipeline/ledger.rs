@@ -50,7 +50,8 @@ pub struct CallRecord {
 
 /// Records the call about to be made, unless a result for the job's key exists (article step
 /// 4, the line that saves money): `None` then, and no call is to be made. One statement, so
-/// the dedup check costs no round trip of its own.
+/// the dedup check costs no round trip of its own. The call takes its job's lane and
+/// workload, so eval calls count against the budget but stay out of production reports.
 pub async fn start_call_unless_evaluated(
     client: &impl GenericClient,
     job: &ClaimedJob,
@@ -61,8 +62,11 @@ pub async fn start_call_unless_evaluated(
     let statement = client
         .prepare_cached(
             r#"
-            INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version, prompt_version, lane, tier)
-            SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9
+            INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version, prompt_version, lane, workload, tier)
+            SELECT $1, $2, $3, $4, $5, $6, $7,
+                   coalesce((SELECT lane FROM evaluation_outbox WHERE id = $1), 'interactive'),
+                   coalesce((SELECT workload FROM evaluation_outbox WHERE id = $1), 'production'),
+                   $8
             WHERE NOT EXISTS (SELECT 1 FROM evaluation_result WHERE idempotency_key = $2)
             RETURNING id
             "#,
@@ -79,7 +83,6 @@ pub async fn start_call_unless_evaluated(
                 &provider,
                 &job.versions.model_version,
                 &job.versions.prompt_version,
-                &job.lane.as_str(),
                 &tier.name(),
             ],
         )

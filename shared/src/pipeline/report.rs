@@ -1,5 +1,7 @@
 //! What the on-call person reads: queue health (the age of the oldest *claimable* item is the
 //! headline) and the dead-letter report grouped by reason (article, "O que observar").
+//! Production work only: `triage eval`'s jobs and calls (`workload = 'eval'`) are reported by
+//! `triage eval`, never here (the spend *budget* still counts them: `budget::spend`).
 
 use std::time::Duration;
 
@@ -96,6 +98,7 @@ SELECT count(*) FILTER (WHERE status = 'pending'),
        count(*) FILTER (WHERE finished_by = 'dedup'),
        count(*) FILTER (WHERE status = 'pending' AND (model_version LIKE 'rules@%') <> $1)
 FROM evaluation_outbox
+WHERE workload = 'production'
 "#;
 
 /// Served by the partial claim index; the same model filter as the claim (`outbox::claim`).
@@ -103,6 +106,7 @@ const OLDEST_CLAIMABLE: &str = r#"
 SELECT coalesce(extract(epoch FROM now() - min(available_at)), 0)::float8
 FROM evaluation_outbox
 WHERE status = 'pending' AND available_at <= now() AND (model_version LIKE 'rules@%') = $1
+  AND workload = 'production'
 "#;
 
 const LEDGER: &str = r#"
@@ -111,6 +115,7 @@ SELECT count(*) FILTER (WHERE billed),
        coalesce(sum(cost_usd), 0)::float8,
        coalesce(avg(cost_usd) FILTER (WHERE billed AND outcome = 'ok'), 0)::float8
 FROM provider_call
+WHERE workload = 'production'
 "#;
 
 /// Production calls only: eval work is apart (V7's `workload`).
@@ -156,15 +161,15 @@ fn per_ticket(cost_usd: f64, evaluated: i64) -> Option<f64> {
     (evaluated > 0).then(|| cost_usd / evaluated as f64)
 }
 
-const DUPLICATE_TICKETS: &str =
-    "SELECT count(*) - count(DISTINCT idempotency_key) FROM ticket_evaluation";
+const DUPLICATE_TICKETS: &str = "SELECT count(*) - count(DISTINCT idempotency_key)
+     FROM ticket_evaluation te JOIN ticket t ON t.id = te.ticket_id WHERE t.workload = 'production'";
 
 const BREAKERS: &str = "SELECT provider, state, consecutive_failures, open_until FROM provider_breaker ORDER BY provider";
 
 const DEAD_LETTERS: &str = r#"
 SELECT coalesce(error_class, 'unknown'), count(*), max(finished_at)
 FROM evaluation_outbox
-WHERE status = 'dead' AND finished_at > now() - make_interval(secs => $1)
+WHERE status = 'dead' AND finished_at > now() - make_interval(secs => $1) AND workload = 'production'
 GROUP BY 1
 ORDER BY 2 DESC, 1
 "#;

@@ -5,6 +5,7 @@ mod budget;
 mod console;
 mod database_outage;
 mod erase;
+mod eval;
 mod helpers;
 mod ingest;
 mod injection;

@@ -351,7 +351,7 @@ async fn promoting_a_version_changes_what_get_shows_and_the_response_says_so() {
 
     let promotion = op(
         &app,
-        json!({"op": "promote", "prompt_version": "triage-v4"}),
+        json!({"op": "promote", "prompt_version": "triage-v4", "force": true, "reason": "no eval set in this test"}),
     )
     .await;
     assert_eq!(promotion["model_version"], "gpt-6-luna@medium");
@@ -370,7 +370,7 @@ async fn promoting_a_version_changes_what_get_shows_and_the_response_says_so() {
     // Undoing is promoting the previous version again.
     let undo = op(
         &app,
-        json!({"op": "promote", "prompt_version": "triage-v3"}),
+        json!({"op": "promote", "prompt_version": "triage-v3", "force": true, "reason": "no eval set in this test"}),
     )
     .await;
     assert_eq!(undo["previous"]["prompt_version"], "triage-v4");
@@ -396,7 +396,7 @@ async fn a_ticket_without_a_result_under_the_active_version_shows_its_newest_res
     app.drain(&app.worker(), DRAIN).await;
     op(
         &app,
-        json!({"op": "promote", "prompt_version": "triage-v4"}),
+        json!({"op": "promote", "prompt_version": "triage-v4", "force": true, "reason": "no eval set in this test"}),
     )
     .await;
 
@@ -443,7 +443,7 @@ async fn promote_refuses_a_version_without_any_result() {
     let app = spawn_app().await;
     let error = try_op(
         &app,
-        json!({"op": "promote", "prompt_version": "triage-v4"}),
+        json!({"op": "promote", "prompt_version": "triage-v4", "force": true, "reason": "no eval set in this test"}),
     )
     .await
     .unwrap_err();

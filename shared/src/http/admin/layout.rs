@@ -16,16 +16,18 @@ pub enum Section {
     Overview,
     DeadLetters,
     Versions,
+    Quality,
     Ticket,
     SignIn,
     /// An error page: the navigation, with no entry current.
     Error,
 }
 
-const NAV: [(Section, &str, &str); 4] = [
+const NAV: [(Section, &str, &str); 5] = [
     (Section::Overview, "/admin", "Overview"),
     (Section::DeadLetters, "/admin/dead-letters", "Dead letters"),
     (Section::Versions, "/admin/versions", "Versions"),
+    (Section::Quality, "/admin/quality", "Quality"),
     (Section::Ticket, "/admin/tickets", "Ticket"),
 ];
 

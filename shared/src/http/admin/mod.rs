@@ -4,12 +4,14 @@
 //! Owns: the console's pages, its sign-in and CSRF protection ([`security`]), its charts and
 //! its few reads that no report already makes ([`queries`]). An entry point beside the API:
 //! uses the operations (`operations::run`, `shadow`), the pipeline's reads (`report`,
-//! `read`), db and the domain, as the CLI does; nothing uses it but `http::serve`. Ticket text appears on the one-ticket page only.
+//! `read`), db and the domain, as the CLI does; nothing uses it but `http::serve`. Ticket text
+//! appears on the one-ticket page and, for eval tickets only, on the Quality page.
 
 mod charts;
 mod dead_letters;
 mod layout;
 mod overview;
+mod quality;
 mod queries;
 pub mod security;
 mod ticket;
@@ -57,6 +59,7 @@ pub fn router(app: AppState, guard: Guard) -> Router {
             get(dead_letters::confirm).post(dead_letters::redrive),
         )
         .route("/admin/versions", get(versions::show))
+        .route("/admin/quality", get(quality::show))
         .route("/admin/tickets", get(ticket::lookup))
         .route("/admin/tickets/{id}", get(ticket::show))
         .route_layer(middleware::from_fn_with_state(

@@ -36,6 +36,7 @@ WITH hours AS (
            count(*) FILTER (WHERE outcome NOT IN ('ok', 'in_flight')) AS failed,
            coalesce(sum(cost_usd), 0)::float8 AS cost
     FROM provider_call WHERE started_at >= date_trunc('hour', now()) - interval '23 hours'
+      AND workload = 'production'
     GROUP BY 1
 )
 SELECT h.start, coalesce(r.n, 0), coalesce(c.n, 0), coalesce(c.failed, 0), coalesce(c.cost, 0)
@@ -84,6 +85,7 @@ FROM (
                               ORDER BY finished_at DESC, id DESC) AS n
     FROM evaluation_outbox
     WHERE status = 'dead' AND finished_at > now() - make_interval(secs => $1)
+      AND workload = 'production'
 ) newest
 WHERE n <= $2
 ORDER BY reason, finished_at DESC, id DESC
@@ -129,6 +131,7 @@ WITH promoted AS (
 SELECT te.prompt_version, te.model_version, count(*), count(r.idempotency_key),
        coalesce(bool_or(p.prompt_version IS NOT NULL), false)
 FROM ticket_evaluation te
+JOIN ticket t ON t.id = te.ticket_id AND t.workload = 'production'
 LEFT JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
 LEFT JOIN promoted p ON p.prompt_version = te.prompt_version AND p.model_version = te.model_version
 GROUP BY 1, 2

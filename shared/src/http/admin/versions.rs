@@ -66,7 +66,8 @@ pub(super) async fn show(
 fn in_use(versions: &[VersionInUse], configured: &str) -> Markup {
     html! {
         h2 { "In use" }
-        p { "New tickets are keyed under the configured version " code { (configured) } "." }
+        p { "New tickets are keyed under the configured version " code { (configured) } ". "
+            "How right each version is: " a href="/admin/quality" { "Quality" } " (eval runs on the labelled set)." }
         table {
             thead { tr { th scope="col" { "Prompt" } th scope="col" { "Model" }
                          th.num scope="col" { "Tickets" } th.num scope="col" { "With a result" } th scope="col" { "Role" } } }

@@ -15,6 +15,26 @@ pub use lanes::{Lane, Lanes};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct OutboxId(pub i64);
 
+/// Which lane a job runs in and whose work it is (V7's `lane` and `workload` columns): a new
+/// ticket is interactive production work; reprocess is bulk; `triage eval` is bulk eval work,
+/// kept out of every production report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    pub lane: &'static str,
+    pub workload: &'static str,
+}
+
+impl Work {
+    pub const REPROCESS: Work = Work {
+        lane: "bulk",
+        workload: "production",
+    };
+    pub const EVAL: Work = Work {
+        lane: "bulk",
+        workload: "eval",
+    };
+}
+
 /// Whether a fenced write still held the claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]

@@ -211,3 +211,70 @@ async fn in_chromium_the_overview_counts_and_a_redrive_from_the_page_requeues_de
     screenshot(&browser, "ticket").await;
     browser.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn in_chromium_the_quality_page_shows_versions_side_by_side_a_heat_map_and_the_misses() {
+    let Some(driver) = Driver::start().await else {
+        return;
+    };
+    let set = crate::eval::write_set();
+    let fake = crate::eval::fake_classifier(&set).await;
+    let path = set.path.to_string_lossy().to_string();
+    let app = crate::helpers::spawn_app_with_fake(&fake, |config| {
+        config.quality.set = Some(path);
+    })
+    .await;
+    let versions = ["triage-v5/gpt-good@medium", "triage-v5/gpt-bad@medium"];
+    let report = crate::eval::evaluate(&app, &set.path, "test", &versions).await;
+    let base = serve_console(&app, None).await;
+    let browser = driver.browser().await;
+
+    browser
+        .goto(&format!("{base}/admin/versions"))
+        .await
+        .unwrap();
+    click(&browser, "main a[href='/admin/quality']").await;
+    for (i, version) in versions.iter().enumerate() {
+        let run = &report["runs"][i];
+        let shown = text(&browser, &format!("[data-figure='macro_f1/{version}']")).await;
+        let want = format!("{:.3}", run["department"]["macro_f1"].as_f64().unwrap());
+        assert!(shown.starts_with(&want), "{version}: {shown} vs {want}");
+        let recall = text(
+            &browser,
+            &format!("[data-figure='urgent_recall/{version}']"),
+        )
+        .await;
+        assert_eq!(
+            recall,
+            format!("{:.3}", run["urgent"]["recall"].as_f64().unwrap())
+        );
+    }
+    // The best version first, its confusion as a heat map, then its misses with their text.
+    let cell = text(&browser, "[data-cell='billing/billing'] text").await;
+    assert_eq!(
+        cell,
+        report["runs"][0]["department"]["confusion"]["billing"]["billing"].to_string()
+    );
+    screenshot(&browser, "quality").await;
+
+    let bad = versions[1];
+    click(&browser, &format!("th a[href$='version={bad}']")).await;
+    let misses = browser
+        .find_all(Locator::Css("tr[data-miss]"))
+        .await
+        .unwrap()
+        .len();
+    let expected = report["runs"][1]["misclassified"]
+        .as_array()
+        .unwrap()
+        .len()
+        .min(50);
+    assert!(expected > 5, "gpt-bad errs often");
+    assert_eq!(misses, expected);
+    let first = text(&browser, "tr[data-miss] td:last-child").await;
+    assert!(
+        first.contains("Ticket ") && first.contains("Message number"),
+        "{first}"
+    );
+    browser.close().await.unwrap();
+}

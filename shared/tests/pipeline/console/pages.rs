@@ -321,3 +321,21 @@ async fn a_rate_limit_hold_is_shown_on_the_overview() {
     assert!(held.contains("s") || held.contains("min"), "{held}");
     assert_ne!(held.trim(), "0 s", "the 429's hold is shown: {held}");
 }
+
+#[tokio::test]
+async fn the_quality_page_without_runs_says_how_to_make_one_and_refuses_a_bad_digest() {
+    let app = spawn_app().await;
+    let base = serve_console(&app, None).await;
+    let (status, html) = get(&format!("{base}/admin/quality")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        html.contains("No eval run on this set and split yet"),
+        "{html}"
+    );
+    assert!(html.contains(triage::operations::eval::set::SHIPPED_DIGEST));
+    let (status, html) = get(&format!("{base}/admin/quality?set=nothex")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(html.contains("64 hex digits"));
+    let (status, _) = get(&format!("{base}/admin/quality?split=train")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}

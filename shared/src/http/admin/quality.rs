@@ -1,0 +1,232 @@
+//! `GET /admin/quality`: how right each version is, from the stored eval runs (`triage eval`,
+//! docs/quality.md) on the set the promote gate uses (`TRIAGE_EVAL_SET`) or another
+//! (`?set=DIGEST`): the newest run of each version side by side, the confusion matrix of one
+//! (`?version=`) as a heat map, and its misclassified tickets with their text. Like the ticket
+//! page, this page shows ticket text: eval tickets only (`store::eval_ticket_texts`).
+
+use axum::{
+    extract::{rejection::QueryRejection, Query, State},
+    http::StatusCode,
+    response::Response,
+};
+use maud::{html, Markup};
+use serde::Deserialize;
+
+use super::{
+    charts,
+    layout::{html_response, optional, page, usd, PageError, Section},
+    ConsoleState,
+};
+use crate::{
+    db,
+    operations::eval::{
+        metrics::NO_ANSWER,
+        set::{self, Split},
+        store::{self, StoredRun},
+    },
+};
+
+/// Misclassified tickets shown for the chosen version.
+const MISSES_SHOWN: usize = 50;
+/// A message longer than this is cut on the page (the ticket page has it whole).
+const MESSAGE_SHOWN: usize = 600;
+
+#[derive(Deserialize)]
+pub(super) struct Choice {
+    set: Option<String>,
+    split: Option<String>,
+    version: Option<String>,
+}
+
+pub(super) async fn show(
+    State(state): State<ConsoleState>,
+    query: Result<Query<Choice>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let Query(choice) = query.map_err(|r| PageError::bad_request(r.body_text()))?;
+    let configured = set::configured_digest(state.app.config.quality.set.as_deref())
+        .map_err(|e| PageError::bad_request(e.to_string()))?;
+    let digest = match choice.set.as_deref() {
+        Some(d) if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => d.to_lowercase(),
+        Some(_) => {
+            return Err(PageError::bad_request(
+                "set: a SHA-256 digest, 64 hex digits",
+            ))
+        }
+        None => configured.clone(),
+    };
+    let split: Split =
+        choice.split.as_deref().unwrap_or("test").parse().map_err(
+            |e: crate::domain::error::InvalidRequest| PageError::bad_request(e.to_string()),
+        )?;
+    let client = db::client(&state.app.pool).await?;
+    let runs = store::newest_per_version(&client, &digest, split).await?;
+    let chosen = match choice.version.as_deref() {
+        Some(v) => Some(
+            runs.iter()
+                .find(|r| r.version.to_string() == v)
+                .ok_or_else(|| {
+                    PageError::not_found(format!("no run of {v} on this set and split"))
+                })?,
+        ),
+        None => runs.first(),
+    };
+    let texts = match chosen {
+        Some(run) => {
+            let ids: Vec<uuid::Uuid> = run
+                .figures
+                .misclassified
+                .iter()
+                .take(MISSES_SHOWN)
+                .map(|m| m.ticket_id)
+                .collect();
+            store::eval_ticket_texts(&client, &ids).await?
+        }
+        None => Default::default(),
+    };
+    let body = html! {
+        p {
+            "Set " code data-set=(digest) { (&digest[..12]) }
+            @if digest == configured { " (the set " code { "promote" } " checks)" }
+            ", split " strong { (split) } ". Runs come from "
+            code { "triage eval --set PATH --split " (split) " --version VERSION" } "."
+        }
+        @if runs.is_empty() {
+            p.muted { "No eval run on this set and split yet." }
+        } @else {
+            (side_by_side(&runs, &digest, split))
+        }
+        @if let Some(run) = chosen {
+            (details(run, &texts))
+        }
+    };
+    Ok(html_response(
+        StatusCode::OK,
+        page(Section::Quality, "Quality", body),
+    ))
+}
+
+fn side_by_side(runs: &[StoredRun], digest: &str, split: Split) -> Markup {
+    type Figure = fn(&StoredRun) -> String;
+    let rows: [(&str, &str, Figure); 9] = [
+        ("accuracy", "Department accuracy [95% CI]", |r| {
+            let d = &r.figures.department;
+            format!(
+                "{:.3} [{:.3}, {:.3}]",
+                d.accuracy, d.accuracy_ci95.low, d.accuracy_ci95.high
+            )
+        }),
+        ("macro_f1", "Department macro-F1 [95% CI]", |r| {
+            let d = &r.figures.department;
+            format!(
+                "{:.3} [{:.3}, {:.3}]",
+                d.macro_f1, d.macro_f1_ci95.low, d.macro_f1_ci95.high
+            )
+        }),
+        ("urgent_precision", "Urgent precision", |r| {
+            format!("{:.3}", r.figures.urgent.precision)
+        }),
+        ("urgent_recall", "Urgent recall", |r| {
+            format!("{:.3}", r.figures.urgent.recall)
+        }),
+        ("brier", "Urgent Brier score", |r| {
+            format!("{:.4}", r.figures.urgent.brier)
+        }),
+        ("auc", "Urgent ROC AUC", |r| {
+            optional(r.figures.urgent.auc.map(|a| format!("{a:.3}")))
+        }),
+        ("cost_per_ticket", "Cost per ticket", |r| {
+            usd(r.figures.cost_per_ticket_usd)
+        }),
+        ("failures", "Contract violations / dead letters", |r| {
+            format!(
+                "{} / {}",
+                r.figures.contract_violations, r.figures.dead_letters
+            )
+        }),
+        ("finished", "Run finished", |r| {
+            r.finished_at.format("%Y-%m-%d %H:%M UTC").to_string()
+        }),
+    ];
+    html! {
+        h2 { "Versions side by side" }
+        table {
+            thead { tr {
+                th scope="col" { "Newest run of each version" }
+                @for r in runs {
+                    th.num scope="col" {
+                        a href=(format!("/admin/quality?set={digest}&split={split}&version={}", r.version)) {
+                            code { (r.version) }
+                        }
+                    }
+                }
+            } }
+            tbody {
+                @for (key, name, figure) in rows {
+                    tr { th scope="row" { (name) }
+                        @for r in runs { td.num data-figure=(format!("{key}/{}", r.version)) { (figure(r)) } } }
+                }
+            }
+        }
+    }
+}
+
+fn details(
+    run: &StoredRun,
+    texts: &std::collections::HashMap<uuid::Uuid, (String, String)>,
+) -> Markup {
+    let confusion = &run.figures.department.confusion;
+    let labels: Vec<String> = confusion.keys().cloned().collect();
+    let mut answers: Vec<String> = confusion
+        .values()
+        .flat_map(|row| row.keys().cloned())
+        .chain(labels.iter().cloned())
+        .collect();
+    answers.sort();
+    answers.dedup();
+    // "(none)" last: it is not a department.
+    answers.sort_by_key(|a| a == NO_ANSWER);
+    let count = |label: &str, answer: &str| {
+        confusion
+            .get(label)
+            .and_then(|row| row.get(answer))
+            .copied()
+            .unwrap_or(0)
+    };
+    let misses = &run.figures.misclassified;
+    html! {
+        h2 { "Confusion of " code { (run.version) } }
+        (charts::heat_map(
+            "Departments: rows the label, columns the answer; green the diagonal, red the errors, shaded by share of the row",
+            &labels, &answers, count,
+        ))
+        h2 { "Misclassified tickets (" (misses.len()) ")" }
+        @if misses.is_empty() {
+            p.ok { "Every ticket was answered right." }
+        } @else {
+            table.misses {
+                thead { tr { th scope="col" { "Row" } th scope="col" { "Label" } th scope="col" { "Answer" } th scope="col" { "Ticket" } } }
+                tbody {
+                    @for miss in misses.iter().take(MISSES_SHOWN) {
+                        tr data-miss=(miss.id) {
+                            td.id { a href=(format!("/admin/tickets/{}", miss.ticket_id)) { (miss.id) } }
+                            td { (miss.department) @if miss.is_urgent { ", urgent" } }
+                            td {
+                                (miss.predicted.as_deref().unwrap_or(NO_ANSWER))
+                                @if let Some(p) = miss.predicted_urgent { ", p(urgent) " (format!("{p:.2}")) }
+                            }
+                            td {
+                                @if let Some((subject, message)) = texts.get(&miss.ticket_id) {
+                                    strong { (subject) } br;
+                                    (message.chars().take(MESSAGE_SHOWN).collect::<String>())
+                                    @if message.chars().count() > MESSAGE_SHOWN { "…" }
+                                } @else {
+                                    span.muted { "erased" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

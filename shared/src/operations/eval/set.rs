@@ -1,0 +1,207 @@
+//! A labelled set (`evals/*.jsonl`, docs/quality.md): one ticket a line, identified as a whole
+//! by the SHA-256 of its bytes, so a run made on another version of the set never counts as
+//! this one's.
+
+use std::{collections::HashSet, fmt, path::Path, str::FromStr};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::{domain::error::InvalidRequest, evaluate::Policy};
+
+/// The SHA-256 of the set shipped in `evals/tickets.jsonl`, the promote gate's default
+/// (`TRIAGE_EVAL_SET` unset). Kept here, not read at run time, because a Lambda has no repo;
+/// a test fails when the file changes without it.
+pub const SHIPPED_DIGEST: &str = "1f5295db3fae4485dc53b21e85b9dd268c9b23e4852bbf3a54cfef47ed6be25a";
+
+/// The digest of the set `TRIAGE_EVAL_SET` names (the promote gate's and the Quality page's):
+/// `sha256:HEX` as given, a path's file hashed, or, unset, the shipped set's.
+pub fn configured_digest(setting: Option<&str>) -> Result<String, InvalidRequest> {
+    match setting {
+        None => Ok(SHIPPED_DIGEST.to_string()),
+        Some(value) => match value.strip_prefix("sha256:") {
+            Some(hex) => Ok(hex.to_ascii_lowercase()),
+            None => std::fs::read(value)
+                .map(|bytes| digest(&bytes))
+                .map_err(|e| {
+                    InvalidRequest::new(
+                        "TRIAGE_EVAL_SET",
+                        format!("cannot read {value}: {e} (or give sha256:HEX)"),
+                    )
+                }),
+        },
+    }
+}
+
+/// The split a row belongs to: `dev` for tuning prompts, `test` only reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    Dev,
+    Test,
+}
+
+impl Split {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Split::Dev => "dev",
+            Split::Test => "test",
+        }
+    }
+}
+
+impl fmt::Display for Split {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Split {
+    type Err = InvalidRequest;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "dev" => Ok(Split::Dev),
+            "test" => Ok(Split::Test),
+            _ => Err(InvalidRequest::new(
+                "split",
+                format!("{s:?}: expected dev or test"),
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Row {
+    pub id: String,
+    pub subject: String,
+    pub message: String,
+    pub department: String,
+    pub is_urgent: bool,
+    pub split: Split,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// A parsed set: its digest and its rows, in file order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelledSet {
+    pub digest: String,
+    pub rows: Vec<Row>,
+}
+
+/// SHA-256 of the set's bytes, lowercase hex.
+pub fn digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl LabelledSet {
+    pub fn read(path: &Path, policy: &Policy) -> Result<Self, InvalidRequest> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            InvalidRequest::new("set", format!("cannot read {}: {e}", path.display()))
+        })?;
+        Self::parse(&bytes, policy)
+    }
+
+    /// Every line a valid row with a unique id and a department of `policy`; a bad line is
+    /// named by its number, and nothing is evaluated.
+    pub fn parse(bytes: &[u8], policy: &Policy) -> Result<Self, InvalidRequest> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| InvalidRequest::new("set", format!("not UTF-8: {e}")))?;
+        let mut rows = Vec::new();
+        let mut ids = HashSet::new();
+        for (number, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let bad =
+                |why: String| InvalidRequest::new("set", format!("line {}: {why}", number + 1));
+            let row: Row = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+            if !policy.departments.contains(&row.department) {
+                return Err(bad(format!(
+                    "department {:?} is not one of {}'s",
+                    row.department, policy.version
+                )));
+            }
+            if row.subject.trim().is_empty() || row.message.trim().is_empty() {
+                return Err(bad("subject and message must not be empty".into()));
+            }
+            if !ids.insert(row.id.clone()) {
+                return Err(bad(format!("id {:?} appears twice", row.id)));
+            }
+            rows.push(row);
+        }
+        if rows.is_empty() {
+            return Err(InvalidRequest::new("set", "the set has no rows".into()));
+        }
+        Ok(Self {
+            digest: digest(bytes),
+            rows,
+        })
+    }
+
+    /// The rows of `split`, or all of them.
+    pub fn rows_of(&self, split: Option<Split>) -> Vec<&Row> {
+        self.rows
+            .iter()
+            .filter(|r| split.is_none_or(|s| r.split == s))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> Policy {
+        Policy::load("policy-v1").unwrap()
+    }
+
+    const ROW: &str = r#"{"id":"a","subject":"s","message":"m","department":"billing","is_urgent":false,"split":"test"}"#;
+
+    #[test]
+    fn a_set_parses_and_its_digest_is_the_sha256_of_its_bytes() {
+        let set = LabelledSet::parse(format!("{ROW}\n").as_bytes(), &policy()).unwrap();
+        assert_eq!(set.rows.len(), 1);
+        assert_eq!(set.digest, digest(format!("{ROW}\n").as_bytes()));
+        assert_ne!(
+            set.digest,
+            digest(ROW.as_bytes()),
+            "one byte more is another set"
+        );
+        assert_eq!(set.rows_of(Some(Split::Dev)).len(), 0);
+        assert_eq!(set.rows_of(Some(Split::Test)).len(), 1);
+    }
+
+    #[test]
+    fn the_shipped_set_parses_and_its_digest_is_the_gates_default() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../evals/tickets.jsonl");
+        let set = LabelledSet::read(Path::new(path), &policy()).unwrap();
+        assert_eq!(
+            set.digest, SHIPPED_DIGEST,
+            "update SHIPPED_DIGEST with the set"
+        );
+        assert!(set.rows.len() >= 400);
+    }
+
+    #[test]
+    fn bad_rows_are_refused_by_line_number() {
+        let cases = [
+            (format!("{ROW}\n{ROW}"), "line 2: id \"a\" appears twice"),
+            (
+                ROW.replace("billing", "legal"),
+                "line 1: department \"legal\"",
+            ),
+            (
+                ROW.replace("\"test\"", "\"train\""),
+                "line 1: unknown variant",
+            ),
+            (ROW.replace("\"s\"", "\" \""), "line 1: subject and message"),
+            ("\n".to_string(), "no rows"),
+        ];
+        for (text, expected) in cases {
+            let error = LabelledSet::parse(text.as_bytes(), &policy()).unwrap_err();
+            assert!(error.to_string().contains(expected), "{error} / {expected}");
+        }
+    }
+}

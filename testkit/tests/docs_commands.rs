@@ -1,0 +1,291 @@
+//! The command blocks of docs/deploy.md and docs/runbook.md, as a reader pastes them: every
+//! `sh` block passes `bash -n`, and every `aws` command in them passes the AWS CLI's own
+//! parsing of its options and shorthand, with the arguments the shell really hands it
+//! (quotes stripped, variables expanded).
+//!
+//! Each block runs in bash with a `PATH` holding only an `aws` stand-in: every other external
+//! command (psql, curl, git, python3, sleep…) is "not found" and answered by
+//! `command_not_found_handle` with a placeholder, so nothing but builtins runs. The stand-in
+//! records its arguments and hands them to the real AWS CLI (`target/test-tools`, v1) pointed at
+//! a closed loopback port: the CLI validates the parameters against the service model before it
+//! connects, so "Could not connect to the endpoint URL" means the command parsed, and anything
+//! else (*Error parsing parameter*, *Invalid type for parameter*, *Unknown options*) is a doc
+//! bug. Commands only AWS CLI v2 has are named in `V2_ONLY` and not run.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+/// `aws` subcommands of AWS CLI v2 that v1 lacks: not run, only counted.
+const V2_ONLY: &[&str] = &["configure export-credentials", "logs tail"];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `sh` blocks of a markdown file: (first line number, text), indented fences included
+/// (a block inside a list item), the indentation removed.
+fn sh_blocks(markdown: &str) -> Vec<(usize, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, usize, String)> = None;
+    for (n, line) in markdown.lines().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        match &mut open {
+            None if trimmed == "```sh" => open = Some((n + 2, indent, String::new())),
+            Some((start, _, text)) if trimmed == "```" => {
+                blocks.push((*start, std::mem::take(text)));
+                open = None;
+            }
+            Some((_, indent, text)) => {
+                text.push_str(line.get(*indent..).unwrap_or(trimmed));
+                text.push('\n');
+            }
+            None => {}
+        }
+    }
+    assert!(open.is_none(), "an unclosed ```sh block");
+    blocks
+}
+
+/// The `aws` stand-in: records `argv` as one JSON line in `$DOCS_AWS_LOG` with the verdict of
+/// the real CLI, and prints a placeholder for the command substitution around it.
+const STAND_IN: &str = r#"
+import json, os, subprocess, sys
+
+args = sys.argv[1:]
+record = {"args": args, "line": os.environ.get("DOCS_BLOCK_LINE", "?")}
+words = [a for a in args if not a.startswith("-")]
+if " ".join(words[:2]) in os.environ["DOCS_V2_ONLY"].split(","):
+    record["verdict"] = "v2-only"
+else:
+    run = []
+    skip = False
+    for arg in args:
+        # v2's option for raw JSON payloads; v1 takes JSON payloads as they are.
+        if skip:
+            skip = False
+            continue
+        if arg == "--cli-binary-format":
+            skip = True
+            continue
+        run.append(arg)
+    out = subprocess.run([os.environ["DOCS_REAL_AWS"], *run], stdin=subprocess.DEVNULL if "file:///dev/stdin" not in args else None,
+                         capture_output=True, text=True, timeout=60)
+    parsed = "Could not connect to the endpoint URL" in out.stderr
+    record["verdict"] = "parsed" if parsed else "refused"
+    record["stderr"] = out.stderr.strip()[-600:]
+with open(os.environ["DOCS_AWS_LOG"], "a") as log:
+    log.write(json.dumps(record) + "\n")
+print("PLACEHOLDER")
+"#;
+
+struct Harness {
+    dir: PathBuf,
+    aws: PathBuf,
+    endpoint: String,
+}
+
+impl Harness {
+    fn new() -> Option<Self> {
+        let aws = testkit::moto::tool("aws")?;
+        let python = aws.parent().unwrap().join("python");
+        let dir =
+            std::env::temp_dir().join(format!("docs-commands-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        let stand_in = dir.join("bin/aws");
+        std::fs::write(&stand_in, format!("#!{}\n{STAND_IN}", python.display())).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        // A port nobody listens on: bound, then released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Some(Harness {
+            dir,
+            aws,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        })
+    }
+
+    /// `bash -n` of one block: its complaint, if any.
+    fn syntax(&self, block: &str) -> Option<String> {
+        let mut child = Command::new("bash")
+            .arg("-n")
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(block.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
+    /// Runs blocks `(line, text)` in order in one bash, with nothing but builtins and the
+    /// stand-in; the `aws` records, each with its block's line.
+    fn aws_commands(&self, name: &str, blocks: &[(usize, String)]) -> Vec<serde_json::Value> {
+        let work = self.dir.join(name);
+        std::fs::create_dir_all(&work).unwrap();
+        let log = work.join("aws.jsonl");
+        let mut script = String::from(
+            "command_not_found_handle() { echo PLACEHOLDER; return 0; }\nset -- '{\"op\": \"stats\"}'\n",
+        );
+        for (line, block) in blocks {
+            script.push_str(&format!("export DOCS_BLOCK_LINE={line}\n{block}\n"));
+        }
+        // The blocks' own failures (a command "not found", a placeholder that is no number)
+        // do not matter here: only what reached the stand-in does.
+        let mut child = Command::new("/bin/bash")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&work)
+            .env_clear()
+            .env("PATH", self.dir.join("bin"))
+            .env("HOME", &work)
+            .env("AWS_REGION", "eu-west-1")
+            .env("AWS_DEFAULT_REGION", "eu-west-1")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_ENDPOINT_URL", &self.endpoint)
+            .env("AWS_MAX_ATTEMPTS", "1")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("DOCS_AWS_LOG", &log)
+            .env("DOCS_REAL_AWS", &self.aws)
+            .env("DOCS_V2_ONLY", V2_ONLY.join(","))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // What `read` gets: a line of input each time. The shell may stop reading before the
+        // end, so a closed pipe is no failure.
+        let _ = child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all("INPUT\n".repeat(200).as_bytes());
+        child.wait().unwrap();
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
+    let Some(harness) = Harness::new() else {
+        return;
+    };
+    // The two documents side by side (each AWS CLI start costs about a second).
+    let results: Vec<(Vec<String>, Vec<serde_json::Value>)> = std::thread::scope(|scope| {
+        let runs: Vec<_> = ["docs/deploy.md", "docs/runbook.md"]
+            .into_iter()
+            .map(|doc| {
+                let harness = &harness;
+                scope.spawn(move || {
+                    let text = std::fs::read_to_string(root().join(doc)).unwrap();
+                    let mut problems = Vec::new();
+                    let mut blocks = sh_blocks(&text);
+                    assert!(blocks.len() >= 5, "{doc}: only {} sh blocks", blocks.len());
+                    blocks.retain(|(line, block)| match harness.syntax(block) {
+                        Some(complaint) => {
+                            problems.push(format!("{doc}:{line}: bash -n: {complaint}"));
+                            false
+                        }
+                        None => true,
+                    });
+                    let mut records = harness.aws_commands(&doc.replace('/', "-"), &blocks);
+                    for record in &mut records {
+                        record["doc"] = doc.into();
+                    }
+                    (problems, records)
+                })
+            })
+            .collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
+    });
+    let mut problems = Vec::new();
+    let mut parsed = 0;
+    let mut v2_only = 0;
+    let mut seen = Vec::new();
+    for (syntax, records) in results {
+        problems.extend(syntax);
+        for record in records {
+            let doc = record["doc"].as_str().unwrap();
+            let line = record["line"].as_str().unwrap();
+            let args: Vec<&str> = record["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            seen.push(args.join(" "));
+            match record["verdict"].as_str().unwrap() {
+                "parsed" => parsed += 1,
+                "v2-only" => v2_only += 1,
+                _ => problems.push(format!(
+                    "{doc}:{line} (the block's first line): aws {args:?}\n    {}",
+                    record["stderr"].as_str().unwrap_or_default()
+                )),
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The harness itself: it saw the commands, with the arguments the shell made of them.
+    println!("aws commands parsed: {parsed}, v2-only (not run): {v2_only}");
+    assert!(
+        parsed >= 50,
+        "only {parsed} aws commands parsed:\n{}",
+        seen.join("\n")
+    );
+    assert!(
+        seen.iter()
+            .any(|c| c.contains("create-cloud-formation-change-set")
+                && c.contains(" Name=vpcSubnetIds,Value=\"subnet-PRIVATE1,subnet-PRIVATE2\" ")),
+        "the rotation's change set was not seen as the shell passes it:\n{}",
+        seen.join("\n")
+    );
+}
+
+/// The check catches what issue 21 found: the rotation's subnet list written with the quotes
+/// the shell strips reaches the CLI as a list, and the CLI refuses it.
+#[test]
+fn a_shorthand_value_the_shell_unquotes_is_reported() {
+    let Some(harness) = Harness::new() else {
+        return;
+    };
+    let broken = r#"aws serverlessrepo create-cloud-formation-change-set --application-id APP \
+  --stack-name triage-db-rotation --capabilities CAPABILITY_IAM \
+  --parameter-overrides Name=functionName,Value=triage-db-rotation \
+    Name=vpcSubnetIds,Value="subnet-PRIVATE1,subnet-PRIVATE2"
+"#;
+    assert_eq!(harness.syntax(broken), None);
+    let records = harness.aws_commands("broken", &[(1, broken.to_string())]);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["verdict"], "refused", "{records:?}");
+    let stderr = records[0]["stderr"].as_str().unwrap();
+    assert!(
+        stderr.contains("Invalid type for parameter ParameterOverrides[1].Value"),
+        "{stderr}"
+    );
+}
