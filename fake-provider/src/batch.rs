@@ -610,6 +610,7 @@ fn end_if_due(batches: &mut Batches, i: usize, now: Instant, delay: Duration, sh
                         at: now,
                         body: line.body.clone(),
                         batch: Some(batch.id.clone()),
+                        usage: call.usage,
                         headers: batch.headers.clone(),
                     });
                 }

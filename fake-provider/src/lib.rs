@@ -162,6 +162,8 @@ pub struct CallRecord {
     pub body: Value,
     /// The batch the call was a line of; `None` for the synchronous endpoints.
     pub batch: Option<String>,
+    /// The tokens it was billed for (prompt prefix included), as its answer reported them.
+    pub usage: TokenUsage,
     headers: HeaderMap,
 }
 

@@ -134,6 +134,7 @@ async fn handle(
         at,
         body,
         batch: None,
+        usage: call.usage,
         headers: parts.headers,
     });
     tokio::time::sleep(delay).await;

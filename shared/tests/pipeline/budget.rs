@@ -176,23 +176,22 @@ async fn four_workers_on_tickets_of_mixed_sizes_overshoot_the_budget_by_at_most_
 
     let prices = PriceTable::parse(PRICED_BY_SIZE).unwrap();
     let billed = fake.billed_calls();
-    let cost = |text: &str| {
-        let usage = fake_provider::usage_for(text);
+    // What the provider billed each call for (its prompt prefix included), at our prices.
+    let cost = |call: &fake_provider::CallRecord| {
+        let usage = call.usage;
         prices.cost(
             "gpt-6-luna",
             triage::evaluate::Usage {
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,
-                ..Default::default()
+                cached_input_tokens: usage.cached_input_tokens,
+                cache_write_tokens: usage.cache_write_tokens,
             },
             Tier::Online,
         )
     };
-    let spent: f64 = billed.iter().map(|c| cost(&c.ticket_text)).sum();
-    let largest = billed
-        .iter()
-        .map(|c| cost(&c.ticket_text))
-        .fold(0.0, f64::max);
+    let spent: f64 = billed.iter().map(cost).sum();
+    let largest = billed.iter().map(cost).fold(0.0, f64::max);
     assert!(
         spent >= budget_usd,
         "the budget was reached: {spent} of {budget_usd}"

@@ -772,7 +772,8 @@ async fn a_reprocess_result_is_announced_when_its_version_is_promoted() {
         1,
         "not announced before its promotion"
     );
-    let promote = json!({"op": "promote", "prompt_version": "triage-v4"});
+    // The quality gate is not what this test is about: forced, with the reason audited.
+    let promote = json!({"op": "promote", "prompt_version": "triage-v4", "force": true, "reason": "announcement test"});
     crate::operations::op(&app, promote.clone()).await;
     crate::operations::op(&app, promote).await;
     app.deliver_all(Duration::from_secs(10)).await;

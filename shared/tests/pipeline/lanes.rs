@@ -369,9 +369,9 @@ async fn a_spent_daily_budget_cancels_the_running_batch_and_its_lines_come_back_
     let app = batch_app(&fake, Api::OpenAi, Some(1.0)).await;
     let worker = app.worker();
     let deadline = Instant::now() + Duration::from_secs(5);
-    // Before any call is costed the budget lets one line go at a time.
+    // Each line is held against the budget at its own estimate: all three fit.
     assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
-    assert_eq!(fake.batches()[0].custom_ids.len(), 1);
+    assert_eq!(fake.batches()[0].custom_ids.len(), 3);
     // The day's spend reaches the budget while the batch runs.
     app.exec(
         "INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, \
@@ -385,13 +385,13 @@ async fn a_spent_daily_budget_cancels_the_running_batch_and_its_lines_come_back_
     app.exec("UPDATE batch_submission SET polled_until = NULL")
         .await;
     let report = worker.tend_batches(deadline).await.unwrap();
-    assert_eq!((report.collected, report.lines_back_online), (1, 1));
+    assert_eq!((report.collected, report.lines_back_online), (1, 3));
     assert!(fake.billed_calls().iter().all(|c| c.batch.is_none()));
     assert_eq!(
         app.count(
             "SELECT count(*) FROM evaluation_outbox WHERE online_only AND status = 'pending'"
         )
         .await,
-        1
+        3
     );
 }
