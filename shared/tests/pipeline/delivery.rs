@@ -799,10 +799,11 @@ async fn during_a_rotation_both_secrets_verify() {
     let app = spawn().await;
     let receiver = Receiver::start(|_| Answer::Status(200)).await;
     let sub = subscribe(&app, None, &receiver.url).await;
-    let rotated = subscription::rotate(&app.pool, None, sub.subscription.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let rotated =
+        subscription::rotate(&app.pool, Some(Submitter::LOCAL.owner), sub.subscription.id)
+            .await
+            .unwrap()
+            .unwrap();
     assert_ne!(rotated.secret, sub.secret);
     assert!(
         subscription::rotate(&app.pool, Some("someone-else"), sub.subscription.id)
