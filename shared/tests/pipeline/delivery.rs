@@ -771,7 +771,7 @@ async fn a_reprocess_result_is_announced_when_its_version_is_promoted() {
         1,
         "not announced before its promotion"
     );
-    let promote = json!({"op": "promote", "prompt_version": "triage-v4"});
+    let promote = json!({"op": "promote", "prompt_version": "triage-v4", "force": true, "reason": "no eval set in this test"});
     crate::operations::op(&app, promote.clone()).await;
     crate::operations::op(&app, promote).await;
     app.deliver_all(Duration::from_secs(10)).await;
@@ -797,10 +797,11 @@ async fn during_a_rotation_both_secrets_verify() {
     let app = spawn().await;
     let receiver = Receiver::start(|_| Answer::Status(200)).await;
     let sub = subscribe(&app, None, &receiver.url).await;
-    let rotated = subscription::rotate(&app.pool, None, sub.subscription.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let rotated =
+        subscription::rotate(&app.pool, Some(Submitter::LOCAL.owner), sub.subscription.id)
+            .await
+            .unwrap()
+            .unwrap();
     assert_ne!(rotated.secret, sub.secret);
     assert!(
         subscription::rotate(&app.pool, Some("someone-else"), sub.subscription.id)
