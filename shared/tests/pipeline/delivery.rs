@@ -383,6 +383,7 @@ async fn a_result_rolled_back_announces_nothing_and_a_committed_one_announces_on
         1,
         Duration::from_secs(30),
         Serves::RulesOnly,
+        triage::pipeline::outbox::Lanes::default(),
     )
     .await
     .unwrap();
