@@ -104,13 +104,18 @@ pub struct RateLimitPolicy {
     pub tokens_per_minute: Option<u32>,
 }
 
-/// The worker fleet on AWS (docs/scaling.md): each tick of the scaler starts up to
-/// `max_workers` bounded worker invocations by ringing the doorbell queue.
+/// The fleets on AWS (docs/scaling.md): each tick of the scaler starts up to `max_workers`
+/// bounded worker invocations by ringing the doorbell queue, and up to `max_deliverers`
+/// deliverer invocations by ringing the deliverers' one (docs/delivery.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FleetConfig {
     pub max_workers: u32,
     /// `TRIAGE_WORKER_QUEUE_URL`: the SQS queue whose messages each start one worker invocation.
     pub doorbell_queue_url: Option<String>,
+    pub max_deliverers: u32,
+    /// `TRIAGE_DELIVERER_QUEUE_URL`: the same for deliverer invocations; unset, the deliverer
+    /// runs on its schedule only.
+    pub deliverer_queue_url: Option<String>,
 }
 
 impl Default for FleetConfig {
@@ -118,6 +123,8 @@ impl Default for FleetConfig {
         Self {
             max_workers: 100,
             doorbell_queue_url: None,
+            max_deliverers: 10,
+            deliverer_queue_url: None,
         }
     }
 }
@@ -407,6 +414,11 @@ impl Config {
                 max_workers: env
                     .number("TRIAGE_MAX_WORKERS", FleetConfig::default().max_workers)?,
                 doorbell_queue_url: env.optional("TRIAGE_WORKER_QUEUE_URL"),
+                max_deliverers: env.number(
+                    "TRIAGE_MAX_DELIVERERS",
+                    FleetConfig::default().max_deliverers,
+                )?,
+                deliverer_queue_url: env.optional("TRIAGE_DELIVERER_QUEUE_URL"),
             },
             retention: RetentionPolicy {
                 keep_done: env.seconds(

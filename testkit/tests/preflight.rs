@@ -163,7 +163,7 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
         "egress through nat-",
         "ok    DbSecretArn: the RDS shape",
         "ok    ApiDbSecretArn exists (the API's own login)",
-        "ok    RDS triage-good: max_connections 811 (about, RDS's default for db.t4g.large) exceeds the 479 the functions can open ((100 + 1) x 4 worker + 50 x 1 API + 25 sweeper, scaler, ops, migrate)",
+        "ok    RDS triage-good: max_connections 811 (about, RDS's default for db.t4g.large) exceeds the 523 the functions can open ((100 + 1) x 4 worker + (10 + 1) x 4 deliverer + 50 x 1 API + 25 sweeper, scaler, ops, migrate)",
         "ok    ProviderSecretArn exists",
         "ok    RDS triage-good: postgres 16.4",
         "admits the functions' security group sg-",
@@ -267,7 +267,7 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "docs/sql/roles.sql, docs/deploy.md step 4",
         ),
         (
-            "RDS triage-bad: max_connections 202 (about, RDS's default for db.t4g.small) is below the 479 connections",
+            "RDS triage-bad: max_connections 202 (about, RDS's default for db.t4g.small) is below the 523 connections",
             "--db-instance-class db.t4g.large",
         ),
         (

@@ -1,11 +1,12 @@
 //! Scaler Lambda (EventBridge schedule): sizes the worker fleet from the claimable backlog
 //! and the provider's rate limit, and starts that many worker invocations through the
-//! doorbell queue (docs/scaling.md).
+//! doorbell queue (docs/scaling.md); deliverers for waiting deliveries through theirs
+//! (docs/delivery.md).
 
 use lambda_runtime::{service_fn, LambdaEvent};
 use triage::{
     aws::{
-        doorbell::{self, Doorbell},
+        doorbell::{self, Doorbells},
         lambda::config_from_env,
     },
     db, telemetry,
@@ -17,10 +18,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let metrics = telemetry::lambda_metrics("scaler")?;
     let config = config_from_env().await?;
     let pool = db::pool(&config.database)?;
-    let doorbell = Doorbell::from_lookup(&config, |name| std::env::var(name).ok())?;
-    let (pool, config, doorbell) = (&pool, &config, &doorbell);
+    let doorbells = Doorbells::from_lookup(&config, |name| std::env::var(name).ok())?;
+    let (pool, config, doorbells) = (&pool, &config, &doorbells);
     let handler = service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
-        doorbell::tick(pool, config, doorbell).await
+        doorbell::tick(pool, config, doorbells).await
     });
     metrics_cloudwatch_embedded::lambda::service::run(metrics, handler).await
 }

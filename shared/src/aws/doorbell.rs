@@ -1,8 +1,9 @@
-//! The worker fleet on AWS (docs/scaling.md): each scheduled tick of the scaler sizes the fleet
-//! ([`fleet::invocations_to_start`]) and rings the doorbell queue that many times; the worker's
-//! SQS event source mapping, capped by `MaximumConcurrency`, turns each message into one
-//! bounded worker invocation. The outbox carries the work: a lost doorbell costs one
-//! invocation's throughput, never a ticket.
+//! The fleets on AWS (docs/scaling.md): each scheduled tick of the scaler sizes the worker
+//! fleet ([`fleet::invocations_to_start`]) and rings its doorbell queue that many times; the
+//! worker's SQS event source mapping, capped by `MaximumConcurrency`, turns each message into
+//! one bounded worker invocation. Deliverers, when their queue is configured, the same way
+//! ([`fleet::deliverers_to_start`], docs/delivery.md). The outboxes carry the work: a lost
+//! doorbell costs one invocation's throughput, never a ticket or an event.
 
 use aws_sdk_sqs::{error::DisplayErrorContext, types::SendMessageBatchRequestEntry, Client};
 use deadpool_postgres::Pool;
@@ -13,21 +14,32 @@ use crate::{
     config::Config,
     db,
     domain::error::{ConfigError, Error, Result},
-    pipeline::fleet::{self, Observed},
+    pipeline::{
+        delivery::claimed::{self, Backlog},
+        fleet::{self, Observed},
+    },
 };
 
 /// SQS takes at most ten messages per batch.
 const BATCH: u32 = 10;
 
+/// One queue whose messages each start one invocation.
 #[derive(Debug, Clone)]
 pub struct Doorbell {
     client: Client,
     queue_url: String,
 }
 
-impl Doorbell {
-    /// The queue named by `TRIAGE_WORKER_QUEUE_URL`, reached like every AWS client here
-    /// (`AWS_ENDPOINT_URL_SQS` or `AWS_ENDPOINT_URL` redirect it).
+/// The scaler's doorbells: the workers', and the deliverers' when `TRIAGE_DELIVERER_QUEUE_URL`
+/// is set. One SQS client, reached like every AWS client here (`AWS_ENDPOINT_URL_SQS` or
+/// `AWS_ENDPOINT_URL` redirect it).
+#[derive(Debug, Clone)]
+pub struct Doorbells {
+    workers: Doorbell,
+    deliverers: Option<Doorbell>,
+}
+
+impl Doorbells {
     pub fn from_lookup(
         config: &Config,
         get: impl Fn(&str) -> Option<String>,
@@ -38,13 +50,19 @@ impl Doorbell {
                 "is not set (the scaler rings it)".into(),
             )
         })?;
-        let settings = sdk::settings(get, "SQS", "to start workers")?;
-        Ok(Self {
-            client: Client::new(&settings),
+        let client = Client::new(&sdk::settings(get, "SQS", "to start workers")?);
+        let doorbell = |queue_url| Doorbell {
+            client: client.clone(),
             queue_url,
+        };
+        Ok(Self {
+            deliverers: config.fleet.deliverer_queue_url.clone().map(doorbell),
+            workers: doorbell(queue_url),
         })
     }
+}
 
+impl Doorbell {
     /// Sends `n` messages, ten per request.
     async fn ring(&self, n: u32) -> Result<()> {
         let mut left = n;
@@ -84,11 +102,21 @@ impl Doorbell {
 pub struct Tick {
     pub observed: Observed,
     pub started: u32,
+    /// The deliverers', when their doorbell is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deliverers: Option<DeliverersTick>,
 }
 
-/// One scheduled tick: observe, size, ring.
-pub async fn tick(pool: &Pool, config: &Config, doorbell: &Doorbell) -> Result<Tick> {
-    let observed = fleet::observe(&db::client(pool).await?).await?;
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeliverersTick {
+    pub observed: Backlog,
+    pub started: u32,
+}
+
+/// One scheduled tick: observe, size, ring; workers, then deliverers.
+pub async fn tick(pool: &Pool, config: &Config, doorbells: &Doorbells) -> Result<Tick> {
+    let client = db::client(pool).await?;
+    let observed = fleet::observe(&client).await?;
     let started = fleet::invocations_to_start(
         &observed,
         &config.fleet,
@@ -96,9 +124,25 @@ pub async fn tick(pool: &Pool, config: &Config, doorbell: &Doorbell) -> Result<T
         &config.rate_limit,
         config.worker.invocation_budget,
     );
-    doorbell.ring(started).await?;
+    doorbells.workers.ring(started).await?;
     if started > 0 {
         tracing::info!(?observed, started, "worker invocations started");
     }
-    Ok(Tick { observed, started })
+    let deliverers = match &doorbells.deliverers {
+        None => None,
+        Some(doorbell) => {
+            let observed = claimed::backlog(&client, config.delivery.per_endpoint).await?;
+            let started = fleet::deliverers_to_start(&observed, &config.fleet, &config.delivery);
+            doorbell.ring(started).await?;
+            if started > 0 {
+                tracing::info!(?observed, started, "deliverer invocations started");
+            }
+            Some(DeliverersTick { observed, started })
+        }
+    };
+    Ok(Tick {
+        observed,
+        started,
+        deliverers,
+    })
 }

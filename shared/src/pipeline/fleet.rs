@@ -1,6 +1,7 @@
 //! How many worker invocations a tick starts (docs/scaling.md): enough for the claimable
 //! backlog, no more than the provider's rate limit keeps busy, never more than the cap, less
 //! those still running. A pure decision over what [`observe`] reads; `aws::doorbell` rings.
+//! The same for deliverers ([`deliverers_to_start`], docs/delivery.md).
 
 use std::time::Duration;
 
@@ -8,8 +9,9 @@ use deadpool_postgres::GenericClient;
 use serde::Serialize;
 
 use crate::{
-    config::{FleetConfig, RateLimitPolicy, WorkerPolicy},
+    config::{DeliveryPolicy, FleetConfig, RateLimitPolicy, WorkerPolicy},
     domain::error::Result,
+    pipeline::delivery::claimed::Backlog,
 };
 
 /// Seconds per call assumed before the ledger has any (the article's typical call).
@@ -71,6 +73,17 @@ pub fn invocations_to_start(
     });
     let wanted = for_backlog.min(for_rate).min(f64::from(fleet.max_workers));
     (wanted as i64 - observed.running).max(0) as u32
+}
+
+/// Deliverer invocations to start now: one per `concurrency` deliveries that endpoints have
+/// room for (the claim's bound per endpoint already keeps more deliverers from helping a slow
+/// one), within the cap less those still running. Running deliverers with room of their own
+/// claim within a poll, so what the backlog still shows is theirs to leave.
+pub fn deliverers_to_start(backlog: &Backlog, fleet: &FleetConfig, policy: &DeliveryPolicy) -> u32 {
+    let concurrency = policy.concurrency.max(1) as i64;
+    let wanted = (backlog.claimable.max(0) + concurrency - 1) / concurrency;
+    let room = i64::from(fleet.max_deliverers) - backlog.running.max(0);
+    wanted.min(room).max(0) as u32
 }
 
 #[cfg(test)]
@@ -135,5 +148,38 @@ mod tests {
             Duration::from_secs(1),
         );
         assert_eq!(n, 3);
+    }
+
+    #[test]
+    fn deliverers_follow_what_endpoints_have_room_for_within_the_cap() {
+        let fleet = FleetConfig {
+            max_deliverers: 4,
+            ..FleetConfig::default()
+        };
+        let policy = DeliveryPolicy {
+            concurrency: 32,
+            ..DeliveryPolicy::default()
+        };
+        let backlog = |claimable, running| Backlog { claimable, running };
+        // (backlog, expected): one deliverer per 32 deliveries with room, 4 at most at once.
+        let table = [
+            (backlog(0, 0), 0),
+            (backlog(1, 0), 1),
+            (backlog(32, 0), 1),
+            (backlog(33, 0), 2),
+            (backlog(1_000, 0), 4),
+            // Those still running count against the cap.
+            (backlog(1_000, 1), 3),
+            (backlog(1_000, 4), 0),
+            (backlog(1_000, 9), 0),
+            (backlog(33, 3), 1),
+        ];
+        for (seen, expected) in table {
+            assert_eq!(
+                deliverers_to_start(&seen, &fleet, &policy),
+                expected,
+                "{seen:?}"
+            );
+        }
     }
 }

@@ -772,8 +772,7 @@ async fn a_reprocess_result_is_announced_when_its_version_is_promoted() {
         1,
         "not announced before its promotion"
     );
-    // The quality gate is not what this test is about: forced, with the reason audited.
-    let promote = json!({"op": "promote", "prompt_version": "triage-v4", "force": true, "reason": "announcement test"});
+    let promote = json!({"op": "promote", "prompt_version": "triage-v4", "force": true, "reason": "no eval set in this test"});
     crate::operations::op(&app, promote.clone()).await;
     crate::operations::op(&app, promote).await;
     app.deliver_all(Duration::from_secs(10)).await;
@@ -855,4 +854,57 @@ async fn the_console_shows_a_disabled_endpoint_and_why_but_no_secret() {
     assert!(row(healthy_sub.subscription.id).contains("data-status=\"active\""));
     assert!(!page.contains("whsec_"), "no secret on the page");
     assert!(!page.contains("The body of the ticket"), "no ticket text");
+}
+
+/// The template's resource `name`: its lines up to the next resource.
+fn resource<'a>(template: &'a str, name: &str) -> &'a str {
+    let rest = template
+        .split(&format!("\n  {name}:\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {name} in template.yaml"));
+    let end = rest
+        .lines()
+        .position(|l| l.len() > 2 && !l.starts_with("   ") && !l.starts_with("  #"))
+        .map_or(rest.len(), |n| {
+            rest.lines().take(n).map(|l| l.len() + 1).sum()
+        });
+    &rest[..end]
+}
+
+#[test]
+fn the_deliverers_doorbell_is_rung_by_the_scaler_and_read_by_the_deliverer_alone() {
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let deliverer = resource(&template, "DelivererFunction");
+    let reads = "sqs:ReceiveMessage";
+    let statement = deliverer
+        .split("- Effect: Allow")
+        .find(|s| s.contains(reads))
+        .expect("the deliverer reads its doorbell");
+    assert!(
+        statement.contains("Resource: !GetAtt DelivererDoorbellQueue.Arn"),
+        "{statement}"
+    );
+    assert!(!deliverer.contains("DoorbellQueue.Arn]"), "{deliverer}");
+    let mapping = resource(&template, "DelivererDoorbell");
+    for line in [
+        "FunctionName: !Ref DelivererFunction",
+        "EventSourceArn: !GetAtt DelivererDoorbellQueue.Arn",
+        "BatchSize: 1",
+        "MaximumConcurrency: !Ref MaxDelivererConcurrency",
+    ] {
+        assert!(mapping.contains(line), "no {line:?} in:\n{mapping}");
+    }
+    // The worker reads its own queue and never the deliverers'.
+    let worker = resource(&template, "WorkerFunction");
+    assert!(!worker.contains("DelivererDoorbellQueue"), "{worker}");
+    let scaler = resource(&template, "ScalerFunction");
+    for line in [
+        "TRIAGE_DELIVERER_QUEUE_URL: !Ref DelivererDoorbellQueue",
+        "TRIAGE_MAX_DELIVERERS: !Ref MaxDelivererConcurrency",
+        "Resource: [!GetAtt DoorbellQueue.Arn, !GetAtt DelivererDoorbellQueue.Arn]",
+    ] {
+        assert!(scaler.contains(line), "no {line:?} in:\n{scaler}");
+    }
+    assert!(!scaler.contains(reads), "the scaler only sends");
 }

@@ -18,9 +18,23 @@ use crate::{
     },
 };
 
-/// The claim: per live endpoint, its oldest ready deliveries up to what it may still have in
-/// flight (`$4` less those already processing; a bus takes `$4` batches of ten), so a slow endpoint fills only its own slots
-/// and the others keep being served. `SKIP LOCKED` gives concurrent deliverers disjoint rows.
+/// What endpoint `s` may still have in flight: `$per_endpoint` (a bus, that many batches of
+/// ten) less those already processing. The claim and the deliverers' backlog both bound by it.
+macro_rules! room {
+    ($per_endpoint:literal) => {
+        concat!(
+            "greatest(",
+            $per_endpoint,
+            r#"::bigint * (CASE WHEN s.kind = 'eventbridge' THEN 10 ELSE 1 END)
+                   - (SELECT count(*) FROM delivery busy
+                      WHERE busy.subscription_id = s.id AND busy.status = 'processing'), 0)"#
+        )
+    };
+}
+
+/// The claim: per live endpoint, its oldest ready deliveries up to its [`room!`], so a slow
+/// endpoint fills only its own slots and the others keep being served. `SKIP LOCKED` gives
+/// concurrent deliverers disjoint rows.
 const CLAIM: &str = concat!(
     r#"
 WITH claimed AS (
@@ -35,9 +49,9 @@ WITH claimed AS (
             SELECT id, available_at FROM delivery
             WHERE subscription_id = s.id AND status = 'pending' AND available_at <= now()
             ORDER BY available_at
-            LIMIT greatest($4::bigint * (CASE WHEN s.kind = 'eventbridge' THEN 10 ELSE 1 END)
-                           - (SELECT count(*) FROM delivery busy
-                              WHERE busy.subscription_id = s.id AND busy.status = 'processing'), 0)
+            LIMIT "#,
+    room!("$4"),
+    r#"
             FOR UPDATE SKIP LOCKED
         ) d
         WHERE s.disabled_at IS NULL
@@ -173,6 +187,42 @@ pub async fn claim(
             }
         })
         .collect())
+}
+
+/// What the scaler reads before starting deliverers (`pipeline::fleet::deliverers_to_start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Backlog {
+    /// Deliveries ready now that some endpoint has room for: what more deliverers could send.
+    pub claimable: i64,
+    /// Deliverers holding a live lease: invocations still running.
+    pub running: i64,
+}
+
+/// Each live endpoint's ready deliveries up to its room: an index scan of bounded length each.
+const BACKLOG: &str = concat!(
+    r#"
+SELECT (SELECT coalesce(sum(ready.n), 0)::bigint
+        FROM subscription s
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS n FROM (
+                SELECT 1 FROM delivery
+                WHERE subscription_id = s.id AND status = 'pending' AND available_at <= now()
+                LIMIT "#,
+    room!("$1"),
+    r#") up_to_room
+        ) ready
+        WHERE s.disabled_at IS NULL),
+       (SELECT count(DISTINCT locked_by) FROM delivery
+        WHERE status = 'processing' AND locked_until >= now())
+"#
+);
+
+pub async fn backlog(client: &impl GenericClient, per_endpoint: i64) -> Result<Backlog> {
+    let row = client.query_one(BACKLOG, &[&per_endpoint.max(1)]).await?;
+    Ok(Backlog {
+        claimable: row.get(0),
+        running: row.get(1),
+    })
 }
 
 /// Closes the delivery if still ours, and marks its endpoint healthy again.
