@@ -164,3 +164,88 @@ async fn retention_drops_whole_old_days_and_keeps_results_and_today_s_spend() {
         "the money of dropped days stays in the totals"
     );
 }
+
+/// The migrations' SQL in order, up to (and without) `version`.
+fn migrations_before(version: u32) -> Vec<(u32, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+    let mut files: Vec<(u32, String)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let number = name[1..name.find("__").unwrap()].parse().unwrap();
+            (number, std::fs::read_to_string(&path).unwrap())
+        })
+        .filter(|(number, _)| *number <= version)
+        .collect();
+    files.sort_by_key(|(number, _)| *number);
+    files
+}
+
+#[tokio::test]
+async fn an_existing_ledger_becomes_the_partition_before_with_its_rows_totals_and_ids() {
+    let url = crate::helpers::fresh_database().await;
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut files = migrations_before(14);
+    let (_, partitioning) = files.pop().unwrap();
+    for (_, sql) in &files {
+        client.batch_execute(sql).await.unwrap();
+    }
+    let insert =
+        "INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, \
+                  model_version, prompt_version, cost_usd, started_at) \
+                  VALUES (1, 'k', 1, 'w', 'openai', 'm', 'v', 0.5, now() - interval '3 days'), \
+                         (2, 'k2', 1, 'w', 'openai', 'm', 'v', 0.25, now()) RETURNING id";
+    let old_ids: Vec<i64> = client
+        .query(insert, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let totals = "SELECT sum(calls)::bigint, sum(cost_usd)::float8 FROM provider_call_hour";
+    let before: (i64, f64) = {
+        let row = client.query_one(totals, &[]).await.unwrap();
+        (row.get(0), row.get(1))
+    };
+
+    client.batch_execute(&partitioning).await.unwrap();
+
+    let kept = client
+        .query_one(
+            "SELECT count(*) FILTER (WHERE tableoid = 'provider_call_before'::regclass) FROM provider_call",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(kept.get::<_, i64>(0), 2, "the rows stay where they were");
+    let row = client.query_one(totals, &[]).await.unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, f64>(1)), before);
+    // The totals still follow the rows' writes, once each (one trigger, not two).
+    client
+        .execute(
+            "UPDATE provider_call SET cost_usd = 1 WHERE idempotency_key = 'k2'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let row = client.query_one(totals, &[]).await.unwrap();
+    assert_eq!(row.get::<_, f64>(1), before.1 + 0.75);
+    // The ids go on from the same sequence; tomorrow's calls go to tomorrow's partition.
+    let row = client
+        .query_one(
+            "INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, \
+             model_version, prompt_version, started_at) \
+             VALUES (3, 'k3', 1, 'w', 'openai', 'm', 'v', date_trunc('day', now(), 'UTC') + interval '1 day') \
+             RETURNING id, tableoid::regclass::text",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(row.get::<_, i64>(0) > old_ids[1]);
+    let tomorrow = (chrono::Utc::now() + chrono::Duration::days(1)).format("provider_call_%Y%m%d");
+    assert_eq!(row.get::<_, String>(1), tomorrow.to_string());
+}
