@@ -110,30 +110,37 @@ LANGUAGE plpgsql AS $$
 DECLARE
     day_start timestamptz;
     covered timestamptz;
+    caught boolean;
     part record;
     dropped int := 0;
 BEGIN
     PERFORM pg_advisory_xact_lock(7431014);
-    IF to_regclass('pg_temp.provider_call_moving') IS NULL THEN
-        CREATE TEMP TABLE provider_call_moving (LIKE provider_call) ON COMMIT DROP;
-    END IF;
     SELECT coalesce(max(provider_call_partition_end(i.inhrelid)) FILTER (
                WHERE provider_call_partition_end(i.inhrelid) < 'infinity'), '-infinity')
     INTO covered
     FROM pg_inherits i WHERE i.inhparent = 'provider_call'::regclass;
     day_start := greatest(date_trunc('day', now(), 'UTC'), covered);
     WHILE day_start <= date_trunc('day', now(), 'UTC') + make_interval(days => ahead_days) LOOP
-        WITH moved AS (
-            DELETE FROM provider_call_default
-            WHERE started_at >= day_start AND started_at < day_start + interval '1 day'
-            RETURNING *
-        )
-        INSERT INTO provider_call_moving SELECT * FROM moved;
+        caught := EXISTS (SELECT 1 FROM provider_call_default
+                          WHERE started_at >= day_start AND started_at < day_start + interval '1 day');
+        IF caught THEN
+            IF to_regclass('pg_temp.provider_call_moving') IS NULL THEN
+                CREATE TEMP TABLE provider_call_moving (LIKE provider_call) ON COMMIT DROP;
+            END IF;
+            WITH moved AS (
+                DELETE FROM provider_call_default
+                WHERE started_at >= day_start AND started_at < day_start + interval '1 day'
+                RETURNING *
+            )
+            INSERT INTO provider_call_moving SELECT * FROM moved;
+        END IF;
         EXECUTE format('CREATE TABLE %I PARTITION OF provider_call FOR VALUES FROM (%L) TO (%L)',
                        'provider_call_' || to_char(day_start AT TIME ZONE 'UTC', 'YYYYMMDD'),
                        day_start, day_start + interval '1 day');
-        INSERT INTO provider_call SELECT * FROM provider_call_moving;
-        DELETE FROM provider_call_moving;
+        IF caught THEN
+            INSERT INTO provider_call SELECT * FROM provider_call_moving;
+            DELETE FROM provider_call_moving;
+        END IF;
         day_start := day_start + interval '1 day';
     END LOOP;
     IF keep IS NOT NULL THEN
