@@ -156,6 +156,45 @@ pub async fn start_call(
     })
 }
 
+/// A call whose slot was slept for, withdrawn if a hold began meanwhile (another worker's
+/// 429): calling now would earn its own 429. Its ledger row goes (it never was a call; the
+/// delete takes its estimate out of the running totals) and its tokens (`$4`, seconds of the
+/// token budget) go back to the shared budget. Reads the hold's seconds left, NULL for none.
+const WITHDRAW: &str = r#"
+WITH held AS (
+    SELECT held_until FROM provider_rate_limit WHERE provider = $1 AND held_until > now()
+), withdrawn AS (
+    DELETE FROM provider_call
+    WHERE id = $2 AND started_at = $3 AND finished_at IS NULL AND EXISTS (SELECT 1 FROM held)
+    RETURNING provider
+), given_back AS (
+    UPDATE provider_rate_limit r
+    SET token_tat = r.token_tat - make_interval(secs => $4::float8), updated_at = now()
+    FROM withdrawn WHERE r.provider = withdrawn.provider AND $4::float8 <> 0
+)
+SELECT extract(epoch FROM (SELECT held_until FROM held) - now())::float8
+"#;
+
+/// Re-checks the fleet's hold before a call whose slot was waited for: `Some(hold left)` when
+/// one began meanwhile, and the call was withdrawn (no ledger row, its tokens given back).
+pub async fn withdraw_if_held(
+    client: &impl GenericClient,
+    call: CallId,
+    provider: &str,
+    token_cost_secs: f64,
+) -> Result<Option<Duration>> {
+    let statement = client.prepare_cached(WITHDRAW).await?;
+    let row = client
+        .query_one(
+            &statement,
+            &[&provider, &call.id, &call.started_at, &token_cost_secs],
+        )
+        .await?;
+    Ok(row
+        .get::<_, Option<f64>>(0)
+        .map(|secs| Duration::from_secs_f64(secs.max(0.0))))
+}
+
 /// Completes the call's row, and moves the shared token budget by `token_correction_secs`
 /// (the usage against the estimate; `rate_limit::Settlement`) in the same statement, only
 /// the first time: a write repeated after a blink changes neither the row, the running totals

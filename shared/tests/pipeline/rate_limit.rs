@@ -248,6 +248,40 @@ async fn two_workers_paced_at_90_percent_of_the_providers_limit_get_no_429() {
     assert!(fake.billed_by_content().values().all(|&n| n == 1));
 }
 
+#[tokio::test]
+async fn a_slot_waited_for_during_another_calls_429_is_not_fired_into_the_hold() {
+    let fake = FakeProvider::start().await;
+    // The first call is refused for 30 s; the other job's slot is 1 s later (60 a minute).
+    fake.push(Behavior::RateLimited {
+        retry_after: Some(Duration::from_secs(30)),
+    });
+    let app = spawn_app_with_fake(&fake, |c| {
+        c.rate_limit = per_minute(60);
+        c.worker.batch_size = 2;
+        c.worker.concurrency = 2;
+    })
+    .await;
+    post_many(&app, 2).await;
+    let report = app.run_worker_once(&app.worker()).await;
+    assert_eq!((report.evaluated, report.released), (0, 2), "{report:?}");
+    assert_eq!(
+        fake.calls().len(),
+        1,
+        "the slot after the 429 was not fired into the hold"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_call").await,
+        1,
+        "the withdrawn call left no ledger row"
+    );
+    let row = app
+        .row("SELECT max(attempts), min(extract(epoch FROM available_at - now()))::float8 FROM evaluation_outbox")
+        .await;
+    let (attempts, wait): (i32, f64) = (row.get(0), row.get(1));
+    assert_eq!(attempts, 0, "no attempt spent on the hold");
+    assert!(wait > 20.0, "back when the hold ends ({wait:.1} s)");
+}
+
 /// The exactness cases of the shared limit (issue 22, item 4), through the ledger's start and
 /// finish of a call, as the worker runs them.
 mod exactness {
