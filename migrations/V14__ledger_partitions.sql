@@ -1,4 +1,5 @@
--- The attempt ledger partitioned by day (docs/ledger.md, issue 22): `provider_call` by range of
+-- The attempt ledger partitioned by day (docs/ledger.md, issue 22), and the provider's announced
+-- limits kept for the fleet (at the end): `provider_call` by range of
 -- `started_at`, one partition per UTC day created ahead by the sweeper, a DEFAULT partition so
 -- a day nobody created ahead never loses a call, and retention that drops a whole day instead
 -- of deleting rows. The running totals (`provider_call_hour`) keep the money of dropped days.
@@ -178,3 +179,10 @@ END
 $$;
 
 SELECT provider_call_partitions(3, NULL);
+
+-- The limits the provider announces in its headers (requests and tokens a minute), for the
+-- fleet: the worker that hears a new value writes it here, every worker reads it at its claim,
+-- so the ceiling is lowered for all, not for the process that heard it (issue 22, item 4).
+ALTER TABLE provider_rate_limit
+    ADD COLUMN announced_rpm int CHECK (announced_rpm > 0),
+    ADD COLUMN announced_tpm int CHECK (announced_tpm > 0);

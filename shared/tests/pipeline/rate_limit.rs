@@ -104,6 +104,7 @@ async fn the_token_budget_is_taken_by_the_estimate_and_corrected_by_the_usage() 
     let used = Settlement {
         token_correction: -800,
         hold: None,
+        announced: None,
     };
     rate_limit::settle(&client, "openai", &pace, used)
         .await
@@ -280,6 +281,39 @@ async fn a_slot_waited_for_during_another_calls_429_is_not_fired_into_the_hold()
     let (attempts, wait): (i32, f64) = (row.get(0), row.get(1));
     assert_eq!(attempts, 0, "no attempt spent on the hold");
     assert!(wait > 20.0, "back when the hold ends ({wait:.1} s)");
+}
+
+#[tokio::test]
+async fn limits_one_worker_hears_in_the_headers_pace_every_worker_of_the_fleet() {
+    let fake = FakeProvider::start().await;
+    // 120 a minute, announced on every answer; no limit configured.
+    fake.limit_requests(120, LimitHeaders::Sent);
+    let app = spawn_app_with_fake(&fake, |c| {
+        c.worker.batch_size = 3;
+        c.worker.concurrency = 3;
+    })
+    .await;
+    app.post_ticket("heard first", "body of the ticket").await;
+    assert_eq!(app.run_worker_once(&app.worker()).await.evaluated, 1);
+    let announced: Option<i32> = app
+        .row("SELECT announced_rpm FROM provider_rate_limit")
+        .await
+        .get(0);
+    assert_eq!(announced, Some(120), "kept for the fleet");
+
+    // Another worker (another process: its own limiter, which heard nothing) and three jobs at
+    // once: it paces them at the fleet's 120 a minute instead of firing into a 429.
+    post_many(&app, 3).await;
+    app.drain(&app.worker(), Duration::from_secs(20)).await;
+    assert_eq!(app.status_counts().await.get("done"), Some(&4));
+    assert_eq!(refused(&fake), 0, "no call fired past the announced limit");
+    assert_eq!(fake.billed_calls().len(), 4);
+    let calls = fake.calls();
+    let span = calls[3].at - calls[1].at;
+    assert!(
+        span >= Duration::from_millis(900),
+        "three calls at 120 a minute after one: {span:?}, not at once"
+    );
 }
 
 /// The exactness cases of the shared limit (issue 22, item 4), through the ledger's start and
