@@ -105,7 +105,7 @@ $$;
 -- back in: net zero), then, with `keep` given, drops every partition whose last instant is
 -- older than now() - keep and deletes the DEFAULT partition's rows that old. Returns the
 -- partitions dropped. One sweeper at a time (an advisory lock); the DDL takes the table's
--- lock for a moment, as an insert's statement is short.
+-- lock for a moment, and waits at most a second for it.
 CREATE FUNCTION provider_call_partitions(ahead_days int, keep interval) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -121,27 +121,35 @@ BEGIN
     INTO covered
     FROM pg_inherits i WHERE i.inhparent = 'provider_call'::regclass;
     day_start := greatest(date_trunc('day', now(), 'UTC'), covered);
+    -- The DDL queues behind any transaction on the ledger, and every insert behind it: a
+    -- short wait, or the day is left to the next sweep (days are created well ahead).
+    PERFORM set_config('lock_timeout', '1s', true);
     WHILE day_start <= date_trunc('day', now(), 'UTC') + make_interval(days => ahead_days) LOOP
-        caught := EXISTS (SELECT 1 FROM provider_call_default
-                          WHERE started_at >= day_start AND started_at < day_start + interval '1 day');
-        IF caught THEN
-            IF to_regclass('pg_temp.provider_call_moving') IS NULL THEN
-                CREATE TEMP TABLE provider_call_moving (LIKE provider_call) ON COMMIT DROP;
+        BEGIN
+            caught := EXISTS (SELECT 1 FROM provider_call_default
+                              WHERE started_at >= day_start AND started_at < day_start + interval '1 day');
+            IF caught THEN
+                IF to_regclass('pg_temp.provider_call_moving') IS NULL THEN
+                    CREATE TEMP TABLE provider_call_moving (LIKE provider_call) ON COMMIT DROP;
+                END IF;
+                WITH moved AS (
+                    DELETE FROM provider_call_default
+                    WHERE started_at >= day_start AND started_at < day_start + interval '1 day'
+                    RETURNING *
+                )
+                INSERT INTO provider_call_moving SELECT * FROM moved;
             END IF;
-            WITH moved AS (
-                DELETE FROM provider_call_default
-                WHERE started_at >= day_start AND started_at < day_start + interval '1 day'
-                RETURNING *
-            )
-            INSERT INTO provider_call_moving SELECT * FROM moved;
-        END IF;
-        EXECUTE format('CREATE TABLE %I PARTITION OF provider_call FOR VALUES FROM (%L) TO (%L)',
-                       'provider_call_' || to_char(day_start AT TIME ZONE 'UTC', 'YYYYMMDD'),
-                       day_start, day_start + interval '1 day');
-        IF caught THEN
-            INSERT INTO provider_call SELECT * FROM provider_call_moving;
-            DELETE FROM provider_call_moving;
-        END IF;
+            EXECUTE format('CREATE TABLE %I PARTITION OF provider_call FOR VALUES FROM (%L) TO (%L)',
+                           'provider_call_' || to_char(day_start AT TIME ZONE 'UTC', 'YYYYMMDD'),
+                           day_start, day_start + interval '1 day');
+            IF caught THEN
+                INSERT INTO provider_call SELECT * FROM provider_call_moving;
+                DELETE FROM provider_call_moving;
+            END IF;
+        EXCEPTION WHEN lock_not_available THEN
+            RAISE NOTICE 'ledger partitions: % left to the next sweep (the table is busy)', day_start;
+            EXIT;
+        END;
         day_start := day_start + interval '1 day';
     END LOOP;
     IF keep IS NOT NULL THEN
@@ -150,8 +158,12 @@ BEGIN
             WHERE i.inhparent = 'provider_call'::regclass
               AND provider_call_partition_end(i.inhrelid) <= now() - keep
         LOOP
-            EXECUTE format('DROP TABLE %s', part.rel);
-            dropped := dropped + 1;
+            BEGIN
+                EXECUTE format('DROP TABLE %s', part.rel);
+                dropped := dropped + 1;
+            EXCEPTION WHEN lock_not_available THEN
+                RAISE NOTICE 'ledger partitions: % left to the next sweep (the table is busy)', part.rel;
+            END;
         END LOOP;
         PERFORM set_config('triage.ledger_retention', 'on', true);
         DELETE FROM provider_call_default WHERE started_at < now() - keep;

@@ -249,3 +249,37 @@ async fn an_existing_ledger_becomes_the_partition_before_with_its_rows_totals_an
     let tomorrow = (chrono::Utc::now() + chrono::Duration::days(1)).format("provider_call_%Y%m%d");
     assert_eq!(row.get::<_, String>(1), tomorrow.to_string());
 }
+
+#[tokio::test]
+async fn a_sweep_while_the_ledger_is_busy_leaves_the_new_days_to_the_next_one() {
+    let app = spawn_app().await;
+    let before = partitions(&app).await;
+    let mut busy = app.pool.get().await.unwrap();
+    let writing = busy.transaction().await.unwrap();
+    writing
+        .batch_execute("LOCK TABLE provider_call IN ROW EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let client = app.pool.get().await.unwrap();
+    assert_eq!(
+        ledger::maintain_partitions(&client, 10, None)
+            .await
+            .unwrap(),
+        0,
+        "the sweep goes on"
+    );
+    assert_eq!(
+        partitions(&app).await,
+        before,
+        "nothing created under the lock"
+    );
+    writing.commit().await.unwrap();
+    ledger::maintain_partitions(&client, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        partitions(&app).await.len(),
+        before.len() + 7,
+        "days 4 to 10 ahead"
+    );
+}
