@@ -104,6 +104,15 @@ pub fn health(h: &Health) -> String {
         ("spend", format!("${:.4}", h.cost_usd)),
         ("saved by the key", format!("${:.4}", h.saved_usd)),
         (
+            "cost per evaluated ticket",
+            h.cost_per_ticket_usd
+                .map_or("none yet".into(), |usd| format!("${usd:.6}")),
+        ),
+        (
+            "this month at the last 24 h's rate",
+            format!("${:.2}", h.month_projection_usd),
+        ),
+        (
             "spent today (UTC) / daily budget",
             match h.daily_budget_usd {
                 Some(budget) => format!("${:.4} / ${budget:.2}", h.spent_today_usd),
@@ -111,6 +120,21 @@ pub fn health(h: &Health) -> String {
             },
         ),
     ];
+    for g in &h.cost_per_task {
+        rows.push((
+            "cost per ticket",
+            format!(
+                "{} {} {}: {} calls, {} evaluated, {}",
+                g.prompt_version,
+                g.lane,
+                g.tier,
+                g.calls,
+                g.evaluated,
+                g.cost_per_ticket_usd
+                    .map_or("-".into(), |usd| format!("${usd:.6}"))
+            ),
+        ));
+    }
     for b in &h.breakers {
         let until = b
             .open_until

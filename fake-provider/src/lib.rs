@@ -13,17 +13,31 @@
 //! Which behaviour answers a call: a 401 when a key is required and the call carries another,
 //! else (in strict mode) a 400 for what the real API would refuse in the request's shape,
 //! else a 429 when the request limit (if set, [`FakeProvider::limit_requests`]) is spent,
-//! else the outage (while set), else the next pushed behaviour, else the first
-//! `when_contains` rule whose needle is in the ticket text, else the default.
+//! else, for a flex call while flex is scripted ([`FakeProvider::set_flex`]), every n-th
+//! one's "resource unavailable" 429, else the outage (while set), else the next pushed
+//! behaviour, else the first `when_contains` rule whose needle is in the ticket text, else
+//! the default (a flex call's answer waits the flex delay on top).
+//!
+//! Prompt caching: a prompt prefix seen before (OpenAI: the messages before the ticket, per
+//! model and `prompt_cache_key`; Anthropic: the system blocks up to `cache_control`) is
+//! reported as cached input; Anthropic reports its first sight as a cache write.
+//!
+//! Batches ([`batch`]): OpenAI's `/v1/files` and `/v1/batches`, Anthropic's
+//! `/v1/messages/batches`. Each line gets its behaviour from the script when the batch is
+//! created; the batch ends [`FakeProvider::set_batch_delay`] after creation (or when
+//! cancelled). A line whose behaviour never answers (`Hang`, `ResetConnection`) expires.
 
+mod batch;
 pub mod classifier;
 mod limit;
 mod render;
 mod server;
 mod strict;
 
+pub use batch::BatchSummary;
+
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{HashMap, HashSet, VecDeque},
     fmt,
     net::SocketAddr,
     sync::{Arc, Mutex, MutexGuard},
@@ -63,6 +77,8 @@ pub enum Behavior {
     Delay(Duration, Box<Behavior>),
     /// 429 with a `Retry-After` header when given.
     RateLimited { retry_after: Option<Duration> },
+    /// OpenAI flex's 429 "resource unavailable": no capacity at the flex tier right now.
+    ResourceUnavailable,
     /// The account is out of money: OpenAI's 429 `insufficient_quota`, Anthropic's 402
     /// `billing_error`.
     QuotaExhausted,
@@ -141,8 +157,13 @@ pub struct CallRecord {
     pub billed: bool,
     /// When the request arrived.
     pub at: Instant,
-    /// The request body as JSON (`Null` if it was not JSON). It holds the ticket.
+    /// The request body as JSON (`Null` if it was not JSON). It holds the ticket. For a batch
+    /// line, the line's request (OpenAI `body`, Anthropic `params`).
     pub body: Value,
+    /// The batch the call was a line of; `None` for the synchronous endpoints.
+    pub batch: Option<String>,
+    /// The tokens it was billed for (prompt prefix included), as its answer reported them.
+    pub usage: TokenUsage,
     headers: HeaderMap,
 }
 
@@ -168,19 +189,40 @@ impl fmt::Debug for CallRecord {
     }
 }
 
-/// Tokens the fake reports for a call about `ticket_text`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Tokens the fake reports for a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TokenUsage {
+    /// All input: the prompt prefix and the ticket.
     pub input_tokens: i64,
+    /// Of those, read from the prompt cache.
+    pub cached_input_tokens: i64,
+    /// Of those, written to the prompt cache (Anthropic).
+    pub cache_write_tokens: i64,
     pub output_tokens: i64,
 }
 
-/// A rough four-characters-per-token count of the ticket, plus [`OUTPUT_TOKENS`].
+/// A rough four-characters-per-token count of the ticket, plus [`OUTPUT_TOKENS`]; the prompt
+/// prefix adds [`prefix_tokens`].
 pub fn usage_for(ticket_text: &str) -> TokenUsage {
     TokenUsage {
         input_tokens: 1 + ticket_text.len() as i64 / 4,
         output_tokens: OUTPUT_TOKENS,
+        ..TokenUsage::default()
     }
+}
+
+/// The tokens of a prompt prefix (the instructions before the ticket).
+pub fn prefix_tokens(prefix: &str) -> i64 {
+    prefix.len() as i64 / 4
+}
+
+/// How the flex tier behaves ([`FakeProvider::set_flex`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flex {
+    /// Added to every flex call's answer.
+    pub delay: Duration,
+    /// Every n-th flex call gets a 429 "resource unavailable"; 0, never.
+    pub unavailable_every: u32,
 }
 
 /// The answer of [`Behavior::Classify`]: a department from [`DEPARTMENTS`] and scores in
@@ -227,11 +269,27 @@ struct Script {
     queue: VecDeque<Behavior>,
     rules: Vec<(String, Behavior)>,
     default: Behavior,
+    flex: Option<Flex>,
+    flex_calls: u32,
+    /// How long a batch runs before it ends.
+    batch_delay: Duration,
     /// Classifier mode: `Classify` answers from these labels (see [`classifier`]).
     labels: Option<classifier::Classifier>,
 }
 
 impl Script {
+    /// A flex call's turn: every n-th is unavailable, the others answer after the flex delay.
+    fn next_flex(&mut self, ticket_text: &str, model: &str) -> Behavior {
+        let Some(flex) = self.flex else {
+            return self.behavior(ticket_text, model);
+        };
+        self.flex_calls += 1;
+        if flex.unavailable_every > 0 && self.flex_calls.is_multiple_of(flex.unavailable_every) {
+            return Behavior::ResourceUnavailable;
+        }
+        self.behavior(ticket_text, model).after(flex.delay)
+    }
+
     /// The behaviour for a call, with `Classify` answered from the labels in classifier mode.
     fn behavior(&mut self, ticket_text: &str, model: &str) -> Behavior {
         let behavior = self.next(ticket_text);
@@ -282,6 +340,9 @@ struct Shared {
     limit: Mutex<Option<limit::Bucket>>,
     ledger: Mutex<Vec<CallRecord>>,
     recorded: Notify,
+    /// Prompt prefixes seen so far (cached from then on).
+    cache: Mutex<HashSet<String>>,
+    batches: Mutex<batch::Batches>,
 }
 
 impl Shared {
@@ -295,6 +356,34 @@ impl Shared {
 
     fn ledger(&self) -> MutexGuard<'_, Vec<CallRecord>> {
         self.ledger.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn batches(&self) -> MutexGuard<'_, batch::Batches> {
+        self.batches.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `key` (a prompt prefix and what scopes it) was seen before; it is from now on.
+    fn cached(&self, key: String) -> bool {
+        !self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key)
+    }
+
+    /// What `call` is billed: the ticket, the prefix, and what of it the cache held.
+    fn usage(&self, call: &render::Call) -> TokenUsage {
+        let mut usage = usage_for(&call.ticket_text);
+        let prefix = &call.prefix;
+        usage.input_tokens += prefix.cacheable + prefix.plain;
+        if let Some(key) = prefix.cache_key.clone().filter(|_| prefix.cacheable > 0) {
+            if self.cached(key) {
+                usage.cached_input_tokens = prefix.cacheable;
+            } else if call.api == Api::Anthropic {
+                usage.cache_write_tokens = prefix.cacheable;
+            }
+        }
+        usage
     }
 
     fn record(&self, call: CallRecord) {
@@ -372,6 +461,21 @@ impl FakeProvider {
     /// While `Some`, every call gets this behaviour, and the queue is left untouched.
     pub fn set_outage(&self, behavior: Option<Behavior>) {
         self.shared.script().outage = behavior;
+    }
+
+    /// From now on, calls with `service_tier: "flex"` behave as `flex` says.
+    pub fn set_flex(&self, flex: Flex) {
+        self.shared.script().flex = Some(flex);
+    }
+
+    /// From now on, batches end this long after they are created (at once by default).
+    pub fn set_batch_delay(&self, delay: Duration) {
+        self.shared.script().batch_delay = delay;
+    }
+
+    /// Every batch created so far, oldest first.
+    pub fn batches(&self) -> Vec<BatchSummary> {
+        self.shared.batches().summaries()
     }
 
     /// From now on only calls with this API key (bearer token for OpenAI, `x-api-key` for

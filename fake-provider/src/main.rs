@@ -1,19 +1,24 @@
 //! `fake-provider [--listen ADDR] [--delay-ms N] [--strict] [--limit-rpm N
-//! [--withhold-limit-headers]] [--labels PATH [--error-rate R] [--error-rate-for MODEL=R]...]`:
-//! the fake OpenAI/Anthropic API with its default behaviour, for running the pipeline by hand
-//! and for `scripts/bench`. Every answer waits `--delay-ms` first (a slow provider, without
-//! touching the library's script); `--strict` refuses request shapes the real APIs refuse;
+//! [--withhold-limit-headers]] [--labels PATH [--error-rate R] [--error-rate-for MODEL=R]...]
+//! [--batch-delay-ms N] [--flex-delay-ms N] [--flex-unavailable-every N]`: the fake
+//! OpenAI/Anthropic API with its default behaviour, for running the pipeline by hand and for
+//! `scripts/bench`. Every answer waits `--delay-ms` first (a slow provider, without touching
+//! the library's script); `--strict` refuses request shapes the real APIs refuse;
 //! `--limit-rpm` enforces a request limit (429 beyond it); `--labels` answers from a labelled
 //! set, wrong at the given rate (per model with `--error-rate-for`), for `triage eval`
-//! (docs/quality.md). Prints the base URL, serves until Ctrl-C.
+//! (docs/quality.md); batches end `--batch-delay-ms` after creation; flex calls wait
+//! `--flex-delay-ms` more and every n-th is "resource unavailable". Prints the base URL,
+//! serves until Ctrl-C.
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
 
-use fake_provider::{classifier::Classifier, Behavior, FakeProvider, LimitHeaders};
+use fake_provider::{classifier::Classifier, Behavior, FakeProvider, Flex, LimitHeaders};
 
 const USAGE: &str = "usage: fake-provider [--listen ADDR] [--delay-ms N] [--strict] \
 [--limit-rpm N [--withhold-limit-headers]] [--labels PATH [--error-rate R] \
-[--error-rate-for MODEL=R]...]   (defaults 127.0.0.1:0, 0, lenient, no limit, hash answers, rate 0)";
+[--error-rate-for MODEL=R]...] [--batch-delay-ms N] [--flex-delay-ms N] \
+[--flex-unavailable-every N]   (defaults 127.0.0.1:0, 0, lenient, no limit, hash answers, \
+rate 0, 0, 0, never)";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -22,6 +27,8 @@ async fn main() -> ExitCode {
     let mut strict = false;
     let mut limit_rpm = None;
     let mut limit_headers = LimitHeaders::Sent;
+    let mut batch_delay = Duration::ZERO;
+    let mut flex = Flex::default();
     let mut labels = None;
     let mut error_rate = 0.0;
     let mut model_rates = Vec::new();
@@ -52,6 +59,18 @@ async fn main() -> ExitCode {
                 }
             },
             "--withhold-limit-headers" => limit_headers = LimitHeaders::Withheld,
+            "--batch-delay-ms" | "--flex-delay-ms" | "--flex-unavailable-every" => {
+                let Some(n) = args.next().and_then(|a| a.parse::<u32>().ok()) else {
+                    eprintln!("{arg} needs a whole number\n{USAGE}");
+                    return ExitCode::from(2);
+                };
+                let ms = Duration::from_millis(u64::from(n));
+                match arg.as_str() {
+                    "--batch-delay-ms" => batch_delay = ms,
+                    "--flex-delay-ms" => flex.delay = ms,
+                    _ => flex.unavailable_every = n,
+                }
+            }
             "--labels" => match args.next().map(std::fs::read_to_string) {
                 Some(Ok(text)) => labels = Some(text),
                 _ => {
@@ -110,6 +129,8 @@ async fn main() -> ExitCode {
         fake.classify_from_labels(classifier);
     }
     fake.set_strict(strict);
+    fake.set_batch_delay(batch_delay);
+    fake.set_flex(flex);
     if let Some(rpm) = limit_rpm {
         fake.limit_requests(rpm, limit_headers);
     }

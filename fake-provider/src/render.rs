@@ -7,38 +7,111 @@ use bytes::Bytes;
 use hyper::StatusCode;
 use serde_json::{json, Value};
 
-use crate::{classify, usage_for, Api, Behavior};
+use crate::{classify, prefix_tokens, Api, Behavior, TokenUsage};
 
 /// What the fake read from a request.
+#[derive(Clone)]
 pub(crate) struct Call {
+    pub api: Api,
     pub ticket_text: String,
     pub model: String,
     /// Anthropic: the tool the request forces, which the answer must use.
     pub tool: String,
+    pub prefix: Prefix,
+    /// What the answer reports, set once the prompt cache has been asked.
+    pub usage: TokenUsage,
+}
+
+/// The prompt before the ticket, as the prompt cache sees it.
+#[derive(Clone, Default)]
+pub(crate) struct Prefix {
+    /// What a cache hit is keyed on (the prefix, the model and any cache key); `None` when
+    /// nothing in the request may be cached.
+    pub cache_key: Option<String>,
+    /// Tokens of the part that may be cached.
+    pub cacheable: i64,
+    /// Tokens of the part that may not.
+    pub plain: i64,
+}
+
+/// Message content as text: a string, or the text of its blocks.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+        _ => String::new(),
+    }
 }
 
 impl Call {
     pub fn read(api: Api, body: &Value) -> Self {
-        let user = body["messages"]
+        let messages = body["messages"]
             .as_array()
-            .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"));
-        let ticket_text = match user.map(|m| &m["content"]) {
-            Some(Value::String(text)) => text.clone(),
-            // Anthropic also accepts content blocks.
-            Some(Value::Array(blocks)) => {
-                blocks.iter().filter_map(|b| b["text"].as_str()).collect()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let user = messages.iter().rposition(|m| m["role"] == "user");
+        let ticket_text = user
+            .map(|i| text_of(&messages[i]["content"]))
+            .unwrap_or_default();
+        let model = body["model"].as_str().unwrap_or_default().to_owned();
+        let (tool, prefix) = match api {
+            Api::Anthropic => (
+                body["tool_choice"]["name"].as_str(),
+                anthropic_prefix(&model, &body["system"]),
+            ),
+            Api::OpenAi => {
+                // Automatic caching: every message before the ticket, per model and cache key.
+                let before: String = messages[..user.unwrap_or(0)]
+                    .iter()
+                    .map(|m| text_of(&m["content"]))
+                    .collect();
+                let key = body["prompt_cache_key"].as_str().unwrap_or_default();
+                let prefix = Prefix {
+                    cache_key: Some(format!("openai\0{model}\0{key}\0{before}")),
+                    cacheable: prefix_tokens(&before),
+                    plain: 0,
+                };
+                (None, prefix)
             }
-            _ => String::new(),
-        };
-        let tool = match api {
-            Api::Anthropic => body["tool_choice"]["name"].as_str(),
-            Api::OpenAi => None,
         };
         Self {
+            api,
             ticket_text,
-            model: body["model"].as_str().unwrap_or_default().to_owned(),
+            model,
             tool: tool.unwrap_or("record_triage").to_owned(),
+            prefix,
+            usage: TokenUsage::default(),
         }
+    }
+}
+
+/// Anthropic caches the system blocks up to the last one marked `cache_control`, and nothing
+/// without one.
+fn anthropic_prefix(model: &str, system: &Value) -> Prefix {
+    let blocks = match system {
+        Value::Array(blocks) => blocks.as_slice(),
+        other => {
+            return Prefix {
+                plain: prefix_tokens(&text_of(other)),
+                ..Prefix::default()
+            }
+        }
+    };
+    let text =
+        |blocks: &[Value]| -> String { blocks.iter().filter_map(|b| b["text"].as_str()).collect() };
+    match blocks.iter().rposition(|b| b["cache_control"].is_object()) {
+        Some(last) => {
+            let cached = text(&blocks[..=last]);
+            Prefix {
+                cacheable: prefix_tokens(&cached),
+                plain: prefix_tokens(&text(&blocks[last + 1..])),
+                cache_key: Some(format!("anthropic\0{model}\0{cached}")),
+            }
+        }
+        None => Prefix {
+            plain: prefix_tokens(&text(blocks)),
+            ..Prefix::default()
+        },
     }
 }
 
@@ -64,6 +137,7 @@ enum Answer {
 /// The error behaviours, before they are put in either API's words.
 enum Failure {
     RateLimited,
+    ResourceUnavailable,
     Quota,
     Server(StatusCode),
     Overloaded,
@@ -102,6 +176,7 @@ pub(crate) fn reply(behavior: &Behavior, api: Api, call: &Call) -> Reply {
         Behavior::ContentFilter => return answer(api, call, Answer::Filtered),
         Behavior::Truncated => return answer(api, call, Answer::Truncated),
         Behavior::RateLimited { retry_after } => (Failure::RateLimited, *retry_after),
+        Behavior::ResourceUnavailable => (Failure::ResourceUnavailable, None),
         Behavior::Overloaded { retry_after } => (Failure::Overloaded, *retry_after),
         Behavior::QuotaExhausted => (Failure::Quota, None),
         Behavior::Status(code) => {
@@ -143,7 +218,7 @@ fn delta_seconds(delay: Duration) -> String {
 }
 
 fn answer(api: Api, call: &Call, answer: Answer) -> Reply {
-    let usage = usage_for(&call.ticket_text);
+    let usage = call.usage;
     let body = match api {
         Api::OpenAi => {
             let (content, refusal, finish_reason) = match answer {
@@ -167,6 +242,10 @@ fn answer(api: Api, call: &Call, answer: Answer) -> Reply {
                     "prompt_tokens": usage.input_tokens,
                     "completion_tokens": usage.output_tokens,
                     "total_tokens": usage.input_tokens + usage.output_tokens,
+                    "prompt_tokens_details": {
+                        "cached_tokens": usage.cached_input_tokens,
+                        "audio_tokens": 0,
+                    },
                 },
             })
         }
@@ -193,8 +272,13 @@ fn answer(api: Api, call: &Call, answer: Answer) -> Reply {
                 "content": content,
                 "stop_reason": stop_reason,
                 "stop_sequence": null,
+                // Anthropic's input_tokens leaves out the cache's reads and writes.
                 "usage": {
-                    "input_tokens": usage.input_tokens,
+                    "input_tokens": usage.input_tokens
+                        - usage.cached_input_tokens
+                        - usage.cache_write_tokens,
+                    "cache_creation_input_tokens": usage.cache_write_tokens,
+                    "cache_read_input_tokens": usage.cached_input_tokens,
                     "output_tokens": usage.output_tokens,
                 },
             })
@@ -215,6 +299,12 @@ fn openai_error(failure: &Failure, call: &Call) -> (StatusCode, Value) {
             "requests",
             Some("rate_limit_exceeded"),
             "Rate limit reached for requests.".to_owned(),
+        ),
+        Failure::ResourceUnavailable => (
+            429,
+            "server_error",
+            Some("resource_unavailable"),
+            "Resource unavailable: no flex capacity right now, please retry later.".to_owned(),
         ),
         Failure::Quota => (
             429,
@@ -275,7 +365,7 @@ fn openai_error(failure: &Failure, call: &Call) -> (StatusCode, Value) {
 fn anthropic_error(failure: &Failure, call: &Call) -> (StatusCode, Value) {
     let invalid = "invalid_request_error";
     let (status, kind, message) = match failure {
-        Failure::RateLimited => (
+        Failure::RateLimited | Failure::ResourceUnavailable => (
             429,
             "rate_limit_error",
             "Number of requests has exceeded your rate limit.".to_owned(),

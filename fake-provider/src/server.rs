@@ -18,8 +18,9 @@ use tokio::{
 };
 
 use crate::{
+    batch,
     render::{self, Call, Reply},
-    strict, Api, Behavior, CallRecord, Shared,
+    strict, Api, Behavior, CallRecord, Script, Shared,
 };
 
 /// Accepts until `stopped` fires (or its sender is dropped), then aborts every connection.
@@ -67,6 +68,12 @@ async fn handle(
     reset: Arc<Notify>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let at = Instant::now();
+    if let Some(route) = batch::route(request.method(), request.uri()) {
+        let (parts, body) = request.into_parts();
+        let body = read_body(body).await;
+        let (status, body) = batch::handle(route, &parts.headers, &body, &shared);
+        return Ok(respond(status, None, body, &[]));
+    }
     let api = match (request.method(), request.uri().path()) {
         (&Method::POST, "/v1/chat/completions") => Api::OpenAi,
         (&Method::POST, "/v1/messages") => Api::Anthropic,
@@ -81,29 +88,16 @@ async fn handle(
         }
     };
     let (parts, body) = request.into_parts();
-    // A body the client failed to send in full is treated like one that is not JSON.
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let body = read_body(body).await;
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let call = Call::read(api, &body);
+    let mut call = Call::read(api, &body);
+    let flex = body["service_tier"] == "flex";
     // A request that is not JSON never reaches the model, so it leaves the script alone.
     let verdict = shared.limit().as_mut().map(|bucket| bucket.take(at));
     let behavior = {
         let mut script = shared.script();
-        let key = match api {
-            Api::OpenAi => header_value(&parts.headers, "authorization")
-                .and_then(|value| value.strip_prefix("Bearer ")),
-            Api::Anthropic => header_value(&parts.headers, "x-api-key"),
-        };
         // Like the real APIs: the key is checked before the body is looked at.
-        if script
-            .accepted_key
-            .as_deref()
-            .is_some_and(|accepted| key != Some(accepted))
-        {
+        if key_refused(&script, api, &parts.headers) {
             Behavior::Unauthorized
         } else if let Some(refused) = script.strict.then(|| strict::check(api, &body)).flatten() {
             refused
@@ -113,6 +107,8 @@ async fn handle(
             Behavior::RateLimited {
                 retry_after: Some(retry_after),
             }
+        } else if flex {
+            script.next_flex(&call.ticket_text, &call.model)
         } else {
             script.behavior(&call.ticket_text, &call.model)
         }
@@ -123,6 +119,7 @@ async fn handle(
         _ => Vec::new(),
     };
     let (delay, behavior) = behavior.split_delay();
+    call.usage = shared.usage(&call);
     let reply = render::reply(&behavior, api, &call);
     let status = match &reply {
         Reply::Send { status, .. } => status.as_u16(),
@@ -136,6 +133,8 @@ async fn handle(
         billed: status == 200,
         at,
         body,
+        batch: None,
+        usage: call.usage,
         headers: parts.headers,
     });
     tokio::time::sleep(delay).await;
@@ -153,11 +152,34 @@ async fn handle(
     }
 }
 
+/// Whether the request's API key (bearer token for OpenAI, `x-api-key` for Anthropic) is
+/// other than the only one accepted, when one is set.
+pub(crate) fn key_refused(script: &Script, api: Api, headers: &hyper::HeaderMap) -> bool {
+    let key = match api {
+        Api::OpenAi => {
+            header_value(headers, "authorization").and_then(|value| value.strip_prefix("Bearer "))
+        }
+        Api::Anthropic => header_value(headers, "x-api-key"),
+    };
+    script
+        .accepted_key
+        .as_deref()
+        .is_some_and(|accepted| key != Some(accepted))
+}
+
+/// The whole body; one the client failed to send in full reads as empty (not JSON).
+async fn read_body(body: Incoming) -> Bytes {
+    body.collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default()
+}
+
 pub(crate) fn header_value<'a>(headers: &'a hyper::HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name)?.to_str().ok()
 }
 
-fn respond(
+pub(crate) fn respond(
     status: StatusCode,
     retry_after: Option<String>,
     body: Bytes,

@@ -31,6 +31,7 @@ const OPENAI_PARAMETERS: &[&str] = &[
     "tool_choice",
     "parallel_tool_calls",
     "service_tier",
+    "prompt_cache_key",
 ];
 
 /// Top-level request fields the Messages API knows.
@@ -80,6 +81,9 @@ pub(crate) fn check(api: Api, body: &Value) -> Option<Behavior> {
         };
         return Some(refuse(unknown, message));
     }
+    if let Some((param, message)) = value_fault(api, body) {
+        return Some(refuse(&param, message));
+    }
     let schemas: Vec<(String, &Value)> = match api {
         Api::OpenAi => body["response_format"]["json_schema"]["schema"]
             .is_object()
@@ -106,6 +110,73 @@ pub(crate) fn check(api: Api, body: &Value) -> Option<Behavior> {
     };
     schemas.into_iter().find_map(|(param, schema)| {
         schema_fault(schema, "root").map(|fault| refuse(&param, format!("Invalid schema: {fault}")))
+    })
+}
+
+/// The service tiers each API accepts.
+const OPENAI_TIERS: &[&str] = &["auto", "default", "flex", "scale", "priority"];
+const ANTHROPIC_TIERS: &[&str] = &["auto", "standard_only"];
+
+/// A parameter whose value the API refuses: a tier it does not sell, a cache key that is
+/// not a string, a system block outside the text block's shape (`cache_control` included).
+fn value_fault(api: Api, body: &Value) -> Option<(String, String)> {
+    let tiers = match api {
+        Api::OpenAi => OPENAI_TIERS,
+        Api::Anthropic => ANTHROPIC_TIERS,
+    };
+    if let Some(tier) = body.get("service_tier") {
+        if !tier.as_str().is_some_and(|t| tiers.contains(&t)) {
+            return Some((
+                "service_tier".into(),
+                format!("Input should be one of {tiers:?}"),
+            ));
+        }
+    }
+    if api == Api::OpenAi {
+        let key = body.get("prompt_cache_key");
+        return key.filter(|k| !k.is_string()).map(|_| {
+            (
+                "prompt_cache_key".into(),
+                "Input should be a valid string".into(),
+            )
+        });
+    }
+    let blocks = match body.get("system") {
+        None | Some(Value::String(_)) => return None,
+        Some(Value::Array(blocks)) => blocks,
+        Some(_) => return Some(("system".into(), "Input should be a valid list".into())),
+    };
+    blocks.iter().enumerate().find_map(|(i, block)| {
+        let fault = |what: &str| {
+            Some((
+                format!("system.{i}{what}"),
+                "Input is not a valid text block".to_owned(),
+            ))
+        };
+        let Some(fields) = block.as_object() else {
+            return fault("");
+        };
+        if block["type"] != "text" || !block["text"].is_string() {
+            return fault(".type");
+        }
+        if let Some(extra) = fields
+            .keys()
+            .find(|k| !["type", "text", "cache_control", "citations"].contains(&k.as_str()))
+        {
+            return fault(&format!(".{extra}"));
+        }
+        let cache = &block["cache_control"];
+        let cache_fields_ok = cache
+            .as_object()
+            .is_some_and(|c| c.keys().all(|k| k == "type" || k == "ttl"));
+        let valid_cache = cache.is_null()
+            || (cache_fields_ok
+                && cache["type"] == "ephemeral"
+                && (cache["ttl"].is_null() || cache["ttl"] == "5m" || cache["ttl"] == "1h"));
+        if !valid_cache {
+            return fault(".cache_control");
+        }
+        None
     })
 }
 

@@ -3,7 +3,7 @@
 
 use std::{io, time::Duration};
 
-use fake_provider::{classify, usage_for, Api, Behavior, FakeProvider};
+use fake_provider::{classify, prefix_tokens, usage_for, Api, Behavior, FakeProvider};
 use serde_json::{json, Value};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -74,9 +74,14 @@ async fn the_default_answer_is_the_classification_of_the_ticket_with_usage() {
         serde_json::from_str::<Value>(content).unwrap(),
         classify("t1")
     );
+    // The developer message is the prompt prefix; a first sight of it is not cached.
     assert_eq!(
         completion["usage"]["prompt_tokens"],
-        usage_for("t1").input_tokens
+        usage_for("t1").input_tokens + prefix_tokens("prompt")
+    );
+    assert_eq!(
+        completion["usage"]["prompt_tokens_details"]["cached_tokens"],
+        0
     );
 
     let answer = post(&fake, "/v1/messages", &anthropic_request("t2"))

@@ -12,7 +12,7 @@ use crate::{
         error::ConfigError,
         versions::{ModelVersion, Versions},
     },
-    evaluate::{PriceTable, ProviderConfig, ProviderKind},
+    evaluate::{PriceTable, ProviderConfig, ProviderKind, Tier},
     secret::Secret,
     tls::CaRoots,
 };
@@ -42,6 +42,10 @@ impl Default for Limits {
     }
 }
 
+/// `TRIAGE_BULK_SHARE`'s default: bulk work takes at most half of a claim while interactive
+/// work waits.
+pub const DEFAULT_BULK_SHARE: f64 = 0.5;
+
 /// Retry, lease and pacing policy of the worker (SPEC rule 7 and "Beyond the article").
 #[derive(Debug, Clone)]
 pub struct WorkerPolicy {
@@ -58,6 +62,16 @@ pub struct WorkerPolicy {
     /// `TRIAGE_DAILY_BUDGET_USD`: spend per UTC day, after which workers stop claiming
     /// (`pipeline::budget`); `None`, no budget.
     pub daily_budget_usd: Option<f64>,
+    /// `TRIAGE_BULK_SHARE`: the share of a claim (and so of the shared rate limit) bulk work
+    /// may take while interactive work waits (`pipeline::outbox::lanes`).
+    pub bulk_share: f64,
+    /// `TRIAGE_BULK_TIER`: how bulk-lane calls are served.
+    pub bulk_tier: Tier,
+    /// `TRIAGE_FLEX_TIMEOUT_SECONDS`: one flex call (OpenAI advises 15 minutes), bounded by the
+    /// invocation's deadline, which the lease outlasts.
+    pub flex_timeout: Duration,
+    /// The most lines one provider batch carries (`TRIAGE_BATCH_MAX_LINES`).
+    pub batch_max_lines: i64,
 }
 
 impl Default for WorkerPolicy {
@@ -74,6 +88,10 @@ impl Default for WorkerPolicy {
             breaker_cooldown: Duration::from_secs(30),
             invocation_budget: Duration::from_secs(60),
             daily_budget_usd: None,
+            bulk_share: DEFAULT_BULK_SHARE,
+            bulk_tier: Tier::Online,
+            flex_timeout: Duration::from_secs(900),
+            batch_max_lines: 1000,
         }
     }
 }
@@ -272,21 +290,53 @@ impl Config {
                 .map_err(|e| ConfigError::invalid("TRIAGE_MODEL/TRIAGE_EFFORT", e.reason))?
         };
         let defaults = WorkerPolicy::default();
-        let worker = WorkerPolicy {
-            batch_size: env.number("TRIAGE_BATCH_SIZE", defaults.batch_size)?,
-            concurrency: env.number("TRIAGE_CONCURRENCY", defaults.concurrency)?,
-            lease: env.seconds("TRIAGE_LEASE_SECONDS", defaults.lease)?,
-            max_attempts: env.number("TRIAGE_MAX_ATTEMPTS", defaults.max_attempts)?,
-            backoff_base: env.seconds("TRIAGE_BACKOFF_BASE_SECONDS", defaults.backoff_base)?,
-            backoff_max: env.seconds("TRIAGE_BACKOFF_MAX_SECONDS", defaults.backoff_max)?,
-            jitter_max: env.seconds("TRIAGE_JITTER_MAX_SECONDS", defaults.jitter_max)?,
-            call_timeout: env.seconds("TRIAGE_CALL_TIMEOUT_SECONDS", defaults.call_timeout)?,
-            breaker_cooldown: env
-                .seconds("TRIAGE_BREAKER_COOLDOWN_SECONDS", defaults.breaker_cooldown)?,
-            invocation_budget: env
-                .seconds("TRIAGE_INVOCATION_SECONDS", defaults.invocation_budget)?,
-            daily_budget_usd: env.usd("TRIAGE_DAILY_BUDGET_USD")?,
-        };
+        let worker =
+            WorkerPolicy {
+                batch_size: env.number("TRIAGE_BATCH_SIZE", defaults.batch_size)?,
+                concurrency: env.number("TRIAGE_CONCURRENCY", defaults.concurrency)?,
+                lease: env.seconds("TRIAGE_LEASE_SECONDS", defaults.lease)?,
+                max_attempts: env.number("TRIAGE_MAX_ATTEMPTS", defaults.max_attempts)?,
+                backoff_base: env.seconds("TRIAGE_BACKOFF_BASE_SECONDS", defaults.backoff_base)?,
+                backoff_max: env.seconds("TRIAGE_BACKOFF_MAX_SECONDS", defaults.backoff_max)?,
+                jitter_max: env.seconds("TRIAGE_JITTER_MAX_SECONDS", defaults.jitter_max)?,
+                call_timeout: env.seconds("TRIAGE_CALL_TIMEOUT_SECONDS", defaults.call_timeout)?,
+                breaker_cooldown: env
+                    .seconds("TRIAGE_BREAKER_COOLDOWN_SECONDS", defaults.breaker_cooldown)?,
+                invocation_budget: env
+                    .seconds("TRIAGE_INVOCATION_SECONDS", defaults.invocation_budget)?,
+                daily_budget_usd: env.usd("TRIAGE_DAILY_BUDGET_USD")?,
+                bulk_share: env.number("TRIAGE_BULK_SHARE", defaults.bulk_share)?,
+                bulk_tier: match env.string("TRIAGE_BULK_TIER", "online").as_str() {
+                    "online" => Tier::Online,
+                    "flex" if provider_kind == ProviderKind::OpenAi => Tier::Flex,
+                    "flex" => {
+                        return Err(ConfigError::invalid(
+                            "TRIAGE_BULK_TIER",
+                            "flex is OpenAI's tier: TRIAGE_PROVIDER must be openai".into(),
+                        ))
+                    }
+                    "batch" if provider_kind != ProviderKind::Rules => Tier::Batch,
+                    "batch" => return Err(ConfigError::invalid(
+                        "TRIAGE_BULK_TIER",
+                        "batch needs a provider with batches: TRIAGE_PROVIDER openai or anthropic"
+                            .into(),
+                    )),
+                    other => {
+                        return Err(ConfigError::invalid(
+                            "TRIAGE_BULK_TIER",
+                            format!("{other:?} is not online, flex or batch"),
+                        ))
+                    }
+                },
+                flex_timeout: env.seconds("TRIAGE_FLEX_TIMEOUT_SECONDS", defaults.flex_timeout)?,
+                batch_max_lines: env.number("TRIAGE_BATCH_MAX_LINES", defaults.batch_max_lines)?,
+            };
+        if !(0.0..=1.0).contains(&worker.bulk_share) {
+            return Err(ConfigError::invalid(
+                "TRIAGE_BULK_SHARE",
+                format!("{} is not a share between 0 and 1", worker.bulk_share),
+            ));
+        }
         if worker.batch_size < 1 || worker.concurrency < 1 || worker.max_attempts < 1 {
             return Err(ConfigError::invalid(
                 "TRIAGE_BATCH_SIZE/TRIAGE_CONCURRENCY/TRIAGE_MAX_ATTEMPTS",

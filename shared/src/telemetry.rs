@@ -175,6 +175,10 @@ pub mod metric {
     pub fn oldest_undelivered_age(seconds: f64) {
         gauge!("delivery.oldest_undelivered_age_seconds").set(seconds);
     }
+    /// Every production call's cost over the evaluations they produced (`triage stats`).
+    pub fn cost_per_ticket(usd: f64) {
+        gauge!("cost.per_ticket_usd").set(usd);
+    }
     pub fn breaker_open(open: bool) {
         gauge!("provider.breaker_open").set(if open { 1.0 } else { 0.0 });
     }

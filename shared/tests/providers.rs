@@ -1,15 +1,19 @@
 //! The OpenAI and Anthropic adapters against the fake provider over loopback HTTP: every
 //! behaviour maps to the reply or failure the outbox expects, with one request per call.
+//! The cheaper tiers (prompt caching, flex, batches) are in `providers/tiers.rs`.
+
+#[path = "providers/tiers.rs"]
+mod tiers;
 
 use std::time::{Duration, Instant};
 
-use fake_provider::{classify, usage_for, Api, Behavior, FakeProvider};
+use fake_provider::{classify, prefix_tokens, usage_for, Api, Behavior, FakeProvider};
 use serde_json::{json, Value};
 use triage::{
     domain::versions::ModelVersion,
     evaluate::{
         contract, ticket_text, AnyProvider, EvaluationRequest, FailureKind, ModelOutput, Policy,
-        Prompt, Provider, ProviderConfig, ProviderError, ProviderKind, ProviderReply, Usage,
+        Prompt, Provider, ProviderConfig, ProviderError, ProviderKind, ProviderReply, Tier, Usage,
     },
     secret::Secret,
 };
@@ -31,7 +35,11 @@ fn policy() -> Policy {
 /// The adapter for `api`, configured with a model version the calls do not use, so tests
 /// can tell that the model comes from the request.
 fn provider(api: Api, url: &str) -> AnyProvider {
-    let config = ProviderConfig {
+    AnyProvider::from_config(&config(api, url), CALL_TIMEOUT).unwrap()
+}
+
+fn config(api: Api, url: &str) -> ProviderConfig {
+    ProviderConfig {
         kind: match api {
             Api::OpenAi => ProviderKind::OpenAi,
             Api::Anthropic => ProviderKind::Anthropic,
@@ -40,8 +48,7 @@ fn provider(api: Api, url: &str) -> AnyProvider {
         api_key: Secret::from(API_KEY).into(),
         api_key_secret_arn: None,
         prices: Default::default(),
-    };
-    AnyProvider::from_config(&config, CALL_TIMEOUT).unwrap()
+    }
 }
 
 async fn evaluate_as(
@@ -61,6 +68,7 @@ async fn evaluate_as(
             model: &model,
             policy: &policy,
             timeout,
+            tier: Tier::Online,
         })
         .await
 }
@@ -99,10 +107,16 @@ async fn failure_of(api: Api, behavior: Behavior) -> ProviderError {
     error
 }
 
-fn fake_usage() -> Usage {
+/// What a fresh fake bills the first call on `api`: the prompt and the ticket, the prompt
+/// written to Anthropic's cache (OpenAI caches without saying so).
+fn fake_usage(api: Api) -> Usage {
+    let prompt = Prompt::load("triage-v3", &policy()).unwrap();
+    let prefix = prefix_tokens(&prompt.text);
     let usage = usage_for(&ticket());
     Usage {
-        input_tokens: usage.input_tokens,
+        input_tokens: usage.input_tokens + prefix,
+        cached_input_tokens: 0,
+        cache_write_tokens: if api == Api::Anthropic { prefix } else { 0 },
         output_tokens: usage.output_tokens,
     }
 }
@@ -115,7 +129,7 @@ async fn a_classification_comes_back_as_json_with_the_billed_usage() {
             reply,
             ProviderReply {
                 output: ModelOutput::Json(classify(&ticket())),
-                usage: fake_usage(),
+                usage: fake_usage(api),
                 http_status: 200,
                 rate: Default::default(),
             },
@@ -412,7 +426,7 @@ async fn an_answer_cut_at_the_token_limit_is_truncated_and_still_billed() {
     for api in BOTH {
         let reply = reply_to(api, Behavior::Truncated).await.unwrap();
         assert_eq!(reply.output, ModelOutput::Truncated, "{api:?}");
-        assert_eq!(reply.usage, fake_usage());
+        assert_eq!(reply.usage, fake_usage(api));
     }
 }
 
@@ -434,6 +448,8 @@ async fn the_openai_request_carries_the_model_version_schema_prompt_and_bearer_k
     let body = &call.body;
     assert_eq!(body["model"], "gpt-6-luna");
     assert_eq!(body["reasoning_effort"], "high");
+    assert_eq!(body["prompt_cache_key"], "triage-v3");
+    assert!(body.get("service_tier").is_none());
     let policy = policy();
     let prompt = Prompt::load("triage-v3", &policy).unwrap();
     assert_eq!(
@@ -498,7 +514,10 @@ async fn the_anthropic_request_forces_the_triage_tool_with_the_policy_schema_and
     assert_eq!(body["model"], "claude-sonnet-5");
     let policy = policy();
     let prompt = Prompt::load("triage-v3", &policy).unwrap();
-    assert_eq!(body["system"], prompt.text);
+    assert_eq!(
+        body["system"],
+        json!([{"type": "text", "text": prompt.text, "cache_control": {"type": "ephemeral"}}])
+    );
     assert_eq!(
         body["messages"],
         json!([{"role": "user", "content": ticket()}])

@@ -267,7 +267,7 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "docs/sql/roles.sql, docs/deploy.md step 4",
         ),
         (
-            "RDS triage-bad: max_connections 202 (about, RDS's default for db.t4g.small) is below the 429 connections",
+            "RDS triage-bad: max_connections 202 (about, RDS's default for db.t4g.small) is below the 479 connections",
             "--db-instance-class db.t4g.large",
         ),
         (

@@ -8,7 +8,10 @@ use triage::{
     config::Config,
     db,
     pipeline::ingest::{create_ticket, NewTicket, Submitter},
-    pipeline::outbox::claim::{claim, Serves},
+    pipeline::outbox::{
+        claim::{claim, Serves},
+        Lanes,
+    },
     telemetry::NAMESPACE,
 };
 
@@ -36,6 +39,7 @@ async fn scheduled_event_returns_an_expired_lease_to_pending_and_answers_with_th
         1,
         Duration::ZERO,
         Serves::RulesOnly,
+        Lanes::default(),
     )
     .await
     .unwrap();

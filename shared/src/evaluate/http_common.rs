@@ -5,7 +5,10 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use reqwest::{header::HeaderMap, Client, RequestBuilder, StatusCode, Url};
+use reqwest::{
+    header::{HeaderMap, CONTENT_TYPE},
+    Client, Method, RequestBuilder, StatusCode, Url,
+};
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
@@ -30,18 +33,30 @@ pub struct WireFormat {
     pub error_signals: fn(&ErrorInfo) -> ErrorSignals,
 }
 
-/// A provider reached over HTTP with JSON bodies.
-pub struct HttpProvider {
+/// One provider's HTTP API: the client (built on the first request, then reused by every
+/// request of the container: loading the system trust store takes tens of milliseconds we keep
+/// off the Lambda init path), the checked base URL and the key. Every request it sends is one
+/// request: no retries, no redirects.
+pub struct Connection {
     wire: &'static WireFormat,
-    /// Built on the first call, then reused by every call of the container: loading the
-    /// system trust store takes tens of milliseconds we keep off the Lambda init path.
     client: OnceCell<Client>,
     call_timeout: Duration,
-    endpoint: Url,
+    base: Url,
     api_key: ApiKey,
 }
 
-impl HttpProvider {
+/// What a request carries.
+pub enum Body {
+    Empty,
+    Json(Value),
+    /// A body built by hand (the multipart upload of a batch file), with its content type.
+    Raw {
+        content_type: String,
+        bytes: Vec<u8>,
+    },
+}
+
+impl Connection {
     pub fn new(
         wire: &'static WireFormat,
         config: &ProviderConfig,
@@ -51,42 +66,95 @@ impl HttpProvider {
             wire,
             client: OnceCell::new(),
             call_timeout,
-            endpoint: endpoint(&config.url, wire.path)?,
+            base: endpoint(&config.url, "")?,
             api_key: config.api_key.clone(),
+        })
+    }
+
+    /// The timeout of one request that is not a model call (a batch's management).
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+
+    /// Sends one request to `{base}/{path}` and reads the whole answer within `timeout`. An
+    /// answer that is not a success is the [`ProviderError`] its status and body say.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Body,
+        timeout: Duration,
+    ) -> Result<Exchange, ProviderError> {
+        let client = self
+            .client
+            .get_or_try_init(|| async { build_client(self.call_timeout) })
+            .await?;
+        let started = Instant::now();
+        let url = self.base.join(path).map_err(|_| {
+            ProviderError::new(
+                FailureKind::InvalidRequest,
+                "request path is not a URL path",
+            )
+        })?;
+        let (key_generation, key) = self.api_key.current();
+        let request = (self.wire.authorize)(client.request(method, url), key.expose_secret());
+        let request = match body {
+            Body::Empty => request,
+            Body::Json(value) => request.json(&value),
+            Body::Raw {
+                content_type,
+                bytes,
+            } => request.header(CONTENT_TYPE, content_type).body(bytes),
+        };
+        let exchange = send(request, timeout).await?;
+        if !exchange.status.is_success() {
+            let signals = (self.wire.error_signals)(&ErrorInfo::parse(&exchange.body));
+            let error = status_error(exchange.status, &exchange.headers, &signals);
+            if error.kind == FailureKind::Unauthorized {
+                // A rotated key: the next request (the breaker's probe) uses the new one.
+                // Bounded by what is left of this request's time, so deadlines still hold.
+                let left = timeout.saturating_sub(started.elapsed());
+                let _ = tokio::time::timeout(left, self.api_key.refused(key_generation)).await;
+            }
+            return Err(error);
+        }
+        Ok(exchange)
+    }
+}
+
+/// A provider reached over HTTP with JSON bodies.
+pub struct HttpProvider {
+    connection: Connection,
+}
+
+impl HttpProvider {
+    pub fn new(
+        wire: &'static WireFormat,
+        config: &ProviderConfig,
+        call_timeout: Duration,
+    ) -> Result<Self, ProviderError> {
+        Ok(Self {
+            connection: Connection::new(wire, config, call_timeout)?,
         })
     }
 }
 
 impl Provider for HttpProvider {
     fn name(&self) -> &'static str {
-        self.wire.name
+        self.connection.wire.name
     }
 
     async fn evaluate(
         &self,
         request: EvaluationRequest<'_>,
     ) -> Result<ProviderReply, ProviderError> {
-        let client = self
-            .client
-            .get_or_try_init(|| async { build_client(self.call_timeout) })
+        let wire = self.connection.wire;
+        let body = Body::Json((wire.request_body)(&request));
+        let exchange = self
+            .connection
+            .send(Method::POST, wire.path, body, request.timeout)
             .await?;
-        let started = Instant::now();
-        let (key_generation, key) = self.api_key.current();
-        let http = (self.wire.authorize)(client.post(self.endpoint.clone()), key.expose_secret())
-            .json(&(self.wire.request_body)(&request));
-        let exchange = send(http, request.timeout).await?;
-        if !exchange.status.is_success() {
-            let signals = (self.wire.error_signals)(&ErrorInfo::parse(&exchange.body));
-            let error = status_error(exchange.status, &exchange.headers, &signals);
-            if error.kind == FailureKind::Unauthorized {
-                // A rotated key: the next call (the breaker's probe) uses the new one. Bounded
-                // by what is left of this call's time, so the worker's deadline still holds.
-                let left = request.timeout.saturating_sub(started.elapsed());
-                let _ = tokio::time::timeout(left, self.api_key.refused(key_generation)).await;
-            }
-            return Err(error);
-        }
-        let (output, usage) = (self.wire.parse_reply)(&exchange.body);
+        let (output, usage) = (wire.parse_reply)(&exchange.body);
         Ok(ProviderReply {
             output,
             usage,
@@ -94,6 +162,31 @@ impl Provider for HttpProvider {
             rate: rate_headers::read(&exchange.headers, SystemTime::now()),
         })
     }
+}
+
+/// A provider's id (a batch's, a file's) as one path segment: ids are short identifiers, and
+/// anything else is refused rather than joined into a URL that carries the key.
+pub fn id_segment(id: &str) -> Result<&str, ProviderError> {
+    let plain = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    plain.then_some(id).ok_or_else(|| {
+        ProviderError::new(
+            FailureKind::ServerError,
+            "the provider sent an id that is not an identifier",
+        )
+    })
+}
+
+/// A 200 whose body is not what the API documents: the provider is misbehaving, so it is
+/// treated like a server error (transient).
+pub fn unexpected_body(what: &str) -> ProviderError {
+    ProviderError::new(
+        FailureKind::ServerError,
+        format!("the provider's answer is not {what}"),
+    )
 }
 
 /// Upper bound on connection setup, so a black-holed host fails fast even with a long
@@ -113,6 +206,7 @@ fn build_client(call_timeout: Duration) -> Result<Client, ProviderError> {
 
 /// `{base}/{path}`, checked at start-up so a bad URL never reaches a call. Plain http only to
 /// loopback (the fake provider in tests): anywhere else the API key would travel in clear.
+/// With an empty `path`, the base with a trailing `/`, which other paths are joined to.
 fn endpoint(base: &str, path: &str) -> Result<Url, ProviderError> {
     let refuse = |why: &str| {
         ProviderError::new(
@@ -150,7 +244,7 @@ pub(super) fn output_schema(departments: &[String]) -> Value {
 }
 
 /// A response the provider sent in full.
-struct Exchange {
+pub struct Exchange {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Vec<u8>,

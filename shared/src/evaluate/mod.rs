@@ -4,6 +4,7 @@
 //! classes; uses tls, secret and the domain. Never the database: the pipeline records calls.
 
 pub mod anthropic;
+pub mod batch;
 pub mod contract;
 pub mod failure;
 mod http_common;
@@ -17,9 +18,10 @@ pub mod rules;
 
 use std::{future::Future, time::Duration};
 
+pub use batch::{Batch, BatchClient, BatchLine, BatchRequest, BatchState, LineOutcome};
 pub use contract::{ContractViolation, Evaluation};
 pub use failure::{ErrorClass, FailureKind};
-pub use prices::PriceTable;
+pub use prices::{PriceTable, Tier};
 pub use prompt::{Framing, Policy, Prompt};
 pub use provider::{ApiKey, ProviderConfig, ProviderKind};
 pub use rate_headers::RateSignals;
@@ -41,6 +43,9 @@ pub struct EvaluationRequest<'a> {
     pub policy: &'a Policy,
     /// The whole call, connect included.
     pub timeout: Duration,
+    /// [`Tier::Flex`] asks OpenAI for its flex tier; a batch line is sent as [`Tier::Online`]
+    /// (the batch itself is the tier).
+    pub tier: Tier,
 }
 
 impl EvaluationRequest<'_> {
@@ -59,14 +64,30 @@ impl EvaluationRequest<'_> {
         Usage {
             input_tokens: (chars / 4) as i64,
             output_tokens: i64::from(MAX_OUTPUT_TOKENS),
+            ..Usage::default()
         }
     }
 }
 
+/// The tokens a call was billed for, in each provider's terms brought to one meaning.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Every input token, cached or not (OpenAI `prompt_tokens`; Anthropic `input_tokens`
+    /// plus its cache reads and writes), so rate limits count what the provider counts.
     pub input_tokens: i64,
+    /// Of those, read from the provider's prompt cache (OpenAI
+    /// `prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`).
+    pub cached_input_tokens: i64,
+    /// Of those, written into the cache (Anthropic `cache_creation_input_tokens`).
+    pub cache_write_tokens: i64,
     pub output_tokens: i64,
+}
+
+impl Usage {
+    /// Input tokens at the plain input price.
+    pub fn uncached_input_tokens(&self) -> i64 {
+        (self.input_tokens - self.cached_input_tokens - self.cache_write_tokens).max(0)
+    }
 }
 
 /// What the model said, before the contract is checked.

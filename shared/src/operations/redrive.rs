@@ -48,10 +48,11 @@ LIMIT $5
 "#;
 
 /// `status = 'dead'` is re-checked under the row lock: a job a concurrent redrive already
-/// moved is skipped, so the counts are exact.
+/// moved is skipped, so the counts are exact. Redriven work is bulk work: it never makes new
+/// tickets wait.
 const MOVE_TO_QUEUE: &str = r#"
 UPDATE evaluation_outbox
-SET status = 'pending', attempts = 0, finished_at = NULL,
+SET status = 'pending', attempts = 0, finished_at = NULL, lane = 'bulk',
     available_at = now() + random() * make_interval(secs => $2)
 WHERE id = ANY($1) AND status = 'dead'
 RETURNING coalesce(error_class, 'unknown')

@@ -24,7 +24,7 @@ use crate::{
     evaluate::PriceTable,
     pipeline::outbox::{
         claim::{self, Serves},
-        ClaimedJob,
+        ClaimedJob, Lanes,
     },
     telemetry::metric,
 };
@@ -137,29 +137,44 @@ pub enum Budgeted {
 }
 
 /// The claim of at most `batch` jobs under `budget_usd`, each costed by `estimate_usd`, in one
-/// transaction: the claim first (concurrent with other workers', `SKIP LOCKED`), then under
-/// the lock only the read, the decision and the reservations, so the lock is held for a few
-/// short statements, not for the claim. Jobs past what is left go back untouched (no attempt
-/// spent); with nothing left, the transaction rolls back and nothing was claimed.
+/// transaction: the claim first (concurrent with other workers', `SKIP LOCKED`), then
+/// [`keep_affordable`], so the lock is held for a few short statements, not for the claim.
 pub async fn claim_within(
     client: &mut db::Client,
     budget_usd: f64,
-    (worker, batch, lease, serves): (&str, i64, Duration, Serves),
+    (worker, batch, lease, serves, lanes): (&str, i64, Duration, Serves, Lanes),
     estimate_usd: impl Fn(&ClaimedJob) -> f64,
 ) -> Result<Budgeted> {
     let transaction = client.transaction().await?;
-    let mut jobs = claim::claim(&transaction, worker, batch, lease, serves).await?;
+    let jobs = claim::claim(&transaction, worker, batch, lease, serves, lanes).await?;
+    let budgeted = keep_affordable(&transaction, budget_usd, jobs, estimate_usd).await?;
+    if matches!(budgeted, Budgeted::Claimed { .. }) {
+        transaction.commit().await?;
+    }
+    Ok(budgeted)
+}
+
+/// Of the jobs just claimed in `transaction`, keeps what the budget affords, in claim order
+/// at their estimates: under the lock only the read, the decision and the reservations. Jobs
+/// past what is left go back untouched (no attempt spent); with nothing left the caller rolls
+/// its transaction back and nothing was claimed. Online claims and provider batches (whose
+/// lines stay `processing` until their results are costed) both go through here.
+pub async fn keep_affordable(
+    transaction: &impl GenericClient,
+    budget_usd: f64,
+    mut jobs: Vec<ClaimedJob>,
+    estimate_usd: impl Fn(&ClaimedJob) -> f64,
+) -> Result<Budgeted> {
     if jobs.is_empty() {
         return Ok(Budgeted::Claimed { jobs, cut: false });
     }
     let lock = transaction.prepare_cached(LOCK).await?;
     // One round trip: the read is queued behind the lock on the same connection.
     let locked = async { Ok(transaction.execute(&lock, &[]).await?) };
-    let (_, spend) = tokio::try_join!(locked, spend(&transaction))?;
+    let (_, spend) = tokio::try_join!(locked, spend(transaction))?;
     metric::spent_today(spend.spent_today_usd);
     let left = match headroom(budget_usd, &spend) {
         Headroom::Left(left) => left,
-        // Returning without a commit rolls the claim back.
         Headroom::Wait => return Ok(Budgeted::Wait),
         Headroom::Exhausted => {
             let spent_usd = spend.spent_today_usd;
@@ -180,8 +195,7 @@ pub async fn claim_within(
             .execute(&reserve, &[&ids, &kept_estimates])
             .await?)
     };
-    tokio::try_join!(claim::unclaim(&transaction, &returned), reserved)?;
-    transaction.commit().await?;
+    tokio::try_join!(claim::unclaim(transaction, &returned), reserved)?;
     Ok(Budgeted::Claimed { jobs, cut })
 }
 

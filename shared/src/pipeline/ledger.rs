@@ -13,7 +13,7 @@ use deadpool_postgres::GenericClient;
 
 use crate::{
     domain::error::Result,
-    evaluate::{FailureKind, Usage},
+    evaluate::{FailureKind, Tier, Usage},
     pipeline::{
         outbox::ClaimedJob,
         rate_limit::{self, Pace, Take},
@@ -34,6 +34,8 @@ pub struct CallId {
 pub enum CallOutcome {
     Ok,
     Failed(FailureKind),
+    /// A batch line the provider never ran (the batch expired or was cancelled): not billed.
+    NotRun,
 }
 
 impl CallOutcome {
@@ -41,6 +43,7 @@ impl CallOutcome {
         match self {
             CallOutcome::Ok => "ok",
             CallOutcome::Failed(kind) => kind.reason(),
+            CallOutcome::NotRun => "not_run",
         }
     }
 }
@@ -89,9 +92,9 @@ const START: &str = concat!(
     rate_limit::slot_cte!(),
     r#", call AS (
     INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, model_version,
-                               prompt_version, cost_usd, started_at, lane, workload)
+                               prompt_version, cost_usd, started_at, lane, workload, tier)
     SELECT $7, $8, $9, $10, $1, $11, $12, $14::float8::numeric, coalesce((SELECT starts FROM slot), now()),
-           job.lane, job.workload
+           job.lane, job.workload, $15
     FROM fresh, (SELECT lane, workload FROM evaluation_outbox WHERE id = $7) job WHERE new AND (NOT $13 OR EXISTS (SELECT 1 FROM slot))
     RETURNING id, started_at
 )
@@ -110,6 +113,7 @@ pub async fn start_call(
     (worker, provider): (&str, &str),
     estimate_usd: f64,
     slot: Option<Slot<'_>>,
+    tier: Tier,
 ) -> Result<Start> {
     let statement = client.prepare_cached(START).await?;
     let [a, b, c, d, e] = slot.map_or([0.0; 5], |slot| {
@@ -133,6 +137,7 @@ pub async fn start_call(
                 &job.versions.prompt_version,
                 &slot.is_some(),
                 &estimate_usd,
+                &tier.name(),
             ],
         )
         .await?;
@@ -204,8 +209,8 @@ WITH finished AS (
     UPDATE provider_call
     SET finished_at = now(), outcome = $2, error_class = $3, http_status = $4, billed = $5,
         input_tokens = $6, output_tokens = $7, cost_usd = coalesce($8::float8::numeric, cost_usd),
-        latency_ms = $9
-    WHERE id = $1 AND started_at = $11 AND finished_at IS NULL
+        latency_ms = $9, cached_input_tokens = $11, cache_write_tokens = $12
+    WHERE id = $1 AND started_at = $13 AND finished_at IS NULL
     RETURNING provider
 )
 UPDATE provider_rate_limit r
@@ -228,7 +233,7 @@ pub async fn finish_call(
                 &call.id,
                 &record.outcome.as_str(),
                 &match record.outcome {
-                    CallOutcome::Ok => None,
+                    CallOutcome::Ok | CallOutcome::NotRun => None,
                     CallOutcome::Failed(kind) => Some(kind.class().name()),
                 },
                 &record.http_status.map(i32::from),
@@ -238,6 +243,8 @@ pub async fn finish_call(
                 &record.cost_usd,
                 &(record.latency.as_millis().min(i32::MAX as u128) as i32),
                 &token_correction_secs,
+                &record.usage.cached_input_tokens,
+                &record.usage.cache_write_tokens,
                 &call.started_at,
             ],
         )

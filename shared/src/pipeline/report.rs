@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Pool;
+use deadpool_postgres::{GenericClient, Pool};
 use serde::Serialize;
 
 use crate::{
@@ -50,7 +50,27 @@ pub struct Health {
     pub daily_budget_usd: Option<f64>,
     /// What the ledger says was spent since 00:00 UTC (the budget's measure).
     pub spent_today_usd: f64,
+    /// Every production call's cost (retries, failures and reprocessing included) over the
+    /// evaluations they produced; `null` before the first.
+    pub cost_per_ticket_usd: Option<f64>,
+    /// The last 24 hours' production spend, times 30.
+    pub month_projection_usd: f64,
+    /// Cost per evaluated ticket by prompt version, lane and tier.
+    pub cost_per_task: Vec<TaskCost>,
     pub breakers: Vec<BreakerState>,
+}
+
+/// What evaluating a ticket costs in one group of production calls.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TaskCost {
+    pub prompt_version: String,
+    pub lane: String,
+    pub tier: String,
+    pub calls: i64,
+    /// Calls that produced an evaluation.
+    pub evaluated: i64,
+    pub cost_usd: f64,
+    pub cost_per_ticket_usd: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -109,6 +129,49 @@ SELECT (coalesce(sum(n) FILTER (WHERE what = 'links'), 0)
         - coalesce(sum(n) FILTER (WHERE what = 'keys'), 0))::int8
 FROM report_count WHERE what IN ('links', 'keys')
 "#;
+/// From the ledger's running totals, keyed by prompt version, lane and tier too (V13):
+/// production calls only, eval work is apart (V7's `workload`).
+const COST_PER_TASK: &str = r#"
+SELECT prompt_version, lane, tier, sum(calls)::int8, sum(ok)::int8, sum(cost_usd)::float8
+FROM provider_call_hour
+WHERE workload = 'production'
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3
+"#;
+
+/// The last 24 whole hours and the current one, from the running totals.
+const LAST_DAY_SPEND: &str = r#"
+SELECT coalesce(sum(cost_usd), 0)::float8 FROM provider_call_hour
+WHERE workload = 'production' AND hour > date_trunc('hour', now(), 'UTC') - interval '1 day'
+"#;
+
+/// Cost per evaluated ticket by prompt version, lane and tier, and the month's projection at
+/// the last 24 hours' rate.
+pub async fn cost_per_task(client: &impl GenericClient) -> Result<(Vec<TaskCost>, f64)> {
+    let groups = client
+        .query(COST_PER_TASK, &[])
+        .await?
+        .into_iter()
+        .map(|row| {
+            let (evaluated, cost_usd): (i64, f64) = (row.get(4), row.get(5));
+            TaskCost {
+                prompt_version: row.get(0),
+                lane: row.get(1),
+                tier: row.get(2),
+                calls: row.get(3),
+                evaluated,
+                cost_usd,
+                cost_per_ticket_usd: per_ticket(cost_usd, evaluated),
+            }
+        })
+        .collect();
+    let last_day: f64 = client.query_one(LAST_DAY_SPEND, &[]).await?.get(0);
+    Ok((groups, last_day * 30.0))
+}
+
+fn per_ticket(cost_usd: f64, evaluated: i64) -> Option<f64> {
+    (evaluated > 0).then(|| cost_usd / evaluated as f64)
+}
 
 const BREAKERS: &str = "SELECT provider, state, consecutive_failures, open_until FROM provider_breaker ORDER BY provider";
 
@@ -131,6 +194,10 @@ pub async fn health(pool: &Pool, serves: Serves, daily_budget_usd: Option<f64>) 
     let oldest: f64 = client.query_one(OLDEST_CLAIMABLE, &[&rules]).await?.get(0);
     let ledger = client.query_one(LEDGER, &[]).await?;
     let duplicate_tickets: i64 = client.query_one(DUPLICATE_TICKETS, &[]).await?.get(0);
+    let (cost_per_task, month_projection_usd) = cost_per_task(&client).await?;
+    let (cost, evaluated) = cost_per_task
+        .iter()
+        .fold((0.0, 0), |(c, e), g| (c + g.cost_usd, e + g.evaluated));
     let breakers = client
         .query(BREAKERS, &[])
         .await?
@@ -160,6 +227,9 @@ pub async fn health(pool: &Pool, serves: Serves, daily_budget_usd: Option<f64>) 
         saved_usd: duplicate_tickets as f64 * average_cost,
         daily_budget_usd,
         spent_today_usd: spend.spent_today_usd,
+        cost_per_ticket_usd: per_ticket(cost, evaluated),
+        month_projection_usd,
+        cost_per_task,
         breakers,
     })
 }
@@ -179,6 +249,9 @@ impl Health {
         }
         metric::breaker_open(self.breakers.iter().any(|b| b.state != "closed"));
         metric::spent_today(self.spent_today_usd);
+        if let Some(usd) = self.cost_per_ticket_usd {
+            metric::cost_per_ticket(usd);
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use fake_provider::FakeProvider;
 use serde_json::json;
 use triage::{
-    evaluate::PriceTable,
+    evaluate::{PriceTable, Tier},
     pipeline::worker::{Report, Worker},
 };
 
@@ -176,21 +176,22 @@ async fn four_workers_on_tickets_of_mixed_sizes_overshoot_the_budget_by_at_most_
 
     let prices = PriceTable::parse(PRICED_BY_SIZE).unwrap();
     let billed = fake.billed_calls();
-    let cost = |text: &str| {
-        let usage = fake_provider::usage_for(text);
+    // What the provider billed each call for (its prompt prefix included), at our prices.
+    let cost = |call: &fake_provider::CallRecord| {
+        let usage = call.usage;
         prices.cost(
             "gpt-6-luna",
             triage::evaluate::Usage {
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,
+                cached_input_tokens: usage.cached_input_tokens,
+                cache_write_tokens: usage.cache_write_tokens,
             },
+            Tier::Online,
         )
     };
-    let spent: f64 = billed.iter().map(|c| cost(&c.ticket_text)).sum();
-    let largest = billed
-        .iter()
-        .map(|c| cost(&c.ticket_text))
-        .fold(0.0, f64::max);
+    let spent: f64 = billed.iter().map(cost).sum();
+    let largest = billed.iter().map(cost).fold(0.0, f64::max);
     assert!(
         spent >= budget_usd,
         "the budget was reached: {spent} of {budget_usd}"
@@ -270,11 +271,11 @@ mod running_total {
 
     use deadpool_postgres::Client;
     use triage::{
-        evaluate::Usage,
+        evaluate::{Tier, Usage},
         pipeline::{
             budget,
             ledger::{self, CallId, CallOutcome, CallRecord, Start},
-            outbox::{claim::Serves, ClaimedJob},
+            outbox::{claim::Serves, ClaimedJob, Lanes},
         },
     };
 
@@ -282,9 +283,16 @@ mod running_total {
 
     /// The ledger row of `job`'s call, at `estimate_usd`, with no rate limit.
     async fn start(client: &Client, job: &ClaimedJob, estimate_usd: f64) -> CallId {
-        match ledger::start_call(client, job, ("w", "openai"), estimate_usd, None)
-            .await
-            .unwrap()
+        match ledger::start_call(
+            client,
+            job,
+            ("w", "openai"),
+            estimate_usd,
+            None,
+            Tier::Online,
+        )
+        .await
+        .unwrap()
         {
             Start::Call { call, .. } => call,
             other => panic!("{other:?}"),
@@ -303,6 +311,7 @@ mod running_total {
             usage: Usage {
                 input_tokens: 100,
                 output_tokens: 20,
+                ..Default::default()
             },
             cost_usd,
             latency: Duration::from_millis(5),
@@ -364,7 +373,13 @@ mod running_total {
             app.post_ticket(&format!("Reserved {i}"), "body").await;
         }
         let mut client = app.pool.get().await.unwrap();
-        let claim = ("w", 10, Duration::from_secs(60), serves(&app));
+        let claim = (
+            "w",
+            10,
+            Duration::from_secs(60),
+            serves(&app),
+            Lanes::default(),
+        );
         // 1.0 left: 0.4 and 0.4 fit, the third (0.4 more, 0.2 left before it) crosses the
         // line; the fourth goes back.
         let claimed = budget::claim_within(&mut client, 1.0, claim, |_| 0.4)
@@ -405,7 +420,13 @@ mod running_total {
             app.post_ticket(&format!("Cut {i}"), "body").await;
         }
         let mut client = app.pool.get().await.unwrap();
-        let claim = ("w", 10, Duration::from_secs(60), serves(&app));
+        let claim = (
+            "w",
+            10,
+            Duration::from_secs(60),
+            serves(&app),
+            Lanes::default(),
+        );
         let claimed = budget::claim_within(&mut client, 0.1, claim, |_| 0.4)
             .await
             .unwrap();

@@ -383,6 +383,7 @@ async fn a_result_rolled_back_announces_nothing_and_a_committed_one_announces_on
         1,
         Duration::from_secs(30),
         Serves::RulesOnly,
+        triage::pipeline::outbox::Lanes::default(),
     )
     .await
     .unwrap();
@@ -771,7 +772,8 @@ async fn a_reprocess_result_is_announced_when_its_version_is_promoted() {
         1,
         "not announced before its promotion"
     );
-    let promote = json!({"op": "promote", "prompt_version": "triage-v4"});
+    // The quality gate is not what this test is about: forced, with the reason audited.
+    let promote = json!({"op": "promote", "prompt_version": "triage-v4", "force": true, "reason": "announcement test"});
     crate::operations::op(&app, promote.clone()).await;
     crate::operations::op(&app, promote).await;
     app.deliver_all(Duration::from_secs(10)).await;

@@ -294,7 +294,8 @@ impl TestApp {
         let client = self.pool.get().await.unwrap();
         let serves = Serves::for_model_version(&self.config.versions.model);
         let lease = std::time::Duration::from_secs(60);
-        claim::claim(&client, "w", 1, lease, serves)
+        let lanes = triage::pipeline::outbox::Lanes::default();
+        claim::claim(&client, "w", 1, lease, serves, lanes)
             .await
             .unwrap()
             .pop()

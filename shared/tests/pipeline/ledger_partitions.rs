@@ -3,9 +3,12 @@
 
 use std::time::Duration;
 
-use triage::pipeline::{
-    budget,
-    ledger::{self, Start},
+use triage::{
+    evaluate::Tier,
+    pipeline::{
+        budget,
+        ledger::{self, Start},
+    },
 };
 
 use crate::helpers::{spawn_app, TestApp};
@@ -14,9 +17,10 @@ use crate::helpers::{spawn_app, TestApp};
 async fn call_at(app: &TestApp, subject: &str, at: &str, cost: f64) -> String {
     let job = app.claimed(subject).await;
     let client = app.pool.get().await.unwrap();
-    let Start::Call { call, .. } = ledger::start_call(&client, &job, ("w", "openai"), cost, None)
-        .await
-        .unwrap()
+    let Start::Call { call, .. } =
+        ledger::start_call(&client, &job, ("w", "openai"), cost, None, Tier::Online)
+            .await
+            .unwrap()
     else {
         panic!("no call started");
     };

@@ -11,6 +11,7 @@ mod helpers;
 mod ingest;
 mod injection;
 mod lambda_events;
+mod lanes;
 mod ledger_partitions;
 mod migrate;
 mod migrate_resource;

@@ -323,7 +323,7 @@ mod exactness {
 
     use triage::{
         config::RateLimitPolicy,
-        evaluate::Usage,
+        evaluate::{Tier, Usage},
         pipeline::{
             ledger::{self, CallOutcome, CallRecord, Slot, Start},
             rate_limit::Pace,
@@ -364,9 +364,16 @@ mod exactness {
             max_wait: Duration::from_secs(60),
         };
         let client = app.pool.get().await.unwrap();
-        let started = ledger::start_call(&client, &job, ("w", "openai"), 0.1, Some(slot))
-            .await
-            .unwrap();
+        let started = ledger::start_call(
+            &client,
+            &job,
+            ("w", "openai"),
+            0.1,
+            Some(slot),
+            Tier::Online,
+        )
+        .await
+        .unwrap();
         assert_eq!(started, Start::Evaluated);
         assert_eq!(spent_ahead(&app).await, None, "no slot was taken");
         assert_eq!(app.count("SELECT count(*) FROM provider_call").await, 0);
@@ -388,9 +395,16 @@ mod exactness {
             max_wait: Duration::from_secs(60),
         };
         let client = app.pool.get().await.unwrap();
-        let call = match ledger::start_call(&client, &job, ("w", "openai"), 0.1, Some(slot))
-            .await
-            .unwrap()
+        let call = match ledger::start_call(
+            &client,
+            &job,
+            ("w", "openai"),
+            0.1,
+            Some(slot),
+            Tier::Online,
+        )
+        .await
+        .unwrap()
         {
             Start::Call { call, wait } => {
                 assert_eq!(wait, Duration::ZERO);
@@ -407,6 +421,7 @@ mod exactness {
             usage: Usage {
                 input_tokens: 80,
                 output_tokens: 20,
+                ..Default::default()
             },
             cost_usd: Some(0.01),
             latency: Duration::from_millis(5),

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use triage::pipeline::{outbox::claim, sweep};
+use triage::pipeline::{
+    outbox::{claim, Lanes},
+    sweep,
+};
 
 use crate::helpers::{spawn_app, TestApp};
 
@@ -15,6 +18,7 @@ async fn claim_with_expired_lease(app: &TestApp) -> triage::pipeline::outbox::Cl
         1,
         Duration::from_millis(1),
         claim::Serves::RulesOnly,
+        Lanes::default(),
     )
     .await
     .unwrap()
@@ -87,6 +91,7 @@ async fn live_leases_are_left_alone() {
         1,
         Duration::from_secs(60),
         claim::Serves::RulesOnly,
+        Lanes::default(),
     )
     .await
     .unwrap();

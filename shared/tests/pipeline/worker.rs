@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use fake_provider::{Behavior, FakeProvider};
 use tokio_util::sync::CancellationToken;
-use triage::pipeline::outbox::{claim, Fencing};
+use triage::pipeline::outbox::{claim, Fencing, Lanes};
 
 use crate::helpers::{spawn_app_with_fake, TestApp};
 
@@ -93,10 +93,17 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
     post(&app, "Contended").await;
     let client = app.pool.get().await.unwrap();
     let lease = Duration::from_millis(50);
-    let stale = claim::claim(&client, "stale", 1, lease, claim::Serves::Models)
-        .await
-        .unwrap()
-        .remove(0);
+    let stale = claim::claim(
+        &client,
+        "stale",
+        1,
+        lease,
+        claim::Serves::Models,
+        Lanes::default(),
+    )
+    .await
+    .unwrap()
+    .remove(0);
     // The stale worker stalls past its lease; the sweeper returns the job; another claims it.
     app.wait_until_lease_expired().await;
     triage::pipeline::sweep::return_expired_leases(&app.pool, &app.config.worker)
@@ -108,6 +115,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         1,
         Duration::from_secs(60),
         claim::Serves::Models,
+        Lanes::default(),
     )
     .await
     .unwrap()
@@ -177,6 +185,7 @@ async fn a_job_that_crashes_every_worker_is_dead_lettered_after_max_attempts() {
             1,
             Duration::from_millis(20),
             claim::Serves::Models,
+            Lanes::default(),
         )
         .await
         .unwrap();

@@ -139,6 +139,8 @@ fn money(h: &Health, hours: &[Hour]) -> Markup {
             (stat("cost", "Spend (all time)", usd(h.cost_usd)))
             (stat("duplicates", "Duplicate tickets (calls not made)", h.duplicate_tickets))
             (stat("saved", "Saved by dedup", usd(h.saved_usd)))
+            (stat("cost-per-ticket", "Cost per evaluated ticket", h.cost_per_ticket_usd.map_or("-".to_string(), usd)))
+            (stat("month-projection", "This month at the last 24 h's rate", usd(h.month_projection_usd)))
         }
         p.muted { "Savings: one call per duplicate ticket, at the average cost of a successful call." }
     }

@@ -1,18 +1,18 @@
 //! The claim (article step 3): one statement over the partial index on pending rows.
 //! `SKIP LOCKED` gives concurrent workers disjoint batches; each claim gets a fresh token and
-//! counts an attempt, so a crash (lease expiry) is an attempt too.
+//! counts an attempt, so a crash (lease expiry) is an attempt too. Lanes are claimed one
+//! after the other, interactive first (see [`lanes`]).
 
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
 
-use super::{lease::take_lease, ClaimedJob, OutboxId};
-use crate::domain::{
-    error::Result,
-    key::IdempotencyKey,
-    ticket::TicketId,
-    versions::{ModelVersion, VersionPair},
+use super::{
+    lanes::{self, Lanes},
+    lease::take_lease,
+    ClaimedJob, Lane,
 };
+use crate::domain::{error::Result, versions::ModelVersion};
 
 /// Which jobs a worker may take: the offline classifier only serves its own model version,
 /// real providers everything else.
@@ -47,50 +47,110 @@ WITH claimed AS (
     WHERE id IN (
         SELECT id FROM evaluation_outbox
         WHERE status = 'pending'
+          AND lane = $5
+          AND ($6 = 'any' OR online_only = ($6 = 'online_only'))
           AND available_at <= now()
           AND (model_version LIKE 'rules@%') = $4
         ORDER BY available_at
         FOR UPDATE SKIP LOCKED
         LIMIT $3
     )
-    RETURNING id, ticket_id, idempotency_key, prompt_version, model_version, attempts, claim_token
+    RETURNING id, ticket_id, idempotency_key, prompt_version, model_version, attempts, claim_token,
+              lane
 )
 SELECT c.id, c.ticket_id, c.idempotency_key, c.prompt_version, c.model_version, c.attempts,
-       c.claim_token, t.subject, t.message
+       c.claim_token, t.subject, t.message, c.lane
 FROM claimed c JOIN ticket t ON t.id = c.ticket_id
 "#
 );
 
+/// Which of a lane's jobs a claim takes (`$6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    Any,
+    /// Jobs that came back from a provider batch: the online path only.
+    OnlineOnly,
+    /// Jobs that may go into a provider batch.
+    Batchable,
+}
+
+impl Take {
+    fn as_str(self) -> &'static str {
+        match self {
+            Take::Any => "any",
+            Take::OnlineOnly => "online_only",
+            Take::Batchable => "batchable",
+        }
+    }
+}
+
+/// Claims at most `batch` jobs for online calls, interactive ones first; bulk ones only as far
+/// as [`lanes::bulk_allowance`] lets them (a second statement, skipped when the interactive
+/// lane filled the claim).
 pub async fn claim(
     client: &impl GenericClient,
     worker: &str,
     batch: i64,
     lease: Duration,
     serves: Serves,
+    lanes: Lanes,
+) -> Result<Vec<ClaimedJob>> {
+    let interactive = (Lane::Interactive, Take::Any);
+    let mut jobs = claim_lane(client, worker, batch, lease, serves, interactive).await?;
+    let bulk = lanes::bulk_allowance(batch, jobs.len() as i64, lanes.bulk_share);
+    if bulk > 0 {
+        let take = match lanes.bulk_in_batches {
+            true => Take::OnlineOnly,
+            false => Take::Any,
+        };
+        let bulk_lane = (Lane::Bulk, take);
+        jobs.extend(claim_lane(client, worker, bulk, lease, serves, bulk_lane).await?);
+    }
+    Ok(jobs)
+}
+
+/// Claims at most `lines` bulk jobs for a provider batch, under a lease that outlasts the
+/// batch's window.
+pub async fn claim_for_batch(
+    client: &impl GenericClient,
+    worker: &str,
+    lines: i64,
+    lease: Duration,
+    serves: Serves,
+) -> Result<Vec<ClaimedJob>> {
+    let bulk = (Lane::Bulk, Take::Batchable);
+    claim_lane(client, worker, lines, lease, serves, bulk).await
+}
+
+/// One lane's claim: one statement over the partial index on pending rows of the lane.
+async fn claim_lane(
+    client: &impl GenericClient,
+    worker: &str,
+    batch: i64,
+    lease: Duration,
+    serves: Serves,
+    (lane, take): (Lane, Take),
 ) -> Result<Vec<ClaimedJob>> {
     let rules = serves == Serves::RulesOnly;
     // Prepared once per connection (deadpool's statement cache), not on every claim.
     let statement = client.prepare_cached(CLAIM).await?;
     let lease_ends = Instant::now() + lease;
     let rows = client
-        .query(&statement, &[&worker, &lease.as_secs_f64(), &batch, &rules])
+        .query(
+            &statement,
+            &[
+                &worker,
+                &lease.as_secs_f64(),
+                &batch,
+                &rules,
+                &lane.as_str(),
+                &take.as_str(),
+            ],
+        )
         .await?;
     Ok(rows
-        .into_iter()
-        .map(|row| ClaimedJob {
-            id: OutboxId(row.get(0)),
-            ticket_id: TicketId(row.get(1)),
-            key: IdempotencyKey::from_stored(row.get(2)),
-            versions: VersionPair {
-                prompt_version: row.get(3),
-                model_version: row.get(4),
-            },
-            attempts: row.get(5),
-            claim_token: row.get(6),
-            lease_ends,
-            subject: row.get(7),
-            message: row.get(8),
-        })
+        .iter()
+        .map(|row| ClaimedJob::from_row(row, lease_ends))
         .collect())
 }
 

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::{
     lease::{bounded, Lease, Queue},
-    Fencing, OutboxId,
+    Fencing, Lane, OutboxId,
 };
 use crate::{
     domain::{
@@ -37,6 +37,7 @@ pub struct ClaimedJob {
     pub lease_ends: Instant,
     pub subject: String,
     pub message: String,
+    pub lane: Lane,
 }
 
 /// Closes the job if this worker still holds it: `$1` id, `$2` claim token, `$3` how it
@@ -94,7 +95,38 @@ SET status = 'pending', available_at = now() + make_interval(secs => $3),
 WHERE id = $1 AND claim_token = $2 AND status = 'processing'
 "#;
 
+/// Back to the queue from a provider batch whose line failed, expired or was cancelled: for the
+/// online path only, without spending the attempt.
+const FALL_BACK_ONLINE: &str = r#"
+UPDATE evaluation_outbox
+SET status = 'pending', available_at = now(),
+    locked_by = NULL, locked_until = NULL, claim_token = NULL,
+    attempts = greatest(attempts - 1, 0), online_only = true, batch_submission_id = NULL,
+    last_error = coalesce($3, last_error)
+WHERE id = $1 AND claim_token = $2 AND status = 'processing'
+"#;
+
 impl ClaimedJob {
+    /// A claimed job from a row of `id, ticket_id, idempotency_key, prompt_version,
+    /// model_version, attempts, claim_token, subject, message, lane`.
+    pub(super) fn from_row(row: &tokio_postgres::Row, lease_ends: Instant) -> Self {
+        Self {
+            id: OutboxId(row.get(0)),
+            ticket_id: TicketId(row.get(1)),
+            key: IdempotencyKey::from_stored(row.get(2)),
+            versions: VersionPair {
+                prompt_version: row.get(3),
+                model_version: row.get(4),
+            },
+            attempts: row.get(5),
+            claim_token: row.get(6),
+            lease_ends,
+            subject: row.get(7),
+            message: row.get(8),
+            lane: Lane::from_stored(row.get(9)),
+        }
+    }
+
     /// Whether a result for this key exists already (article step 4, before any call).
     pub async fn result_exists(&self, client: &impl GenericClient) -> Result<bool> {
         let statement = client
@@ -169,6 +201,20 @@ impl ClaimedJob {
                 &statement,
                 &[&self.id.0, &self.claim_token, &delay.as_secs_f64(), &error],
             )
+            .await?;
+        Ok(Fencing::from_rows(rows))
+    }
+
+    /// A batch line that brought no answer: the job goes to the online path.
+    pub async fn fall_back_online(
+        &self,
+        client: &impl GenericClient,
+        error: Option<&str>,
+    ) -> Result<Fencing> {
+        let statement = client.prepare_cached(FALL_BACK_ONLINE).await?;
+        let error = error.map(bounded);
+        let rows = client
+            .execute(&statement, &[&self.id.0, &self.claim_token, &error])
             .await?;
         Ok(Fencing::from_rows(rows))
     }

@@ -1,4 +1,5 @@
-//! The evaluation outbox: [`claim`] (article step 3) hands out [`ClaimedJob`]s, and a claimed
+//! The evaluation outbox: [`claim`] (article step 3) hands out [`ClaimedJob`]s, interactive
+//! [`lanes`] first, and a claimed
 //! job changes its own state through four fenced methods: complete, reschedule, release,
 //! dead letter. Every write after the claim names the claim token; a worker whose lease
 //! expired and was re-claimed changes nothing. [`lease`] holds what every queue table shares
@@ -8,9 +9,12 @@
 pub(crate) mod announce;
 pub mod claim;
 mod job;
+pub mod lanes;
 pub mod lease;
+pub mod submission;
 
 pub use job::ClaimedJob;
+pub use lanes::{Lane, Lanes};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct OutboxId(pub i64);

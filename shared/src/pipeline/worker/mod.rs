@@ -6,8 +6,10 @@
 //! [`process`] is one job's turn, [`pacing`] its slot in the provider's shared rate limit,
 //! [`disposition`] the pure decision after it, [`settle`] its writes carried through a
 //! database blink, [`timing`] the time checks, [`run`] the long-running loop of
-//! `triage worker`. The daily spend budget gates the claim (`pipeline::budget`).
+//! `triage worker`, [`batch`] the batch tier's submissions. The daily spend budget gates the
+//! claim (`pipeline::budget`).
 
+mod batch;
 mod disposition;
 mod pacing;
 mod process;
@@ -29,6 +31,7 @@ use futures::{future::Either, stream::FuturesUnordered, FutureExt, StreamExt};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+pub use batch::{BatchReport, BATCH_LEASE};
 pub use disposition::{disposition, Disposition, Turn};
 pub use run::{back_to_back, run_until_stopped};
 pub use timing::WRITE_MARGIN;
@@ -40,13 +43,13 @@ use crate::{
         error::{ConfigError, Result},
         versions::PromptVersion,
     },
-    evaluate::{Policy, Prompt, Provider},
+    evaluate::{BatchClient, Policy, Prompt, Provider, Tier},
     pipeline::{
         breaker,
         budget::{self, Budgeted},
         outbox::{
             claim::{self, Serves},
-            ClaimedJob,
+            ClaimedJob, Lanes,
         },
         prompt_registry,
         rate_limit::Limiter,
@@ -184,6 +187,8 @@ pub struct Worker<P> {
     /// Set once the prompt registry accepted this build's prompt texts.
     prompts_verified: tokio::sync::OnceCell<()>,
     limiter: Limiter,
+    /// The provider's batch API, when bulk work goes to batches.
+    batches: Option<BatchClient>,
 }
 
 impl<P: Provider> Worker<P> {
@@ -212,6 +217,11 @@ impl<P: Provider> Worker<P> {
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
         let limiter = Limiter::new(config.rate_limit);
+        let batches = match worker.bulk_tier {
+            Tier::Batch => BatchClient::from_config(&config.provider, worker.call_timeout)
+                .map_err(|e| ConfigError::invalid("TRIAGE_PROVIDER_URL", e.detail))?,
+            _ => None,
+        };
         Ok(Self {
             pool,
             provider,
@@ -221,6 +231,7 @@ impl<P: Provider> Worker<P> {
             prompts,
             prompts_verified: tokio::sync::OnceCell::new(),
             limiter,
+            batches,
         })
     }
 
@@ -246,6 +257,16 @@ impl<P: Provider> Worker<P> {
         self.prompts_verified
             .get_or_try_init(|| prompt_registry::verify(&self.pool, self.prompts.values()))
             .await?;
+        // The batch tier's turn comes first: collected lines fall back to this invocation's
+        // online claim.
+        match self.tend_batches(deadline).await {
+            Err(error) if error.is_unavailable() => {
+                tracing::warn!(error = %error.report(), "database unavailable: batches wait")
+            }
+            tended => {
+                tended?;
+            }
+        }
         let concurrency = self.config.worker.concurrency;
         let holds = Holds::default();
         let mut report = Report::default();
@@ -348,15 +369,15 @@ impl<P: Provider> Worker<P> {
             }
         };
         let serves = Serves::for_model_version(&self.config.versions.model);
-        let (id, lease) = (self.id.as_str(), policy.lease);
+        let (id, lease, lanes) = (self.id.as_str(), policy.lease, Lanes::from_policy(policy));
         let (jobs, cut) = match policy.daily_budget_usd {
             None => (
-                claim::claim(&client, id, batch, lease, serves).await?,
+                claim::claim(&client, id, batch, lease, serves, lanes).await?,
                 false,
             ),
             Some(budget_usd) => {
-                let claim = (id, batch, lease, serves);
-                let estimate = |job: &ClaimedJob| self.estimate_usd(job);
+                let claim = (id, batch, lease, serves, lanes);
+                let estimate = |job: &ClaimedJob| self.estimate_usd(job, self.tier(job));
                 match budget::claim_within(&mut client, budget_usd, claim, estimate).await? {
                     Budgeted::Claimed { jobs, cut } => (jobs, cut),
                     Budgeted::Wait => {

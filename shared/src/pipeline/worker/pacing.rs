@@ -48,6 +48,16 @@ impl<P: Provider> Worker<P> {
         Settlement::refused(tokens, error.retry_after)
     }
 
+    /// After flex's "resource unavailable" 429: the provider had no flex capacity, which says
+    /// nothing of the account's limit, so nobody else holds off (interactive calls go on); the
+    /// call's tokens were not spent.
+    pub(super) fn flex_refusal(&self, tokens: i64) -> Settlement {
+        Settlement {
+            token_correction: -tokens,
+            ..Settlement::default()
+        }
+    }
+
     /// After an answer: the provider's announced limits are heard (and passed on to the fleet
     /// when new); the token budget is corrected by the usage reported (with the ledger row), and
     /// an empty budget holds every worker off.

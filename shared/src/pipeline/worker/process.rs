@@ -19,12 +19,12 @@ use crate::{
     evaluate::{
         contract::{self, ContractViolation},
         ErrorClass, Evaluation, EvaluationRequest, FailureKind, Prompt, Provider, ProviderError,
-        ProviderReply,
+        ProviderReply, Tier,
     },
     pipeline::{
         breaker,
         ledger::{self, CallId, CallOutcome, CallRecord, Start},
-        outbox::{ClaimedJob, Fencing},
+        outbox::{ClaimedJob, Fencing, Lane},
     },
     telemetry::metric,
 };
@@ -63,11 +63,10 @@ impl<P: Provider> Worker<P> {
             }
             Err(error) => return Err(error),
         };
-        let policy = &self.config.worker;
-        let request = self.request(&job, prompt);
+        let request = self.request(&job, prompt, deadline);
         let started = Instant::now();
         let result = tokio::time::timeout(
-            policy.call_timeout + WRITE_MARGIN,
+            request.timeout + WRITE_MARGIN,
             self.provider.evaluate(request),
         )
         .await
@@ -81,7 +80,7 @@ impl<P: Provider> Worker<P> {
         // From here the call is paid for: its writes are retried until the lease runs out.
         let settled = match result {
             Ok(reply) => {
-                let (record, checked) = self.check_answer(&job, &reply, latency);
+                let (record, checked) = self.check_answer(&job, &reply, latency, self.tier(&job));
                 let answer = (&reply, tokens, holds);
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
                     self.answered(client, &job, call, &record, &checked, answer)
@@ -110,21 +109,22 @@ impl<P: Provider> Worker<P> {
 
     /// A billed answer held to the contract, and its ledger record (counted in the metrics
     /// once, however often its writes are tried).
-    fn check_answer(
+    pub(super) fn check_answer(
         &self,
         job: &ClaimedJob,
         reply: &ProviderReply,
         latency: Duration,
+        tier: Tier,
     ) -> (
         CallRecord,
         std::result::Result<Evaluation, ContractViolation>,
     ) {
         let checked = contract::validate(&reply.output, &self.policy);
-        let cost_usd = self
-            .config
-            .provider
-            .prices
-            .cost(job.versions.model_version.model(), reply.usage);
+        let cost_usd =
+            self.config
+                .provider
+                .prices
+                .cost(job.versions.model_version.model(), reply.usage, tier);
         let record = CallRecord {
             outcome: match &checked {
                 Ok(_) => CallOutcome::Ok,
@@ -141,28 +141,55 @@ impl<P: Provider> Worker<P> {
         (record, checked)
     }
 
-    /// What the provider is sent for `job`.
-    fn request<'a>(&'a self, job: &'a ClaimedJob, prompt: &'a Prompt) -> EvaluationRequest<'a> {
+    /// How `job`'s online call is served: bulk work on flex when that is the bulk tier, the
+    /// rest at the standard online price (batch lines are sent by `batch`).
+    pub(super) fn tier(&self, job: &ClaimedJob) -> Tier {
+        match (job.lane, self.config.worker.bulk_tier) {
+            (Lane::Bulk, Tier::Flex) => Tier::Flex,
+            _ => Tier::Online,
+        }
+    }
+
+    /// What the provider is sent for `job`. A flex call may take flex's longer timeout, as far
+    /// as the invocation's `deadline` (which the lease outlasts) leaves room for its write.
+    pub(super) fn request<'a>(
+        &'a self,
+        job: &'a ClaimedJob,
+        prompt: &'a Prompt,
+        deadline: Instant,
+    ) -> EvaluationRequest<'a> {
+        let policy = &self.config.worker;
+        let tier = self.tier(job);
+        let timeout = match tier {
+            Tier::Flex => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let room = left.saturating_sub(WRITE_MARGIN);
+                policy.flex_timeout.min(room).max(policy.call_timeout)
+            }
+            _ => policy.call_timeout,
+        };
         EvaluationRequest {
             subject: &job.subject,
             message: &job.message,
             prompt,
             model: &job.versions.model_version,
             policy: &self.policy,
-            timeout: self.config.worker.call_timeout,
+            timeout,
+            tier,
         }
     }
 
     /// The most `job`'s call may cost (its input and the output cap, at its model's price):
     /// what the daily budget holds for it from its claim until its usage is known.
-    pub(super) fn estimate_usd(&self, job: &ClaimedJob) -> f64 {
+    pub(super) fn estimate_usd(&self, job: &ClaimedJob, tier: Tier) -> f64 {
         let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
             // No call is made for a prompt this build does not know.
             return 0.0;
         };
-        let usage = self.request(job, prompt).estimated_usage();
+        // The deadline only shapes the request's timeout, never its estimate.
+        let usage = self.request(job, prompt, Instant::now()).estimated_usage();
         let model = job.versions.model_version.model();
-        self.config.provider.prices.cost(model, usage)
+        self.config.provider.prices.cost(model, usage, tier)
     }
 
     /// The dedup check, the ledger row of the call about to be made and its slot in the
@@ -183,15 +210,15 @@ impl<P: Provider> Worker<P> {
                 .await?;
             return Ok(Begun::Finished(outcome));
         };
-        let tokens = self.request(job, prompt).estimated_tokens();
+        let tokens = self.request(job, prompt, deadline).estimated_tokens();
         // Article step 4, the line that saves money, the slot in the shared rate limit (where
         // one applies) and the ledger row, in one statement. The connection goes back to the
         // pool before the call: a slow model must not pin one connection per call in flight.
-        let estimate_usd = self.estimate_usd(job);
+        let estimate_usd = self.estimate_usd(job, self.tier(job));
         let caller = (self.id.as_str(), self.provider.name());
         let pace = self.limiter.pace();
         let slot = self.slot(&pace, tokens, deadline);
-        match ledger::start_call(&client, job, caller, estimate_usd, slot).await? {
+        match ledger::start_call(&client, job, caller, estimate_usd, slot, self.tier(job)).await? {
             Start::Evaluated => Ok(Begun::Finished(dedup_hit(&client, job).await?)),
             Start::Call { call, wait } => {
                 drop(client);
@@ -249,7 +276,7 @@ impl<P: Provider> Worker<P> {
     /// and the job's write pipelined on one connection (one round trip). Each is safe to repeat
     /// after a blink: the ledger's finish applies its corrections only once. Hold and breaker
     /// write nothing in the common case.
-    async fn answered(
+    pub(super) async fn answered(
         &self,
         client: db::Client,
         job: &ClaimedJob,
@@ -312,7 +339,11 @@ impl<P: Provider> Worker<P> {
             latency,
         };
         let class = error.kind.class();
-        let refusal = (class == ErrorClass::RateLimit).then(|| self.refusal(tokens, error));
+        let refusal = match (class, self.tier(job)) {
+            (ErrorClass::RateLimit, Tier::Flex) => Some(self.flex_refusal(tokens)),
+            (ErrorClass::RateLimit, _) => Some(self.refusal(tokens, error)),
+            _ => None,
+        };
         let correction = refusal
             .as_ref()
             .map_or(0.0, |settlement| self.token_correction_secs(settlement));
@@ -403,7 +434,7 @@ fn abandoned_unless_written(settled: Settled<Outcome>, consequence: &str) -> Out
     }
 }
 
-async fn dedup_hit(client: &db::Client, job: &ClaimedJob) -> Result<Outcome> {
+pub(super) async fn dedup_hit(client: &db::Client, job: &ClaimedJob) -> Result<Outcome> {
     tracing::info!("result exists: no call");
     Ok(fenced(
         job.complete_from_existing_result(client).await?,

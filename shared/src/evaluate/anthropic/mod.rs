@@ -4,6 +4,12 @@
 //! Effort: Anthropic's reasoning knob (extended thinking) cannot be combined with a forced
 //! `tool_choice`, so the effort half of the model version is not sent. It still names the
 //! version, so results under different efforts keep different idempotency keys.
+//!
+//! Prompt caching: the system block (the prompt, the same for every ticket of a version)
+//! carries `cache_control`, so Anthropic caches the prefix up to it and bills later reads at a
+//! tenth of the input price. Message Batches: [`batch`].
+
+pub(super) mod batch;
 
 use reqwest::RequestBuilder;
 use serde_json::{json, Value};
@@ -37,7 +43,11 @@ fn request_body(request: &EvaluationRequest<'_>) -> Value {
     json!({
         "model": request.model.model(),
         "max_tokens": MAX_OUTPUT_TOKENS,
-        "system": request.prompt.text,
+        "system": [{
+            "type": "text",
+            "text": request.prompt.text,
+            "cache_control": {"type": "ephemeral"},
+        }],
         "messages": [
             {"role": "user", "content": request.prompt.user_message(request.subject, request.message)},
         ],
@@ -56,9 +66,18 @@ fn parse_message(body: &[u8]) -> (ModelOutput, Usage) {
     let Some(blocks) = message["content"].as_array() else {
         return (ModelOutput::NotJson { len: body.len() }, Usage::default());
     };
+    let usage = &message["usage"];
+    let count = |name: &str| usage[name].as_i64().unwrap_or(0);
+    // Anthropic's `input_tokens` leaves out the cache's reads and writes; ours counts all input.
+    let (read, written) = (
+        count("cache_read_input_tokens"),
+        count("cache_creation_input_tokens"),
+    );
     let usage = Usage {
-        input_tokens: message["usage"]["input_tokens"].as_i64().unwrap_or(0),
-        output_tokens: message["usage"]["output_tokens"].as_i64().unwrap_or(0),
+        input_tokens: count("input_tokens") + read + written,
+        cached_input_tokens: read,
+        cache_write_tokens: written,
+        output_tokens: count("output_tokens"),
     };
     let output = match message["stop_reason"].as_str() {
         Some("refusal") => ModelOutput::Refusal,

@@ -1,4 +1,11 @@
-//! OpenAI Chat Completions with strict structured output (`response_format: json_schema`).
+//! OpenAI Chat Completions with strict structured output (`response_format: json_schema`),
+//! its flex tier, and its Batch API ([`batch`]).
+//!
+//! Prompt caching is automatic at OpenAI for a repeated prefix: the prompt (developer message)
+//! comes first and the ticket last, and `prompt_cache_key` (the prompt version) routes calls
+//! sharing that prefix to the same cache.
+
+pub(super) mod batch;
 
 use reqwest::RequestBuilder;
 use serde_json::{json, Value};
@@ -6,7 +13,7 @@ use serde_json::{json, Value};
 use super::{
     http_common::{self, WireFormat},
     http_errors::{ErrorInfo, ErrorSignals},
-    EvaluationRequest, ModelOutput, Usage, MAX_OUTPUT_TOKENS,
+    EvaluationRequest, ModelOutput, Tier, Usage, MAX_OUTPUT_TOKENS,
 };
 
 /// The wire format behind `TRIAGE_PROVIDER=openai`.
@@ -27,6 +34,7 @@ fn request_body(request: &EvaluationRequest<'_>) -> Value {
     let mut body = json!({
         "model": request.model.model(),
         "max_completion_tokens": MAX_OUTPUT_TOKENS,
+        "prompt_cache_key": request.prompt.version,
         "messages": [
             {"role": "developer", "content": request.prompt.text},
             {"role": "user", "content": request.prompt.user_message(request.subject, request.message)},
@@ -44,6 +52,9 @@ fn request_body(request: &EvaluationRequest<'_>) -> Value {
     if !request.model.effort().is_empty() {
         body["reasoning_effort"] = json!(request.model.effort());
     }
+    if request.tier == Tier::Flex {
+        body["service_tier"] = json!("flex");
+    }
     body
 }
 
@@ -52,11 +63,14 @@ fn parse_completion(body: &[u8]) -> (ModelOutput, Usage) {
     let Ok(completion) = serde_json::from_slice::<Value>(body) else {
         return (ModelOutput::NotJson { len: body.len() }, Usage::default());
     };
+    let usage = &completion["usage"];
     let usage = Usage {
-        input_tokens: completion["usage"]["prompt_tokens"].as_i64().unwrap_or(0),
-        output_tokens: completion["usage"]["completion_tokens"]
+        input_tokens: usage["prompt_tokens"].as_i64().unwrap_or(0),
+        cached_input_tokens: usage["prompt_tokens_details"]["cached_tokens"]
             .as_i64()
             .unwrap_or(0),
+        cache_write_tokens: 0,
+        output_tokens: usage["completion_tokens"].as_i64().unwrap_or(0),
     };
     let choice = &completion["choices"][0];
     let message = &choice["message"];

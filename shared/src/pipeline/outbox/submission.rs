@@ -1,0 +1,189 @@
+//! Provider batch submissions (`batch_submission`): recorded with their jobs *before* the
+//! batch is sent, given the provider's batch id once it has answered, collected under a short
+//! lease of their own. The jobs of a submission stay `processing` under their claim's token,
+//! so every write to them is fenced like any other (see `worker::batch`).
+
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::GenericClient;
+
+use super::{ClaimedJob, OutboxId};
+use crate::{domain::error::Result, pipeline::ledger::CallId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubmissionId(pub i64);
+
+/// A submission not yet collected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submission {
+    pub id: SubmissionId,
+    /// What the provider echoes back: OpenAI's metadata and file name, every custom id.
+    pub reference: String,
+    /// `None` while it is being sent, or after its sender died before recording the answer.
+    pub provider_batch_id: Option<String>,
+    pub age: Duration,
+}
+
+impl Submission {
+    /// The custom id of a job's line: the reference, then the outbox id.
+    pub fn custom_id(&self, job: OutboxId) -> String {
+        format!("{}-{}", self.reference, job.0)
+    }
+
+    /// The outbox id a line of this submission stands for.
+    pub fn job_of(&self, custom_id: &str) -> Option<OutboxId> {
+        let id = custom_id.strip_prefix(&self.reference)?.strip_prefix('-')?;
+        id.parse().ok().map(OutboxId)
+    }
+}
+
+/// Records a submission of `jobs` (claimed in the same transaction) and ties them to it.
+pub async fn record(
+    client: &impl GenericClient,
+    provider: &str,
+    worker: &str,
+    jobs: &[ClaimedJob],
+) -> Result<Submission> {
+    let ids: Vec<i64> = jobs.iter().map(|job| job.id.0).collect();
+    let row = client
+        .query_one(
+            r#"
+            WITH submission AS (
+                INSERT INTO batch_submission (provider, worker, lines)
+                VALUES ($1, $2, $3)
+                RETURNING id, reference
+            ), tied AS (
+                UPDATE evaluation_outbox SET batch_submission_id = (SELECT id FROM submission)
+                WHERE id = ANY($4)
+            )
+            SELECT id, reference FROM submission
+            "#,
+            &[&provider, &worker, &(ids.len() as i32), &ids],
+        )
+        .await?;
+    Ok(Submission {
+        id: SubmissionId(row.get(0)),
+        reference: row.get(1),
+        provider_batch_id: None,
+        age: Duration::ZERO,
+    })
+}
+
+/// The provider accepted the batch (or it was found again after a crash).
+pub async fn submitted(
+    client: &impl GenericClient,
+    id: SubmissionId,
+    provider_batch_id: &str,
+) -> Result<()> {
+    client
+        .execute(
+            "UPDATE batch_submission SET state = 'submitted', provider_batch_id = $2, \
+             submitted_at = now() WHERE id = $1 AND state = 'sending'",
+            &[&id.0, &provider_batch_id],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Closes a submission: `collected` once its results are in, `abandoned` when it was never
+/// sent. Its jobs were finished or handed back line by line before.
+pub async fn close(client: &impl GenericClient, id: SubmissionId, collected: bool) -> Result<()> {
+    let state = if collected { "collected" } else { "abandoned" };
+    client
+        .execute(
+            "UPDATE batch_submission SET state = $2, finished_at = now(), polled_until = NULL \
+             WHERE id = $1",
+            &[&id.0, &state],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Ends this worker's turn with a submission, so the next tick may poll it again.
+pub async fn put_back(client: &impl GenericClient, id: SubmissionId) -> Result<()> {
+    client
+        .execute(
+            "UPDATE batch_submission SET polled_until = NULL WHERE id = $1",
+            &[&id.0],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Takes the open submissions of `provider` that no other worker is polling, each for `lease`:
+/// the submitted ones, and the ones still `sending` after `sending_for` (their sender is gone
+/// or gave up).
+pub async fn take_open(
+    client: &impl GenericClient,
+    provider: &str,
+    lease: Duration,
+    sending_for: Duration,
+) -> Result<Vec<Submission>> {
+    let rows = client
+        .query(
+            r#"
+            UPDATE batch_submission
+            SET polled_until = now() + make_interval(secs => $2)
+            WHERE id IN (
+                SELECT id FROM batch_submission
+                WHERE provider = $1
+                  AND (state = 'submitted'
+                       OR (state = 'sending' AND created_at < now() - make_interval(secs => $3)))
+                  AND (polled_until IS NULL OR polled_until < now())
+                ORDER BY created_at
+                FOR UPDATE SKIP LOCKED
+            )
+            RETURNING id, reference, provider_batch_id,
+                      extract(epoch FROM now() - created_at)::float8
+            "#,
+            &[&provider, &lease.as_secs_f64(), &sending_for.as_secs_f64()],
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| Submission {
+            id: SubmissionId(row.get(0)),
+            reference: row.get(1),
+            provider_batch_id: row.get(2),
+            age: Duration::from_secs_f64(row.get::<_, f64>(3).max(0.0)),
+        })
+        .collect())
+}
+
+/// The jobs still in a submission's care (fenced: a job the sweeper took back is not among
+/// them), with the ledger row of their batch line when there is one.
+pub async fn jobs(
+    client: &impl GenericClient,
+    id: SubmissionId,
+    lease_ends: Instant,
+) -> Result<Vec<(ClaimedJob, Option<CallId>)>> {
+    let rows = client
+        .query(
+            r#"
+            SELECT o.id, o.ticket_id, o.idempotency_key, o.prompt_version, o.model_version,
+                   o.attempts, o.claim_token, t.subject, t.message, o.lane,
+                   c.id, c.started_at
+            FROM evaluation_outbox o JOIN ticket t ON t.id = o.ticket_id
+            LEFT JOIN LATERAL (
+                SELECT c.id, c.started_at FROM provider_call c
+                WHERE c.outbox_id = o.id AND c.attempt = o.attempts AND c.tier = 'batch'
+                  AND c.outcome = 'in_flight'
+                ORDER BY c.id DESC LIMIT 1
+            ) c ON true
+            WHERE o.batch_submission_id = $1 AND o.status = 'processing'
+            "#,
+            &[&id.0],
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let job = ClaimedJob::from_row(&row, lease_ends);
+            let call = row.get::<_, Option<i64>>(10).map(|id| CallId {
+                id,
+                started_at: row.get(11),
+            });
+            (job, call)
+        })
+        .collect())
+}

@@ -1,0 +1,397 @@
+//! Lanes and the bulk tiers on a real PostgreSQL: new tickets are claimed before bulk work,
+//! which takes at most its share of a claim while they wait; reprocess and redrive enqueue
+//! bulk work; bulk calls on flex are priced at the flex rate, and flex's 429s spend no attempt
+//! and hold no one else off; bulk work in provider batches completes at the batch price,
+//! falls back online line by line, and is never submitted twice after a crash.
+
+use std::time::{Duration, Instant};
+
+use fake_provider::{Api, Behavior, FakeProvider, Flex};
+use serde_json::json;
+use triage::{
+    evaluate::{PriceTable, ProviderKind, Tier, Usage},
+    pipeline::{
+        outbox::{claim, Lane, Lanes},
+        report,
+    },
+};
+
+use crate::{
+    helpers::{spawn_app, spawn_app_with_fake, TestApp},
+    operations::op,
+};
+
+async fn post_many(app: &TestApp, prefix: &str, n: usize) {
+    for i in 0..n {
+        assert_eq!(
+            app.post_ticket(&format!("{prefix} {i}"), "body")
+                .await
+                .status,
+            201
+        );
+    }
+}
+
+async fn claim_lanes(app: &TestApp, batch: i64, share: f64) -> Vec<Lane> {
+    let client = app.pool.get().await.unwrap();
+    let lease = Duration::from_secs(60);
+    let lanes = Lanes {
+        bulk_share: share,
+        bulk_in_batches: false,
+    };
+    claim::claim(&client, "w", batch, lease, claim::Serves::RulesOnly, lanes)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| job.lane)
+        .collect()
+}
+
+/// The usage and cost the ledger holds for the answered call on `tier`.
+async fn answered_call(app: &TestApp, tier: &str) -> (Usage, f64) {
+    let call = app
+        .row(&format!(
+            "SELECT input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, \
+             cost_usd::float8 FROM provider_call WHERE tier = '{tier}' AND outcome = 'ok'"
+        ))
+        .await;
+    let usage = Usage {
+        input_tokens: call.get(0),
+        cached_input_tokens: call.get(1),
+        cache_write_tokens: call.get(2),
+        output_tokens: call.get(3),
+    };
+    (usage, call.get(4))
+}
+
+fn count(lanes: &[Lane], lane: Lane) -> usize {
+    lanes.iter().filter(|l| **l == lane).count()
+}
+
+#[tokio::test]
+async fn new_tickets_are_claimed_first_and_bulk_work_takes_at_most_its_share_while_they_wait() {
+    let app = spawn_app().await;
+    post_many(&app, "backlog", 12).await;
+    app.exec(
+        "UPDATE evaluation_outbox SET lane = 'bulk', available_at = now() - interval '1 hour'",
+    )
+    .await;
+    post_many(&app, "new", 3).await;
+    // The bulk backlog is older, yet the three new tickets come first; bulk gets half the claim.
+    let first = claim_lanes(&app, 10, 0.5).await;
+    assert_eq!(first[..3], [Lane::Interactive; 3]);
+    assert_eq!(
+        (count(&first, Lane::Interactive), count(&first, Lane::Bulk)),
+        (3, 5)
+    );
+    // No new ticket waits: bulk may take the whole claim.
+    let second = claim_lanes(&app, 10, 0.5).await;
+    assert_eq!(
+        (
+            count(&second, Lane::Interactive),
+            count(&second, Lane::Bulk)
+        ),
+        (0, 7)
+    );
+
+    let app = spawn_app().await;
+    post_many(&app, "backlog", 4).await;
+    app.exec("UPDATE evaluation_outbox SET lane = 'bulk'").await;
+    post_many(&app, "new", 12).await;
+    // Interactive work filling the claim leaves bulk nothing; a zero share, nothing either.
+    assert_eq!(count(&claim_lanes(&app, 10, 0.5).await, Lane::Bulk), 0);
+    assert_eq!(claim_lanes(&app, 10, 0.0).await, [Lane::Interactive; 2]);
+    assert_eq!(claim_lanes(&app, 10, 0.0).await, [Lane::Bulk; 4]);
+}
+
+#[tokio::test]
+async fn reprocess_and_redrive_put_their_work_in_the_bulk_lane() {
+    let app = spawn_app().await;
+    post_many(&app, "ticket", 3).await;
+    let lanes = "SELECT count(*) FROM evaluation_outbox WHERE lane = 'bulk'";
+    assert_eq!(app.count(lanes).await, 0, "ingest is interactive");
+    let report = op(
+        &app,
+        json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v4", "spread": "0s"}),
+    )
+    .await;
+    assert_eq!(report["inserted"], 3);
+    assert_eq!(app.count(lanes).await, 3);
+
+    app.exec("UPDATE evaluation_outbox SET status = 'dead', lane = 'interactive', finished_at = now(), error_class = 'timeout' WHERE prompt_version = 'triage-v3'")
+        .await;
+    assert_eq!(
+        op(&app, json!({"op": "redrive", "spread": "0s"})).await["moved"],
+        3
+    );
+    assert_eq!(app.count(lanes).await, 6);
+}
+
+#[tokio::test]
+async fn bulk_work_on_flex_is_priced_at_the_flex_rate_and_its_429_spends_no_attempt() {
+    let fake = FakeProvider::start().await;
+    fake.set_strict(true);
+    fake.set_flex(Flex {
+        delay: Duration::ZERO,
+        unavailable_every: 1,
+    });
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.worker.bulk_tier = Tier::Flex;
+        config.provider.prices = PriceTable::parse("gpt-6-luna=1/0.1/4, batch=0.5").unwrap();
+    })
+    .await;
+    post_many(&app, "bulk", 1).await;
+    app.exec("UPDATE evaluation_outbox SET lane = 'bulk'").await;
+    post_many(&app, "new", 1).await;
+    let worker = app.worker();
+    // Every flex call is refused: the bulk job goes back with its attempt, the new ticket is
+    // evaluated online meanwhile, held off by nothing.
+    let report = app.run_worker_once(&worker).await;
+    assert!(report.claimed >= 2, "{report:?}");
+    let row = app
+        .row("SELECT status, attempts, lane FROM evaluation_outbox WHERE lane = 'bulk'")
+        .await;
+    assert_eq!(
+        (row.get::<_, String>(0), row.get::<_, i32>(1)),
+        ("pending".into(), 0)
+    );
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM evaluation_outbox WHERE lane = 'interactive' AND status = 'done'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_call WHERE tier = 'flex' AND lane = 'bulk' AND outcome = 'rate_limited'").await,
+        1
+    );
+    assert!(fake
+        .calls()
+        .iter()
+        .any(|c| c.body["service_tier"] == "flex"));
+
+    // Flex has room again: the bulk job is answered at the flex price, its cached prefix too.
+    fake.set_flex(Flex::default());
+    app.drain(&worker, Duration::from_secs(20)).await;
+    let (usage, cost) = answered_call(&app, "flex").await;
+    assert!(
+        usage.cached_input_tokens > 0,
+        "the prompt prefix was seen before: {usage:?}"
+    );
+    let prices = &app.config.provider.prices;
+    let flex = prices.cost("gpt-6-luna", usage, Tier::Flex);
+    assert!((cost - flex).abs() < 1e-8, "{cost} != {flex} for {usage:?}");
+    assert!(cost < prices.cost("gpt-6-luna", usage, Tier::Online));
+    let online: f64 = app
+        .row("SELECT cost_usd::float8 FROM provider_call WHERE tier = 'online' AND outcome = 'ok'")
+        .await
+        .get(0);
+    assert!(online > 0.0);
+}
+
+/// An app whose bulk lane goes to `api`'s batches on `fake`, with three bulk tickets waiting
+/// and one new ticket.
+async fn batch_app(fake: &FakeProvider, api: Api, budget_usd: Option<f64>) -> TestApp {
+    fake.set_strict(true);
+    let app = spawn_app_with_fake(fake, |config| {
+        config.worker.bulk_tier = Tier::Batch;
+        config.worker.daily_budget_usd = budget_usd;
+        config.provider.prices = PriceTable::parse("gpt-6-luna=1/0.1/4, batch=0.5").unwrap();
+        if api == Api::Anthropic {
+            config.provider.kind = ProviderKind::Anthropic;
+        }
+    })
+    .await;
+    post_many(&app, "bulk", 3).await;
+    app.exec("UPDATE evaluation_outbox SET lane = 'bulk'").await;
+    post_many(&app, "new", 1).await;
+    app
+}
+
+async fn outbox_done(app: &TestApp) -> i64 {
+    app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'done'")
+        .await
+}
+
+#[tokio::test]
+async fn bulk_work_goes_to_a_batch_completed_at_the_batch_price_and_failed_or_expired_lines_go_online(
+) {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let fake = FakeProvider::start().await;
+        // The batch's lines, in claim order: answered, expired, failed.
+        fake.push(Behavior::Classify);
+        fake.push(Behavior::Hang);
+        fake.push(Behavior::Status(500));
+        let app = batch_app(&fake, api, None).await;
+        let worker = app.worker();
+        // The first invocation submits the bulk lane as one batch, and evaluates the new ticket
+        // online meanwhile.
+        app.run_worker_once(&worker).await;
+        let sent = fake.batches();
+        assert_eq!(sent.len(), 1, "{api:?}");
+        assert_eq!(sent[0].custom_ids.len(), 3, "{api:?}");
+        assert_eq!(outbox_done(&app).await, 1, "{api:?}: the new ticket");
+        assert_eq!(
+            app.count("SELECT count(*) FROM evaluation_outbox WHERE batch_submission_id IS NOT NULL AND status = 'processing'").await,
+            3,
+            "{api:?}: in the batch's care"
+        );
+        // The next ones collect it: one line answered at the batch price, two back online.
+        app.drain(&worker, Duration::from_secs(20)).await;
+        assert_eq!(outbox_done(&app).await, 4, "{api:?}");
+        assert_eq!(fake.batches().len(), 1, "{api:?}: nothing sent twice");
+        let outcomes = |tier: &str| {
+            format!("SELECT count(*) FROM provider_call WHERE tier = '{tier}' AND lane = 'bulk' AND outcome = ")
+        };
+        assert_eq!(app.count(&(outcomes("batch") + "'ok'")).await, 1, "{api:?}");
+        assert_eq!(
+            app.count(&(outcomes("batch") + "'not_run'")).await,
+            1,
+            "{api:?}"
+        );
+        assert_eq!(
+            app.count(&(outcomes("batch") + "'server_error'")).await,
+            1,
+            "{api:?}"
+        );
+        assert_eq!(
+            app.count(&(outcomes("online") + "'ok'")).await,
+            2,
+            "{api:?}"
+        );
+        assert_eq!(
+            app.count("SELECT count(*) FROM evaluation_outbox WHERE attempts > 1")
+                .await,
+            0,
+            "{api:?}: lines that fell back spent no attempt"
+        );
+        let (usage, cost) = answered_call(&app, "batch").await;
+        let prices = &app.config.provider.prices;
+        let batch = prices.cost("gpt-6-luna", usage, Tier::Batch);
+        assert!((cost - batch).abs() < 1e-8, "{api:?}: {cost} != {batch}");
+        assert!(
+            fake.billed_by_content().values().all(|n| *n == 1),
+            "{api:?}: billed = unique"
+        );
+        // Cost per evaluated ticket: every call counted, by version, lane and tier.
+        let health = report::health(&app.pool, claim::Serves::Models, None)
+            .await
+            .unwrap();
+        let batched = health
+            .cost_per_task
+            .iter()
+            .find(|g| g.tier == "batch")
+            .unwrap();
+        assert_eq!(
+            (batched.prompt_version.as_str(), batched.lane.as_str()),
+            ("triage-v3", "bulk")
+        );
+        assert_eq!((batched.calls, batched.evaluated), (3, 1), "{api:?}");
+        assert!((batched.cost_per_ticket_usd.unwrap() - cost).abs() < 1e-8);
+        let spent: f64 = health.cost_per_task.iter().map(|g| g.cost_usd).sum();
+        let per_ticket = health.cost_per_ticket_usd.unwrap();
+        assert!(
+            (per_ticket - spent / 4.0).abs() < 1e-12,
+            "{api:?}: {per_ticket}"
+        );
+        assert!(health.month_projection_usd > 0.0);
+    }
+}
+
+#[tokio::test]
+async fn a_worker_killed_between_sending_a_batch_and_recording_it_leads_to_no_second_submission() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let fake = FakeProvider::start().await;
+        let app = batch_app(&fake, api, None).await;
+        let worker = app.worker();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
+        // What a worker killed after the provider accepted the batch, before it recorded the
+        // answer, leaves behind: a submission still 'sending', without the provider's id.
+        app.exec("UPDATE batch_submission SET state = 'sending', provider_batch_id = NULL, submitted_at = NULL, created_at = now() - interval '1 hour'")
+            .await;
+        let report = worker.tend_batches(deadline).await.unwrap();
+        assert_eq!(
+            (report.adopted, report.collected, report.submitted),
+            (1, 1, 0),
+            "{api:?}"
+        );
+        assert_eq!(fake.batches().len(), 1, "{api:?}: adopted, not sent again");
+        app.drain(&worker, Duration::from_secs(20)).await;
+        assert_eq!(outbox_done(&app).await, 4, "{api:?}");
+        assert_eq!(fake.batches().len(), 1, "{api:?}");
+        assert!(
+            fake.billed_by_content().values().all(|n| *n == 1),
+            "{api:?}"
+        );
+        let state: String = app.row("SELECT state FROM batch_submission").await.get(0);
+        assert_eq!(state, "collected", "{api:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_submission_the_provider_never_received_gives_its_jobs_back_to_the_next_batch() {
+    let fake = FakeProvider::start().await;
+    let app = batch_app(&fake, Api::OpenAi, None).await;
+    // A submission recorded by a worker that died before sending it.
+    app.exec(
+        "WITH s AS (INSERT INTO batch_submission (provider, worker, lines, created_at) \
+         VALUES ('openai', 'dead', 3, now() - interval '1 hour') RETURNING id) \
+         UPDATE evaluation_outbox SET status = 'processing', attempts = 1, claim_token = gen_random_uuid(), \
+         locked_until = now() + interval '1 day', batch_submission_id = (SELECT id FROM s) WHERE lane = 'bulk'",
+    )
+    .await;
+    let worker = app.worker();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let report = worker.tend_batches(deadline).await.unwrap();
+    assert_eq!((report.adopted, report.submitted), (0, 1));
+    assert_eq!(fake.batches().len(), 1);
+    assert_eq!(fake.batches()[0].custom_ids.len(), 3);
+    let states: Vec<String> = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query("SELECT state FROM batch_submission ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(states, ["abandoned", "submitted"]);
+}
+
+#[tokio::test]
+async fn a_spent_daily_budget_cancels_the_running_batch_and_its_lines_come_back_unbilled() {
+    let fake = FakeProvider::start().await;
+    fake.set_batch_delay(Duration::from_secs(3600));
+    let app = batch_app(&fake, Api::OpenAi, Some(1.0)).await;
+    let worker = app.worker();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // Each line is held against the budget at its own estimate: all three fit.
+    assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
+    assert_eq!(fake.batches()[0].custom_ids.len(), 3);
+    // The day's spend reaches the budget while the batch runs.
+    app.exec(
+        "INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider, \
+         model_version, prompt_version, outcome, billed, cost_usd) \
+         VALUES (0, 'spent', 1, 'w', 'openai', 'gpt-6-luna@medium', 'triage-v3', 'ok', true, 2)",
+    )
+    .await;
+    let report = worker.tend_batches(deadline).await.unwrap();
+    assert_eq!((report.cancelled, report.submitted), (1, 0));
+    assert!(fake.batches()[0].cancelled);
+    app.exec("UPDATE batch_submission SET polled_until = NULL")
+        .await;
+    let report = worker.tend_batches(deadline).await.unwrap();
+    assert_eq!((report.collected, report.lines_back_online), (1, 3));
+    assert!(fake.billed_calls().iter().all(|c| c.batch.is_none()));
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM evaluation_outbox WHERE online_only AND status = 'pending'"
+        )
+        .await,
+        3
+    );
+}
