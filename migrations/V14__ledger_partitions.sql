@@ -26,14 +26,16 @@ CREATE INDEX idx_provider_call_key ON provider_call (idempotency_key);
 CREATE INDEX idx_provider_call_started ON provider_call (started_at);
 CREATE TABLE provider_call_default PARTITION OF provider_call DEFAULT;
 
--- The totals' column list, now on the partitioned table's row type (unchanged otherwise: V9).
+-- The totals' column list, now on the partitioned table's row type (unchanged otherwise: V13).
 DROP FUNCTION provider_call_hour_apply(provider_call_before, int);
 CREATE FUNCTION provider_call_hour_apply(c provider_call, sign int) RETURNS void
 LANGUAGE sql AS $$
     INSERT INTO provider_call_hour AS h
-        (hour, provider, workload, calls, ok, failed, billed, billing_unknown, input_tokens,
-         output_tokens, cost_usd, ok_billed, ok_billed_cost_usd)
-    VALUES (date_trunc('hour', c.started_at, 'UTC'), c.provider, c.workload,
+        (hour, provider, workload, prompt_version, lane, tier, calls, ok, failed, billed,
+         billing_unknown, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,
+         cost_usd, ok_billed, ok_billed_cost_usd)
+    VALUES (date_trunc('hour', c.started_at, 'UTC'), c.provider, c.workload, c.prompt_version,
+            c.lane, c.tier,
             sign,
             sign * (c.outcome = 'ok')::int,
             sign * (c.outcome NOT IN ('ok', 'in_flight'))::int,
@@ -41,10 +43,12 @@ LANGUAGE sql AS $$
             sign * (c.billed IS NULL)::int,
             sign * coalesce(c.input_tokens, 0),
             sign * coalesce(c.output_tokens, 0),
+            sign * c.cached_input_tokens,
+            sign * c.cache_write_tokens,
             sign * coalesce(c.cost_usd, 0),
             sign * (c.outcome = 'ok' AND c.billed IS TRUE)::int,
             sign * CASE WHEN c.outcome = 'ok' AND c.billed IS TRUE THEN coalesce(c.cost_usd, 0) ELSE 0 END)
-    ON CONFLICT (hour, provider, workload) DO UPDATE SET
+    ON CONFLICT (hour, provider, workload, prompt_version, lane, tier) DO UPDATE SET
         calls = h.calls + excluded.calls,
         ok = h.ok + excluded.ok,
         failed = h.failed + excluded.failed,
@@ -52,6 +56,8 @@ LANGUAGE sql AS $$
         billing_unknown = h.billing_unknown + excluded.billing_unknown,
         input_tokens = h.input_tokens + excluded.input_tokens,
         output_tokens = h.output_tokens + excluded.output_tokens,
+        cached_input_tokens = h.cached_input_tokens + excluded.cached_input_tokens,
+        cache_write_tokens = h.cache_write_tokens + excluded.cache_write_tokens,
         cost_usd = h.cost_usd + excluded.cost_usd,
         ok_billed = h.ok_billed + excluded.ok_billed,
         ok_billed_cost_usd = h.ok_billed_cost_usd + excluded.ok_billed_cost_usd
@@ -74,10 +80,12 @@ BEGIN
     -- An update moves the totals by new minus old: the old row is taken out first.
     IF TG_OP = 'UPDATE' THEN
         IF (OLD.started_at, OLD.provider, OLD.workload, OLD.outcome, OLD.billed,
-            OLD.input_tokens, OLD.output_tokens, OLD.cost_usd)
+            OLD.input_tokens, OLD.output_tokens, OLD.cost_usd, OLD.prompt_version, OLD.lane,
+            OLD.tier, OLD.cached_input_tokens, OLD.cache_write_tokens)
            IS NOT DISTINCT FROM
            (NEW.started_at, NEW.provider, NEW.workload, NEW.outcome, NEW.billed,
-            NEW.input_tokens, NEW.output_tokens, NEW.cost_usd) THEN
+            NEW.input_tokens, NEW.output_tokens, NEW.cost_usd, NEW.prompt_version, NEW.lane,
+            NEW.tier, NEW.cached_input_tokens, NEW.cache_write_tokens) THEN
             RETURN NULL;
         END IF;
         PERFORM provider_call_hour_apply(OLD, -1);
