@@ -104,7 +104,7 @@ bench_db() {
     wait_for_port "$port"
     cell[overview,$size]=$(median_ms curl -sf "http://127.0.0.1:$port/admin")
     stop_bg "$api_pid"
-    cell[disk,$size]=$(psql "$url" -tAc "SELECT pg_size_pretty(pg_total_relation_size('provider_call')) || ' + ' || pg_size_pretty(pg_total_relation_size('evaluation_outbox')) || ' + ' || pg_size_pretty(pg_total_relation_size('ticket') + pg_total_relation_size('ticket_evaluation'))")
+    cell[disk,$size]=$(psql "$url" -tAc "SELECT pg_size_pretty((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('provider_call'))) || ' + ' || pg_size_pretty(pg_total_relation_size('evaluation_outbox')) || ' + ' || pg_size_pretty(pg_total_relation_size('ticket') + pg_total_relation_size('ticket_evaluation'))")
     # Each size's database is dropped once measured: 10M rows take gigabytes.
     [ "$size" = 0 ] || psql "$base_url" -c "DROP DATABASE bench_db_$size WITH (FORCE)"
   done

@@ -11,7 +11,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Client, GenericClient};
 
-use crate::{config::WorkerPolicy, domain::error::Result, evaluate::FailureKind};
+use crate::{
+    config::{RateLimitPolicy, WorkerPolicy},
+    domain::error::Result,
+    evaluate::FailureKind,
+};
 
 /// Consecutive item-level failures that mean "the provider is down".
 pub const OUTAGE_THRESHOLD: i32 = 3;
@@ -20,8 +24,13 @@ pub const OUTAGE_THRESHOLD: i32 = 3;
 pub enum Gate {
     /// Claim normally; `counting` while failures are counted toward a trip (a success must
     /// reset them: closed and not counting, a success has nothing to write); `rate_held`
-    /// while a 429's hold in the shared rate limit runs (calls must take slots to see it).
-    Closed { counting: bool, rate_held: bool },
+    /// while a 429's hold in the shared rate limit runs (calls must take slots to see it);
+    /// `announced`, the limits the provider announced to any worker (the fleet's ceiling).
+    Closed {
+        counting: bool,
+        rate_held: bool,
+        announced: RateLimitPolicy,
+    },
     /// This worker holds the half-open probe: claim one item.
     Probe,
     /// Paused until then: claim nothing.
@@ -55,15 +64,16 @@ pub async fn gate(
     if probe.is_some() {
         return Ok(Gate::Probe);
     }
-    // The rate limit's hold is read here too: the claim is the one statement every worker
-    // runs whether or not its calls take slots.
+    // The rate limit's hold and announced limits are read here too: the claim is the one
+    // statement every worker runs whether or not its calls take slots.
     let read_state = client
         .prepare_cached(
             r#"
             SELECT coalesce(b.state, 'closed'), coalesce(greatest(b.open_until, b.probe_until), now()),
                    coalesce(b.consecutive_failures > 0, false),
-                   coalesce((SELECT held_until > now() FROM provider_rate_limit WHERE provider = $1), false)
+                   coalesce(r.held_until > now(), false), r.announced_rpm, r.announced_tpm
             FROM (SELECT 1) one LEFT JOIN provider_breaker b ON b.provider = $1
+                 LEFT JOIN provider_rate_limit r ON r.provider = $1
             "#,
         )
         .await?;
@@ -72,6 +82,10 @@ pub async fn gate(
         "closed" => Gate::Closed {
             counting: row.get(2),
             rate_held: row.get(3),
+            announced: RateLimitPolicy {
+                requests_per_minute: row.get::<_, Option<i32>>(4).map(|l| l as u32),
+                tokens_per_minute: row.get::<_, Option<i32>>(5).map(|l| l as u32),
+            },
         },
         _ => Gate::Open { until: row.get(1) },
     })

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use deadpool_postgres::GenericClient;
 
 use crate::{
@@ -18,8 +20,13 @@ use crate::{
     },
 };
 
+/// A call's ledger row: the ledger is partitioned by `started_at` (migration V14), so its key
+/// and the finish's lookup carry it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallId(pub i64);
+pub struct CallId {
+    pub id: i64,
+    pub started_at: DateTime<Utc>,
+}
 
 /// How a call ended: an answer within the contract, or a failure (a contract violation
 /// included), stored as its reason and class.
@@ -89,10 +96,11 @@ const START: &str = concat!(
     SELECT $7, $8, $9, $10, $1, $11, $12, $14::float8::numeric, coalesce((SELECT starts FROM slot), now()),
            job.lane, job.workload, $15
     FROM fresh, (SELECT lane, workload FROM evaluation_outbox WHERE id = $7) job WHERE new AND (NOT $13 OR EXISTS (SELECT 1 FROM slot))
-    RETURNING id
+    RETURNING id, started_at
 )
 SELECT (SELECT new FROM fresh), (SELECT id FROM call), "#,
-    rate_limit::slot_wait!()
+    rate_limit::slot_wait!(),
+    ", (SELECT started_at FROM call)"
 );
 
 /// Records the call about to be made, costed at `estimate_usd` (its worst case) until its
@@ -143,11 +151,53 @@ pub async fn start_call(
     };
     Ok(match row.get::<_, Option<i64>>(1) {
         Some(id) => Start::Call {
-            call: CallId(id),
+            call: CallId {
+                id,
+                started_at: row.get(4),
+            },
             wait,
         },
         None => Start::Full { opens_in },
     })
+}
+
+/// A call whose slot was slept for, withdrawn if a hold began meanwhile (another worker's
+/// 429): calling now would earn its own 429. Its ledger row goes (it never was a call; the
+/// delete takes its estimate out of the running totals) and its tokens (`$4`, seconds of the
+/// token budget) go back to the shared budget. Reads the hold's seconds left, NULL for none.
+const WITHDRAW: &str = r#"
+WITH held AS (
+    SELECT held_until FROM provider_rate_limit WHERE provider = $1 AND held_until > now()
+), withdrawn AS (
+    DELETE FROM provider_call
+    WHERE id = $2 AND started_at = $3 AND finished_at IS NULL AND EXISTS (SELECT 1 FROM held)
+    RETURNING provider
+), given_back AS (
+    UPDATE provider_rate_limit r
+    SET token_tat = r.token_tat - make_interval(secs => $4::float8), updated_at = now()
+    FROM withdrawn WHERE r.provider = withdrawn.provider AND $4::float8 <> 0
+)
+SELECT extract(epoch FROM (SELECT held_until FROM held) - now())::float8
+"#;
+
+/// Re-checks the fleet's hold before a call whose slot was waited for: `Some(hold left)` when
+/// one began meanwhile, and the call was withdrawn (no ledger row, its tokens given back).
+pub async fn withdraw_if_held(
+    client: &impl GenericClient,
+    call: CallId,
+    provider: &str,
+    token_cost_secs: f64,
+) -> Result<Option<Duration>> {
+    let statement = client.prepare_cached(WITHDRAW).await?;
+    let row = client
+        .query_one(
+            &statement,
+            &[&provider, &call.id, &call.started_at, &token_cost_secs],
+        )
+        .await?;
+    Ok(row
+        .get::<_, Option<f64>>(0)
+        .map(|secs| Duration::from_secs_f64(secs.max(0.0))))
 }
 
 /// Completes the call's row, and moves the shared token budget by `token_correction_secs`
@@ -160,7 +210,7 @@ WITH finished AS (
     SET finished_at = now(), outcome = $2, error_class = $3, http_status = $4, billed = $5,
         input_tokens = $6, output_tokens = $7, cost_usd = coalesce($8::float8::numeric, cost_usd),
         latency_ms = $9, cached_input_tokens = $11, cache_write_tokens = $12
-    WHERE id = $1 AND finished_at IS NULL
+    WHERE id = $1 AND started_at = $13 AND finished_at IS NULL
     RETURNING provider
 )
 UPDATE provider_rate_limit r
@@ -180,7 +230,7 @@ pub async fn finish_call(
         .execute(
             &statement,
             &[
-                &call.0,
+                &call.id,
                 &record.outcome.as_str(),
                 &match record.outcome {
                     CallOutcome::Ok | CallOutcome::NotRun => None,
@@ -195,6 +245,7 @@ pub async fn finish_call(
                 &token_correction_secs,
                 &record.usage.cached_input_tokens,
                 &record.usage.cache_write_tokens,
+                &call.started_at,
             ],
         )
         .await?;
@@ -217,4 +268,25 @@ pub async fn forget_keys(client: &impl GenericClient, keys: &[String]) -> Result
         )
         .await?;
     Ok(forgotten as i64)
+}
+
+/// How many days ahead the sweeper creates the ledger's daily partitions: a sweeper down that
+/// long still loses nothing (the DEFAULT partition catches the rest).
+pub const PARTITIONS_AHEAD_DAYS: i32 = 3;
+
+/// The ledger's partitions (migration V14): today's and the next days' created ahead, and, with
+/// `keep`, the days older than it dropped whole (the running totals keep their money; results,
+/// and so dedup, are another table). Returns the partitions dropped.
+pub async fn maintain_partitions(
+    client: &impl GenericClient,
+    ahead_days: i32,
+    keep: Option<Duration>,
+) -> Result<i32> {
+    let row = client
+        .query_one(
+            "SELECT provider_call_partitions($1, make_interval(secs => $2::float8))",
+            &[&ahead_days, &keep.map(|keep| keep.as_secs_f64())],
+        )
+        .await?;
+    Ok(row.get(0))
 }

@@ -75,7 +75,8 @@ fn share(per_minute: Option<u32>) -> (Duration, Duration) {
 }
 
 /// The limits a worker applies: the configured ceiling, lowered by what the provider announces
-/// in its headers (kept per process; each worker hears them on its own answers).
+/// in its headers: heard on this process's answers, or by another worker's and read from the
+/// shared row at each claim ([`Limiter::adopt`]).
 #[derive(Debug, Default)]
 pub struct Limiter {
     configured: RateLimitPolicy,
@@ -116,13 +117,25 @@ impl Limiter {
         self.refused.store(true, Ordering::Relaxed);
     }
 
-    pub fn heard(&self, signals: &RateSignals) {
-        if let Some(rpm) = signals.requests_per_minute {
-            self.announced_rpm.store(rpm, Ordering::Relaxed);
-        }
-        if let Some(tpm) = signals.tokens_per_minute {
-            self.announced_tpm.store(tpm, Ordering::Relaxed);
-        }
+    /// The limits an answer's headers announce; returns them when they are news to this
+    /// process, for the fleet's row (the same values heard again write nothing).
+    pub fn heard(&self, signals: &RateSignals) -> Option<RateLimitPolicy> {
+        let announced = RateLimitPolicy {
+            requests_per_minute: signals.requests_per_minute,
+            tokens_per_minute: signals.tokens_per_minute,
+        };
+        self.adopt(announced).then_some(announced)
+    }
+
+    /// The limits the fleet's row holds (`None`: never announced); returns whether they
+    /// changed what this process applies.
+    pub fn adopt(&self, announced: RateLimitPolicy) -> bool {
+        let store = |limit: &AtomicU32, value: Option<u32>| {
+            value.is_some_and(|value| limit.swap(value, Ordering::Relaxed) != value)
+        };
+        let rpm = store(&self.announced_rpm, announced.requests_per_minute);
+        let tpm = store(&self.announced_tpm, announced.tokens_per_minute);
+        rpm || tpm
     }
 }
 
@@ -231,6 +244,8 @@ pub async fn take(
 pub struct Settlement {
     pub token_correction: i64,
     pub hold: Option<Duration>,
+    /// Limits the provider announced that this process had not heard: for the fleet's row.
+    pub announced: Option<RateLimitPolicy>,
 }
 
 impl Settlement {
@@ -239,6 +254,7 @@ impl Settlement {
         Self {
             token_correction: -estimated_tokens,
             hold: Some(hold_after_refusal(retry_after)),
+            announced: None,
         }
     }
 
@@ -247,6 +263,7 @@ impl Settlement {
         Self {
             token_correction: used_tokens - estimated_tokens,
             hold: signals.exhausted_for,
+            announced: None,
         }
     }
 }
@@ -256,17 +273,25 @@ pub fn hold_after_refusal(retry_after: Option<Duration>) -> Duration {
     retry_after.unwrap_or(DEFAULT_HOLD)
 }
 
+/// A request limit announced for the first time ($4) also charges the request that heard it
+/// to the fleet's pace: it was made outside it, and counts in the provider's window.
 const SETTLE: &str = r#"
-INSERT INTO provider_rate_limit AS r (provider, token_tat, held_until)
-VALUES ($1, now() + make_interval(secs => $2), now() + make_interval(secs => $3))
+INSERT INTO provider_rate_limit AS r (provider, request_tat, token_tat, held_until, announced_rpm, announced_tpm)
+VALUES ($1, now() + make_interval(secs => coalesce(60.0 / $4::int, 0)::float8),
+        now() + make_interval(secs => $2), now() + make_interval(secs => $3), $4, $5)
 ON CONFLICT (provider) DO UPDATE
-SET token_tat = r.token_tat + make_interval(secs => $2),
+SET request_tat = CASE WHEN $4::int IS NULL THEN r.request_tat
+                       ELSE greatest(r.request_tat, now()) + make_interval(secs => (60.0 / $4::int)::float8) END,
+    token_tat = r.token_tat + make_interval(secs => $2),
     held_until = greatest(r.held_until, now() + make_interval(secs => $3)),
+    announced_rpm = coalesce($4, r.announced_rpm),
+    announced_tpm = coalesce($5, r.announced_tpm),
     updated_at = now()
 "#;
 
 /// Writes `settlement`; no statement when it changes nothing (the common case without a
-/// token limit), so the hot path stays at one limiter round trip per call.
+/// token limit and with the announced limits already known), so the hot path stays at one
+/// limiter round trip per call.
 pub async fn settle(
     client: &impl GenericClient,
     provider: &str,
@@ -274,13 +299,24 @@ pub async fn settle(
     settlement: Settlement,
 ) -> Result<()> {
     let tokens = pace.token_cost_secs(settlement.token_correction);
-    if tokens == 0.0 && settlement.hold.is_none() {
+    if tokens == 0.0 && settlement.hold.is_none() && settlement.announced.is_none() {
         return Ok(());
     }
     let hold = settlement.hold.unwrap_or_default().as_secs_f64();
+    let announced = settlement.announced.unwrap_or_default();
+    let column = |limit: Option<u32>| limit.map(|limit| limit.min(i32::MAX as u32) as i32);
     let statement = client.prepare_cached(SETTLE).await?;
     client
-        .execute(&statement, &[&provider, &tokens, &hold])
+        .execute(
+            &statement,
+            &[
+                &provider,
+                &tokens,
+                &hold,
+                &column(announced.requests_per_minute),
+                &column(announced.tokens_per_minute),
+            ],
+        )
         .await?;
     if let Some(hold) = settlement.hold {
         tracing::info!(
@@ -358,12 +394,38 @@ mod tests {
     }
 
     #[test]
+    fn only_limits_new_to_the_process_are_passed_on_to_the_fleet() {
+        let limiter = Limiter::new(RateLimitPolicy::default());
+        let heard = |rpm| RateSignals {
+            requests_per_minute: rpm,
+            ..RateSignals::default()
+        };
+        assert_eq!(limiter.heard(&heard(None)), None, "nothing announced");
+        assert_eq!(
+            limiter.heard(&heard(Some(120))),
+            Some(limits(Some(120), None))
+        );
+        assert_eq!(limiter.heard(&heard(Some(120))), None, "heard before");
+        assert!(
+            !limiter.adopt(limits(Some(120), None)),
+            "the fleet's row says the same"
+        );
+        assert!(
+            limiter.adopt(limits(Some(60), Some(6000))),
+            "another worker heard lower"
+        );
+        assert_eq!(limiter.pace().request_interval, Duration::from_secs(1));
+        assert!(limiter.engaged());
+    }
+
+    #[test]
     fn settlements_give_back_refused_tokens_and_charge_what_was_used() {
         assert_eq!(
             Settlement::refused(1100, None),
             Settlement {
                 token_correction: -1100,
-                hold: Some(DEFAULT_HOLD)
+                hold: Some(DEFAULT_HOLD),
+                announced: None,
             }
         );
         assert_eq!(
@@ -378,7 +440,8 @@ mod tests {
             Settlement::answered(1100, 150, &empty),
             Settlement {
                 token_correction: -950,
-                hold: Some(Duration::from_millis(300))
+                hold: Some(Duration::from_millis(300)),
+                announced: None,
             }
         );
     }

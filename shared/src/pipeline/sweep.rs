@@ -1,6 +1,6 @@
 //! The sweeper (article step 3, "o varredor"): returns expired leases (jobs and deliveries)
 //! to their queues, deletes
-//! finished jobs past retention, erases tickets past theirs (when set), forgets expired
+//! finished jobs past retention (and drops the ledger's days past it, creating days ahead), erases tickets past theirs (when set), forgets expired
 //! request keys, and reports queue health.
 //! A lease expiry means a worker died mid-job, so it counts as the attempt the claim already
 //! added; at the maximum the job is dead-lettered as `lease_expired` instead of looping.
@@ -13,7 +13,7 @@ use crate::{
     db,
     domain::error::Result,
     pipeline::{
-        erase, ingest,
+        erase, ingest, ledger,
         outbox::{
             claim::Serves,
             lease::{self, Queue},
@@ -36,6 +36,8 @@ pub struct SweepReport {
     #[serde(flatten)]
     pub leases: LeaseReport,
     pub retention_deleted: u64,
+    /// The ledger's daily partitions dropped past the same retention.
+    pub ledger_partitions_dropped: i32,
     /// Tickets past `TRIAGE_TICKET_RETENTION_SECONDS`, erased with what only they referred to.
     pub tickets_erased: i64,
     pub request_keys_expired: u64,
@@ -95,6 +97,12 @@ pub async fn apply_retention(pool: &Pool, policy: &RetentionPolicy) -> Result<u6
 pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
     let leases = return_expired_leases(pool, &config.worker).await?;
     let retention_deleted = apply_retention(pool, &config.retention).await?;
+    let ledger_partitions_dropped = ledger::maintain_partitions(
+        &db::client(pool).await?,
+        ledger::PARTITIONS_AHEAD_DAYS,
+        Some(config.retention.keep_done),
+    )
+    .await?;
     let retention = &config.retention;
     let tickets_erased = match retention.keep_tickets {
         Some(keep) => {
@@ -122,6 +130,7 @@ pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
     Ok(SweepReport {
         leases,
         retention_deleted,
+        ledger_partitions_dropped,
         tickets_erased,
         request_keys_expired,
         health,

@@ -447,9 +447,13 @@ mod running_total {
         let job = app.claimed("Late night").await;
         let client = app.pool.get().await.unwrap();
         let call = start(&client, &job, 0.5).await;
-        // The call started one second before today's 00:00 UTC.
-        app.exec("UPDATE provider_call SET started_at = date_trunc('day', now(), 'UTC') - interval '1 second'")
-            .await;
+        // The call started one second before today's 00:00 UTC (a move into yesterday's
+        // partition: counted out of today once, into yesterday once).
+        let started_at = app
+            .row("UPDATE provider_call SET started_at = date_trunc('day', now(), 'UTC') - interval '1 second' RETURNING started_at")
+            .await
+            .get(0);
+        let call = CallId { started_at, ..call };
         assert_eq!(spent_today(&app).await, 0.0, "yesterday's call");
         ledger::finish_call(&client, call, &answered(Some(0.25)), 0.0)
             .await

@@ -12,6 +12,7 @@ mod ingest;
 mod injection;
 mod lambda_events;
 mod lanes;
+mod ledger_partitions;
 mod migrate;
 mod migrate_resource;
 mod observability;

@@ -104,6 +104,7 @@ async fn the_token_budget_is_taken_by_the_estimate_and_corrected_by_the_usage() 
     let used = Settlement {
         token_correction: -800,
         hold: None,
+        announced: None,
     };
     rate_limit::settle(&client, "openai", &pace, used)
         .await
@@ -246,6 +247,73 @@ async fn two_workers_paced_at_90_percent_of_the_providers_limit_get_no_429() {
     );
     assert_eq!(fake.billed_calls().len(), 60);
     assert!(fake.billed_by_content().values().all(|&n| n == 1));
+}
+
+#[tokio::test]
+async fn a_slot_waited_for_during_another_calls_429_is_not_fired_into_the_hold() {
+    let fake = FakeProvider::start().await;
+    // The first call is refused for 30 s; the other job's slot is 1 s later (60 a minute).
+    fake.push(Behavior::RateLimited {
+        retry_after: Some(Duration::from_secs(30)),
+    });
+    let app = spawn_app_with_fake(&fake, |c| {
+        c.rate_limit = per_minute(60);
+        c.worker.batch_size = 2;
+        c.worker.concurrency = 2;
+    })
+    .await;
+    post_many(&app, 2).await;
+    let report = app.run_worker_once(&app.worker()).await;
+    assert_eq!((report.evaluated, report.released), (0, 2), "{report:?}");
+    assert_eq!(
+        fake.calls().len(),
+        1,
+        "the slot after the 429 was not fired into the hold"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_call").await,
+        1,
+        "the withdrawn call left no ledger row"
+    );
+    let row = app
+        .row("SELECT max(attempts), min(extract(epoch FROM available_at - now()))::float8 FROM evaluation_outbox")
+        .await;
+    let (attempts, wait): (i32, f64) = (row.get(0), row.get(1));
+    assert_eq!(attempts, 0, "no attempt spent on the hold");
+    assert!(wait > 20.0, "back when the hold ends ({wait:.1} s)");
+}
+
+#[tokio::test]
+async fn limits_one_worker_hears_in_the_headers_pace_every_worker_of_the_fleet() {
+    let fake = FakeProvider::start().await;
+    // 120 a minute, announced on every answer; no limit configured.
+    fake.limit_requests(120, LimitHeaders::Sent);
+    let app = spawn_app_with_fake(&fake, |c| {
+        c.worker.batch_size = 3;
+        c.worker.concurrency = 3;
+    })
+    .await;
+    app.post_ticket("heard first", "body of the ticket").await;
+    assert_eq!(app.run_worker_once(&app.worker()).await.evaluated, 1);
+    let announced: Option<i32> = app
+        .row("SELECT announced_rpm FROM provider_rate_limit")
+        .await
+        .get(0);
+    assert_eq!(announced, Some(120), "kept for the fleet");
+
+    // Another worker (another process: its own limiter, which heard nothing) and three jobs at
+    // once: it paces them at the fleet's 120 a minute instead of firing into a 429.
+    post_many(&app, 3).await;
+    app.drain(&app.worker(), Duration::from_secs(20)).await;
+    assert_eq!(app.status_counts().await.get("done"), Some(&4));
+    assert_eq!(refused(&fake), 0, "no call fired past the announced limit");
+    assert_eq!(fake.billed_calls().len(), 4);
+    let calls = fake.calls();
+    let span = calls[3].at - calls[1].at;
+    assert!(
+        span >= Duration::from_millis(900),
+        "three calls at 120 a minute after one: {span:?}, not at once"
+    );
 }
 
 /// The exactness cases of the shared limit (issue 22, item 4), through the ledger's start and

@@ -162,11 +162,14 @@ pub async fn jobs(
             r#"
             SELECT o.id, o.ticket_id, o.idempotency_key, o.prompt_version, o.model_version,
                    o.attempts, o.claim_token, t.subject, t.message, o.lane,
-                   (SELECT c.id FROM provider_call c
-                    WHERE c.outbox_id = o.id AND c.attempt = o.attempts AND c.tier = 'batch'
-                      AND c.outcome = 'in_flight'
-                    ORDER BY c.id DESC LIMIT 1)
+                   c.id, c.started_at
             FROM evaluation_outbox o JOIN ticket t ON t.id = o.ticket_id
+            LEFT JOIN LATERAL (
+                SELECT c.id, c.started_at FROM provider_call c
+                WHERE c.outbox_id = o.id AND c.attempt = o.attempts AND c.tier = 'batch'
+                  AND c.outcome = 'in_flight'
+                ORDER BY c.id DESC LIMIT 1
+            ) c ON true
             WHERE o.batch_submission_id = $1 AND o.status = 'processing'
             "#,
             &[&id.0],
@@ -176,7 +179,11 @@ pub async fn jobs(
         .into_iter()
         .map(|row| {
             let job = ClaimedJob::from_row(&row, lease_ends);
-            (job, row.get::<_, Option<i64>>(10).map(CallId))
+            let call = row.get::<_, Option<i64>>(10).map(|id| CallId {
+                id,
+                started_at: row.get(11),
+            });
+            (job, call)
         })
         .collect())
 }

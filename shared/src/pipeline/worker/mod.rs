@@ -351,8 +351,10 @@ impl<P: Provider> Worker<P> {
             breaker::Gate::Closed {
                 counting,
                 rate_held,
+                announced,
             } => {
                 holds.breaker_counting.store(counting, Ordering::Relaxed);
+                self.limiter.adopt(announced);
                 if rate_held {
                     self.limiter.engage();
                 }

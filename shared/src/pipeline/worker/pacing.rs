@@ -54,17 +54,19 @@ impl<P: Provider> Worker<P> {
     pub(super) fn flex_refusal(&self, tokens: i64) -> Settlement {
         Settlement {
             token_correction: -tokens,
-            hold: None,
+            ..Settlement::default()
         }
     }
 
-    /// After an answer: the provider's announced limits are heard; the token budget is
-    /// corrected by the usage reported (with the ledger row), and an empty budget holds every
-    /// worker off.
+    /// After an answer: the provider's announced limits are heard (and passed on to the fleet
+    /// when new); the token budget is corrected by the usage reported (with the ledger row), and
+    /// an empty budget holds every worker off.
     pub(super) fn answer(&self, tokens: i64, reply: &ProviderReply) -> Settlement {
-        self.limiter.heard(&reply.rate);
         let used = reply.usage.input_tokens + reply.usage.output_tokens;
-        Settlement::answered(tokens, used, &reply.rate)
+        Settlement {
+            announced: self.limiter.heard(&reply.rate),
+            ..Settlement::answered(tokens, used, &reply.rate)
+        }
     }
 
     /// The token correction of `settlement` in seconds of the shared budget (written by
@@ -78,11 +80,12 @@ impl<P: Provider> Worker<P> {
             .token_cost_secs(settlement.token_correction)
     }
 
-    /// The hold of `settlement`, for every worker; no statement without one.
+    /// The hold of `settlement` and the limits it heard announced, for every worker; no
+    /// statement without either.
     pub(super) async fn hold(&self, client: &db::Client, settlement: &Settlement) -> Result<()> {
         let hold = Settlement {
             token_correction: 0,
-            hold: settlement.hold,
+            ..*settlement
         };
         let pace = self.limiter.pace();
         rate_limit::settle(client, self.provider.name(), &pace, hold).await

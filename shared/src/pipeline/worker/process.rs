@@ -222,10 +222,23 @@ impl<P: Provider> Worker<P> {
             Start::Evaluated => Ok(Begun::Finished(dedup_hit(&client, job).await?)),
             Start::Call { call, wait } => {
                 drop(client);
-                if !wait.is_zero() {
-                    tokio::time::sleep(wait).await;
+                if wait.is_zero() {
+                    return Ok(Begun::Call(call, prompt, tokens));
                 }
-                Ok(Begun::Call(call, prompt, tokens))
+                tokio::time::sleep(wait).await;
+                // Another worker's 429 while this slot was waited for: the hold is the
+                // provider's word, the slot was not.
+                let client = db::client(&self.pool).await?;
+                let tokens_secs = pace.token_cost_secs(tokens);
+                let name = self.provider.name();
+                match ledger::withdraw_if_held(&client, call, name, tokens_secs).await? {
+                    None => Ok(Begun::Call(call, prompt, tokens)),
+                    Some(opens_in) => {
+                        let turn = Turn::NoBudget { opens_in };
+                        let outcome = self.carry_out(&client, job, turn, false, "").await?;
+                        Ok(Begun::Finished(outcome))
+                    }
+                }
             }
             Start::Full { opens_in } => {
                 let turn = Turn::NoBudget { opens_in };
