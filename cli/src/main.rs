@@ -345,6 +345,42 @@ mod tests {
     }
 
     #[test]
+    fn reprocess_and_redrive_take_a_lane_and_refuse_any_other_name() {
+        use triage::pipeline::outbox::Lane;
+        let reprocess = [
+            "reprocess",
+            "--since",
+            "1d",
+            "--prompt-version",
+            "triage-v5",
+        ];
+        let chosen = [&reprocess[..], &["--lane", "interactive"]].concat();
+        assert!(matches!(
+            operation(&chosen).unwrap(),
+            Request::Reprocess {
+                lane: Some(Lane::Interactive),
+                ..
+            }
+        ));
+        assert!(matches!(
+            operation(&reprocess).unwrap(),
+            Request::Reprocess { lane: None, .. }
+        ));
+        assert!(matches!(
+            operation(&["redrive", "--lane", "bulk"]).unwrap(),
+            Request::Redrive {
+                lane: Some(Lane::Bulk),
+                ..
+            }
+        ));
+        let refused = operation(&["redrive", "--lane", "fast"]).err().unwrap();
+        assert!(
+            refused.to_string().contains("interactive or bulk"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn eval_takes_repeated_versions_or_list_and_a_forced_promote_needs_a_reason() {
         let Request::Eval {
             set,

@@ -32,7 +32,7 @@ use crate::{
     pipeline::{
         budget, delivery,
         erase::{self, Erased},
-        outbox::claim::Serves,
+        outbox::{claim::Serves, Lane},
         report::{self, DeadLetterGroup, Health},
     },
     telemetry::metric,
@@ -123,12 +123,15 @@ async fn execute(
         model_version: model_version.unwrap_or_else(|| config.versions.model.clone()),
     };
     let spread = |spread: Option<HumanDuration>| spread.map_or(DEFAULT_SPREAD, |s| s.0);
+    // Work an operator queues may wait behind new tickets unless they say otherwise.
+    let lane = |lane: Option<Lane>| lane.unwrap_or(Lane::Bulk);
     Ok(match request {
         Request::Reprocess {
             since,
             prompt_version,
             model_version,
             spread: pacing,
+            lane: chosen,
             dry_run,
             confirm,
         } => {
@@ -139,6 +142,7 @@ async fn execute(
                 since: since.resolve(Utc::now()),
                 versions,
                 spread: spread(pacing),
+                lane: lane(chosen),
                 batch_size: BATCH_SIZE,
                 dry_run,
             };
@@ -220,6 +224,7 @@ async fn execute(
             since,
             limit,
             spread: pacing,
+            lane: chosen,
             dry_run,
             confirm,
         } => {
@@ -231,6 +236,7 @@ async fn execute(
                 since: since.map(|s| s.0),
                 limit,
                 spread: spread(pacing),
+                lane: lane(chosen),
                 batch_size: BATCH_SIZE,
                 dry_run,
             };

@@ -1,6 +1,6 @@
 //! Lanes and the bulk tiers on a real PostgreSQL: new tickets are claimed before bulk work,
 //! which takes at most its share of a claim while they wait; reprocess and redrive enqueue
-//! bulk work; bulk calls on flex are priced at the flex rate, and flex's 429s spend no attempt
+//! bulk work unless their operator chooses the interactive lane; bulk calls on flex are priced at the flex rate, and flex's 429s spend no attempt
 //! and hold no one else off; bulk work in provider batches completes at the batch price,
 //! falls back online line by line, and is never submitted twice after a crash.
 
@@ -125,6 +125,41 @@ async fn reprocess_and_redrive_put_their_work_in_the_bulk_lane() {
         3
     );
     assert_eq!(app.count(lanes).await, 6);
+}
+
+#[tokio::test]
+async fn a_reprocess_or_redrive_an_operator_puts_in_the_interactive_lane_is_claimed_ahead_of_bulk_work(
+) {
+    let app = spawn_app().await;
+    post_many(&app, "ticket", 3).await;
+    // Dead letters to redrive, and an older bulk backlog (a reprocess in its default lane).
+    app.exec("UPDATE evaluation_outbox SET status = 'dead', finished_at = now(), error_class = 'timeout'")
+        .await;
+    let backlog = op(
+        &app,
+        json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v4", "spread": "0s"}),
+    )
+    .await;
+    assert_eq!(backlog["inserted"], 3);
+    app.exec("UPDATE evaluation_outbox SET available_at = now() - interval '1 hour' WHERE status = 'pending'")
+        .await;
+    let urgent = json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v5", "spread": "0s", "lane": "interactive"});
+    assert_eq!(op(&app, urgent).await["inserted"], 3);
+    let redrive = json!({"op": "redrive", "spread": "0s", "lane": "interactive"});
+    assert_eq!(op(&app, redrive).await["moved"], 3);
+
+    // No share for bulk while interactive work waits: the six chosen jobs first, then the
+    // older backlog.
+    assert_eq!(claim_lanes(&app, 10, 0.0).await, [Lane::Interactive; 6]);
+    assert_eq!(claim_lanes(&app, 10, 0.0).await, [Lane::Bulk; 3]);
+    let chosen = "SELECT count(*) FROM evaluation_outbox WHERE lane = 'interactive' \
+                  AND prompt_version IN ('triage-v3', 'triage-v5') AND locked_by = 'w'";
+    assert_eq!(app.count(chosen).await, 6);
+    // The audit trail names the lane each chose.
+    let audited = app
+        .count("SELECT count(*) FROM operation_audit WHERE parameters->>'lane' = 'interactive'")
+        .await;
+    assert_eq!(audited, 2);
 }
 
 #[tokio::test]
