@@ -13,6 +13,7 @@ use triage::{
     pipeline::{
         outbox::{claim, Lane, Lanes},
         report,
+        sweep::Sweeper,
     },
 };
 
@@ -359,6 +360,82 @@ async fn a_worker_killed_between_sending_a_batch_and_recording_it_leads_to_no_se
         assert!(
             fake.billed_by_content().values().all(|n| *n == 1),
             "{api:?}"
+        );
+        let state: String = app.row("SELECT state FROM batch_submission").await.get(0);
+        assert_eq!(state, "collected", "{api:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_batch_a_worker_submitted_is_collected_by_the_sweepers_ticks_while_no_worker_runs() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let fake = FakeProvider::start().await;
+        let app = batch_app(&fake, api, None).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(
+            app.worker().tend_batches(deadline).await.unwrap().submitted,
+            1
+        );
+        let sweeper = Sweeper::new(app.pool.clone(), app.config.clone()).unwrap();
+        // A worker polling it meanwhile holds it: the tick leaves it alone.
+        app.exec("UPDATE batch_submission SET polled_until = now() + interval '1 minute'")
+            .await;
+        let report = sweeper.tick(deadline).await.unwrap().batches;
+        assert_eq!(report, Default::default(), "{api:?}");
+        app.exec("UPDATE batch_submission SET polled_until = NULL")
+            .await;
+        // A tick out of time leaves it to the next, free to be polled.
+        let report = sweeper.tick(Instant::now()).await.unwrap().batches;
+        assert_eq!(report, Default::default(), "{api:?}");
+        let free = "SELECT count(*) FROM batch_submission WHERE polled_until IS NULL AND state = 'submitted'";
+        assert_eq!(app.count(free).await, 1, "{api:?}");
+
+        let report = sweeper.tick(deadline).await.unwrap().batches;
+        assert_eq!(
+            (report.collected, report.lines_evaluated, report.submitted),
+            (1, 3, 0),
+            "{api:?}"
+        );
+        let bulk_done =
+            "SELECT count(*) FROM evaluation_outbox WHERE lane = 'bulk' AND status = 'done'";
+        assert_eq!(app.count(bulk_done).await, 3, "{api:?}");
+        assert_eq!(
+            app.count("SELECT count(*) FROM evaluation_result r JOIN evaluation_outbox o USING (idempotency_key) WHERE o.lane = 'bulk'").await,
+            3,
+            "{api:?}: each result stored"
+        );
+        let client = app.pool.get().await.unwrap();
+        let lines = client
+            .query(
+                "SELECT input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, \
+                 cost_usd::float8 FROM provider_call \
+                 WHERE tier = 'batch' AND outcome = 'ok' AND billed",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert_eq!(lines.len(), 3, "{api:?}");
+        for line in lines {
+            let usage = Usage {
+                input_tokens: line.get(0),
+                cached_input_tokens: line.get(1),
+                cache_write_tokens: line.get(2),
+                output_tokens: line.get(3),
+            };
+            let (cost, prices) = (line.get::<_, f64>(4), &app.config.provider.prices);
+            let batch_price = prices.cost("gpt-6-luna", usage, Tier::Batch);
+            assert!(
+                (cost - batch_price).abs() < 1e-8,
+                "{api:?}: {cost} != {batch_price}"
+            );
+        }
+        // The next tick finds nothing to do; nothing was sent twice, nothing billed twice.
+        let report = sweeper.tick(deadline).await.unwrap().batches;
+        assert_eq!(report, Default::default(), "{api:?}");
+        assert_eq!(fake.batches().len(), 1, "{api:?}");
+        assert!(
+            fake.billed_by_content().values().all(|n| *n == 1),
+            "{api:?}: billed = unique"
         );
         let state: String = app.row("SELECT state FROM batch_submission").await.get(0);
         assert_eq!(state, "collected", "{api:?}");
