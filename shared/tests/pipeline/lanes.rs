@@ -443,6 +443,43 @@ async fn a_batch_a_worker_submitted_is_collected_by_the_sweepers_ticks_while_no_
 }
 
 #[tokio::test]
+async fn batch_lines_leave_the_online_breaker_alone_so_an_open_one_stays_open_while_they_complete()
+{
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let fake = FakeProvider::start().await;
+        let app = batch_app(&fake, api, None).await;
+        let worker = app.worker();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
+        // The online endpoint went down meanwhile: the breaker is open for online calls.
+        let provider = match api {
+            Api::OpenAi => "openai",
+            Api::Anthropic => "anthropic",
+        };
+        app.exec(&format!(
+            "INSERT INTO provider_breaker (provider, state, consecutive_failures, trips, open_until) \
+             VALUES ('{provider}', 'open', 5, 1, now() + interval '1 hour')"
+        ))
+        .await;
+        let report = worker.collect_batches(deadline).await.unwrap();
+        assert_eq!(report.lines_evaluated, 3, "{api:?}");
+        let breaker = app
+            .row("SELECT state, consecutive_failures, trips, coalesce(open_until > now(), false) FROM provider_breaker")
+            .await;
+        assert_eq!(
+            (
+                breaker.get::<_, String>(0),
+                breaker.get::<_, i32>(1),
+                breaker.get::<_, i32>(2),
+                breaker.get::<_, bool>(3)
+            ),
+            ("open".into(), 5, 1, true),
+            "{api:?}: a batch answer is no proof the online endpoint is up"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_submission_the_provider_never_received_gives_its_jobs_back_to_the_next_batch() {
     let fake = FakeProvider::start().await;
     let app = batch_app(&fake, Api::OpenAi, None).await;

@@ -15,7 +15,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::{process::dedup_hit, Holds, Worker, WRITE_MARGIN};
+use super::{process::dedup_hit, Worker, WRITE_MARGIN};
 use crate::{
     db,
     domain::error::Result,
@@ -275,7 +275,7 @@ impl<P: Provider> Worker<P> {
     }
 
     /// An answered line: the contract, the ledger at the batch price, and the job's fenced
-    /// write, as for an online answer.
+    /// write, as for an online answer; not the breaker, which guards the online endpoint.
     async fn complete_line(
         &self,
         job: &ClaimedJob,
@@ -296,15 +296,8 @@ impl<P: Provider> Worker<P> {
         let (record, checked) = self.check_answer(job, reply, Duration::ZERO, Tier::Batch);
         // The batch used none of the online rate limit: nothing to correct there.
         let used = reply.usage.input_tokens + reply.usage.output_tokens;
-        self.answered(
-            client,
-            job,
-            call,
-            &record,
-            &checked,
-            (reply, used, &Holds::default()),
-        )
-        .await?;
+        self.answered(client, job, call, &record, &checked, (reply, used, None))
+            .await?;
         Ok(())
     }
 
