@@ -11,6 +11,7 @@ use serde_json::json;
 use triage::{
     evaluate::{PriceTable, ProviderKind, Tier, Usage},
     pipeline::{
+        ledger,
         outbox::{claim, Lane, Lanes},
         report,
         sweep::Sweeper,
@@ -477,6 +478,40 @@ async fn batch_lines_leave_the_online_breaker_alone_so_an_open_one_stays_open_wh
             "{api:?}: a batch answer is no proof the online endpoint is up"
         );
     }
+}
+
+#[tokio::test]
+async fn a_batch_lines_ledger_row_takes_no_slot_and_is_not_written_for_a_key_with_a_result() {
+    let app = spawn_app().await;
+    let client = app.pool.get().await.unwrap();
+    let caller = ("w", "openai");
+    let job = app.claimed("Batched").await;
+    let call = ledger::start_without_slot(&client, &job, caller, 0.1, Tier::Batch)
+        .await
+        .unwrap();
+    assert!(call.is_some());
+    let rows = "SELECT count(*) FROM provider_call WHERE tier = 'batch' AND outcome = 'in_flight'";
+    assert_eq!(app.count(rows).await, 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_rate_limit").await,
+        0,
+        "no slot"
+    );
+
+    let evaluated = app.claimed("Already evaluated").await;
+    app.exec(&format!(
+        "INSERT INTO evaluation_result (idempotency_key, ticket_id, is_urgent, department, \
+         urgency_score, model_version, prompt_version, policy_version) \
+         VALUES ('{}', '{}', 0, 'billing', 0, 'm', 'p', 'v')",
+        evaluated.key.as_str(),
+        evaluated.ticket_id.0
+    ))
+    .await;
+    let call = ledger::start_without_slot(&client, &evaluated, caller, 0.1, Tier::Batch)
+        .await
+        .unwrap();
+    assert_eq!(call, None);
+    assert_eq!(app.count(rows).await, 1);
 }
 
 #[tokio::test]

@@ -25,7 +25,7 @@ use crate::{
     },
     pipeline::{
         budget::{self, Budgeted},
-        ledger::{self, CallId, CallOutcome, CallRecord, Start},
+        ledger::{self, CallId, CallOutcome, CallRecord},
         outbox::{
             claim::{self, Serves},
             submission::{self, Submission},
@@ -267,11 +267,7 @@ impl<P: Provider> Worker<P> {
     async fn start_line(&self, client: &db::Client, job: &ClaimedJob) -> Result<Option<CallId>> {
         let caller = (self.id.as_str(), self.provider.name());
         let estimate_usd = self.estimate_usd(job, Tier::Batch);
-        match ledger::start_call(client, job, caller, estimate_usd, None, Tier::Batch).await? {
-            Start::Call { call, .. } => Ok(Some(call)),
-            Start::Evaluated => Ok(None),
-            Start::Full { .. } => unreachable!("a start without a slot is never refused one"),
-        }
+        ledger::start_without_slot(client, job, caller, estimate_usd, Tier::Batch).await
     }
 
     /// An answered line: the contract, the ledger at the batch price, and the job's fenced
