@@ -305,6 +305,14 @@ mod tests {
 
     use super::*;
 
+    const REPROCESS: [&str; 5] = [
+        "reprocess",
+        "--since",
+        "1d",
+        "--prompt-version",
+        "triage-v5",
+    ];
+
     fn operation(args: &[&str]) -> Result<Request, clap::Error> {
         let cli = Cli::try_parse_from(std::iter::once("triage").chain(args.iter().copied()))?;
         match cli.command {
@@ -331,14 +339,7 @@ mod tests {
         );
         let confirmed = operation(&["redrive", "--confirm"]).unwrap();
         assert!(matches!(confirmed, Request::Redrive { confirm: true, .. }));
-        let reprocess = [
-            "reprocess",
-            "--since",
-            "1d",
-            "--prompt-version",
-            "triage-v5",
-        ];
-        let unconfirmed = operation(&reprocess).unwrap();
+        let unconfirmed = operation(&REPROCESS).unwrap();
         assert!(matches!(
             unconfirmed,
             Request::Reprocess { confirm: false, .. }
@@ -348,14 +349,7 @@ mod tests {
     #[test]
     fn reprocess_and_redrive_take_a_lane_and_refuse_any_other_name() {
         use triage::pipeline::outbox::Lane;
-        let reprocess = [
-            "reprocess",
-            "--since",
-            "1d",
-            "--prompt-version",
-            "triage-v5",
-        ];
-        let chosen = [&reprocess[..], &["--lane", "interactive"]].concat();
+        let chosen = [&REPROCESS[..], &["--lane", "interactive"]].concat();
         assert!(matches!(
             operation(&chosen).unwrap(),
             Request::Reprocess {
@@ -364,7 +358,7 @@ mod tests {
             }
         ));
         assert!(matches!(
-            operation(&reprocess).unwrap(),
+            operation(&REPROCESS).unwrap(),
             Request::Reprocess { lane: None, .. }
         ));
         assert!(matches!(

@@ -246,6 +246,16 @@ async fn batch_app(fake: &FakeProvider, api: Api, budget_usd: Option<f64>) -> Te
     app
 }
 
+/// [`batch_app`] on `api`, whose bulk lane a worker has just sent as one batch.
+async fn one_batch_sent(api: Api) -> (FakeProvider, TestApp) {
+    let fake = FakeProvider::start().await;
+    let app = batch_app(&fake, api, None).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let report = app.worker().tend_batches(deadline).await.unwrap();
+    assert_eq!(report.submitted, 1, "{api:?}");
+    (fake, app)
+}
+
 async fn outbox_done(app: &TestApp) -> i64 {
     app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'done'")
         .await
@@ -339,11 +349,9 @@ async fn bulk_work_goes_to_a_batch_completed_at_the_batch_price_and_failed_or_ex
 #[tokio::test]
 async fn a_worker_killed_between_sending_a_batch_and_recording_it_leads_to_no_second_submission() {
     for api in [Api::OpenAi, Api::Anthropic] {
-        let fake = FakeProvider::start().await;
-        let app = batch_app(&fake, api, None).await;
+        let (fake, app) = one_batch_sent(api).await;
         let worker = app.worker();
         let deadline = Instant::now() + Duration::from_secs(5);
-        assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
         // What a worker killed after the provider accepted the batch, before it recorded the
         // answer, leaves behind: a submission still 'sending', without the provider's id.
         app.exec("UPDATE batch_submission SET state = 'sending', provider_batch_id = NULL, submitted_at = NULL, created_at = now() - interval '1 hour'")
@@ -357,26 +365,26 @@ async fn a_worker_killed_between_sending_a_batch_and_recording_it_leads_to_no_se
         assert_eq!(fake.batches().len(), 1, "{api:?}: adopted, not sent again");
         app.drain(&worker, Duration::from_secs(20)).await;
         assert_eq!(outbox_done(&app).await, 4, "{api:?}");
-        assert_eq!(fake.batches().len(), 1, "{api:?}");
-        assert!(
-            fake.billed_by_content().values().all(|n| *n == 1),
-            "{api:?}"
-        );
-        let state: String = app.row("SELECT state FROM batch_submission").await.get(0);
-        assert_eq!(state, "collected", "{api:?}");
+        collected_once(&app, &fake, api).await;
     }
+}
+
+/// The one batch was sent once, collected, and each content billed once.
+async fn collected_once(app: &TestApp, fake: &FakeProvider, api: Api) {
+    assert_eq!(fake.batches().len(), 1, "{api:?}: nothing sent twice");
+    assert!(
+        fake.billed_by_content().values().all(|n| *n == 1),
+        "{api:?}: billed = unique"
+    );
+    let state: String = app.row("SELECT state FROM batch_submission").await.get(0);
+    assert_eq!(state, "collected", "{api:?}");
 }
 
 #[tokio::test]
 async fn a_batch_a_worker_submitted_is_collected_by_the_sweepers_ticks_while_no_worker_runs() {
     for api in [Api::OpenAi, Api::Anthropic] {
-        let fake = FakeProvider::start().await;
-        let app = batch_app(&fake, api, None).await;
+        let (fake, app) = one_batch_sent(api).await;
         let deadline = Instant::now() + Duration::from_secs(5);
-        assert_eq!(
-            app.worker().tend_batches(deadline).await.unwrap().submitted,
-            1
-        );
         let sweeper = Sweeper::new(app.pool.clone(), app.config.clone()).unwrap();
         // A worker polling it meanwhile holds it: the tick leaves it alone.
         app.exec("UPDATE batch_submission SET polled_until = now() + interval '1 minute'")
@@ -433,13 +441,7 @@ async fn a_batch_a_worker_submitted_is_collected_by_the_sweepers_ticks_while_no_
         // The next tick finds nothing to do; nothing was sent twice, nothing billed twice.
         let report = sweeper.tick(deadline).await.unwrap().batches;
         assert_eq!(report, Default::default(), "{api:?}");
-        assert_eq!(fake.batches().len(), 1, "{api:?}");
-        assert!(
-            fake.billed_by_content().values().all(|n| *n == 1),
-            "{api:?}: billed = unique"
-        );
-        let state: String = app.row("SELECT state FROM batch_submission").await.get(0);
-        assert_eq!(state, "collected", "{api:?}");
+        collected_once(&app, &fake, api).await;
     }
 }
 
@@ -447,11 +449,9 @@ async fn a_batch_a_worker_submitted_is_collected_by_the_sweepers_ticks_while_no_
 async fn batch_lines_leave_the_online_breaker_alone_so_an_open_one_stays_open_while_they_complete()
 {
     for api in [Api::OpenAi, Api::Anthropic] {
-        let fake = FakeProvider::start().await;
-        let app = batch_app(&fake, api, None).await;
+        let (fake, app) = one_batch_sent(api).await;
         let worker = app.worker();
         let deadline = Instant::now() + Duration::from_secs(5);
-        assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
         // The online endpoint went down meanwhile: the breaker is open for online calls.
         let provider = match api {
             Api::OpenAi => "openai",
