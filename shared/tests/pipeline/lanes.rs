@@ -449,7 +449,7 @@ async fn a_batch_a_worker_submitted_is_collected_by_the_sweepers_ticks_while_no_
 async fn batch_lines_leave_the_online_breaker_alone_so_an_open_one_stays_open_while_they_complete()
 {
     for api in [Api::OpenAi, Api::Anthropic] {
-        let (fake, app) = one_batch_sent(api).await;
+        let (_fake, app) = one_batch_sent(api).await;
         let worker = app.worker();
         let deadline = Instant::now() + Duration::from_secs(5);
         // The online endpoint went down meanwhile: the breaker is open for online calls.
