@@ -322,8 +322,11 @@ impl<P: Provider> Worker<P> {
                 Some(budget_usd) => {
                     let estimate = |job: &ClaimedJob| self.estimate_usd(job, Tier::Batch);
                     match budget::keep_affordable(&transaction, budget_usd, jobs, estimate).await? {
-                        Budgeted::Claimed { jobs, .. } => jobs,
-                        Budgeted::Wait | Budgeted::Exhausted => return Ok(0),
+                        (Budgeted::Claimed { jobs, .. }, returned) => {
+                            claim::unclaim(&transaction, &returned).await?;
+                            jobs
+                        }
+                        (Budgeted::Wait | Budgeted::Exhausted, _) => return Ok(0),
                     }
                 }
             };
