@@ -66,7 +66,7 @@ bench_db() {
   # Each client is its own worker (`:client_id`), so it can find and give back what it claimed.
   claim_sql=$(rust_sql shared/src/pipeline/outbox/claim.rs CLAIM :client_id :lease :batch :rules :lane :take)
   unclaim_sql=$(rust_sql shared/src/pipeline/outbox/claim.rs UNCLAIM :ids)
-  spend_sql=$(rust_sql shared/src/pipeline/budget.rs SPEND)
+  spend_sql=$(rust_sql shared/src/pipeline/limits/budget.rs SPEND)
   # The budget's read before issue 22 (the last release before it): a scan of the day.
   git show f5754f7:shared/src/pipeline/budget.rs >"$main_budget"
   main_spend_sql=$(rust_sql "$main_budget" SPEND)

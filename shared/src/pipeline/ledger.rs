@@ -15,8 +15,8 @@ use crate::{
     domain::error::Result,
     evaluate::{FailureKind, Tier, Usage},
     pipeline::{
+        limits::rate_limit::{self, Pace, Take},
         outbox::ClaimedJob,
-        rate_limit::{self, Pace, Take},
     },
 };
 

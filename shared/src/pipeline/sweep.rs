@@ -18,7 +18,7 @@ use crate::{
             claim::Serves,
             lease::{self, Queue},
         },
-        report::{self, Health},
+        reads::report::{self, Health},
     },
     telemetry::metric,
 };

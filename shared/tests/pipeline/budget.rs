@@ -273,8 +273,8 @@ mod running_total {
     use triage::{
         evaluate::{Tier, Usage},
         pipeline::{
-            budget,
             ledger::{self, CallId, CallOutcome, CallRecord, Start},
+            limits::budget,
             outbox::{claim::Serves, ClaimedJob, Lanes},
         },
     };

@@ -12,7 +12,7 @@ use triage::{
     evaluate::{PriceTable, ProviderKind, Tier, Usage},
     pipeline::{
         outbox::{claim, Lane, Lanes},
-        report,
+        reads::report,
     },
 };
 

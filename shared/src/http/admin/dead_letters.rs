@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     operations::{self, HumanDuration, Operator, Outcome, Request},
-    pipeline::report,
+    pipeline::reads::report,
     Result,
 };
 

@@ -22,8 +22,8 @@ use crate::{
         Provider, ProviderError, ProviderReply, Tier,
     },
     pipeline::{
-        budget::{self, Budgeted},
         ledger::{self, CallId, CallOutcome, CallRecord, Start},
+        limits::budget::{self, Budgeted},
         outbox::{
             claim::{self, Serves},
             submission::{self, Submission},

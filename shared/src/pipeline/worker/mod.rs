@@ -7,7 +7,7 @@
 //! [`disposition`] the pure decision after it, [`settle`] its writes carried through a
 //! database blink, [`timing`] the time checks, [`run`] the long-running loop of
 //! `triage worker`, [`batch`] the batch tier's submissions. The daily spend budget gates the
-//! claim (`pipeline::budget`).
+//! claim (`pipeline::limits::budget`).
 
 mod batch;
 mod disposition;
@@ -45,14 +45,14 @@ use crate::{
     },
     evaluate::{BatchClient, Policy, Prompt, Provider, Tier},
     pipeline::{
-        breaker,
-        budget::{self, Budgeted},
+        limits::breaker,
+        limits::budget::{self, Budgeted},
+        limits::rate_limit::Limiter,
         outbox::{
             claim::{self, Serves},
             ClaimedJob, Lanes,
         },
         prompt_registry,
-        rate_limit::Limiter,
     },
     telemetry::metric,
 };
