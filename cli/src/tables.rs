@@ -15,7 +15,7 @@ use triage::{
     pipeline::{
         delivery::report::DeliveriesReport,
         erase::Erased,
-        report::{DeadLetterGroup, Health},
+        reads::report::{DeadLetterGroup, Health},
     },
 };
 

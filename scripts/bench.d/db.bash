@@ -3,8 +3,8 @@
 # Fills the ledger (`provider_call`, calls spread over the last 20 hours, all today's spend)
 # and the outbox (finished jobs, with their tickets) to each size in BENCH_DB_ROWS (default
 # "1000000 10000000"; --quick: 100000), generated in SQL, and prints beside the same at 0 rows:
-#   - a claim alone, and under the daily budget (lock, spend, claim), 1 client: latency
-#   - the budget's read alone, as main ran it (a scan of the day) and as V9 runs it
+#   - a claim alone, and under the daily budget (the claim, then `budget_keep`), 1 client: latency
+#   - the budget's read alone, as it ran before issue 22 (a scan of the day) and now
 #   - `triage stats --json`, `triage sweeper --once`, `GET /admin` (the console overview)
 #   - the fleet's claims per second, 8 clients, with the budget against without
 #   - what the tables take on disk (docs/scaling.md's storage per day)
@@ -62,21 +62,29 @@ bench_db() {
   echo "== 8. The database at volume: ledger and outbox filled to ${db_sizes// /, } rows (calls over the"
   echo "   last 20 hours, finished jobs), beside 0 rows; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   local plain="$out/claim-plain.pgbench" budgeted="$out/claim-budget.pgbench" main_budget="$out/budget-main.rs"
-  local claim_sql spend_sql main_spend_sql size url port api_pid
-  claim_sql=$(rust_sql shared/src/pipeline/outbox/claim.rs CLAIM :worker :lease :batch :rules)
-  spend_sql=$(rust_sql shared/src/pipeline/budget.rs SPEND)
-  git show main:shared/src/pipeline/budget.rs >"$main_budget" 2>/dev/null \
-    || git show HEAD~0:shared/src/pipeline/budget.rs >"$main_budget"
+  local claim_sql unclaim_sql spend_sql main_spend_sql size url port api_pid
+  # Each client is its own worker (`:client_id`), so it can find and give back what it claimed.
+  claim_sql=$(rust_sql shared/src/pipeline/outbox/claim.rs CLAIM :client_id :lease :batch :rules :lane :take)
+  unclaim_sql=$(rust_sql shared/src/pipeline/outbox/claim.rs UNCLAIM :ids)
+  spend_sql=$(rust_sql shared/src/pipeline/limits/budget.rs SPEND)
+  # The budget's read before issue 22 (the last release before it): a scan of the day.
+  git show f5754f7:shared/src/pipeline/budget.rs >"$main_budget"
   main_spend_sql=$(rust_sql "$main_budget" SPEND)
-  { echo 'BEGIN;'; printf '%s;\n' "$claim_sql"; echo 'ROLLBACK;'; } >"$plain"
-  # As budget.rs runs it: the claim, then under the lock the read (the reservations are a
-  # short UPDATE of the kept jobs, left out here).
+  # As the worker runs it, each statement its own transaction: the claim, then (under a budget)
+  # the decision, which keeps every job here (the budget is far away) and reserves them; then
+  # the jobs go back, so the queue stays as filled. Both read the claimed ids back (the worker
+  # has them from the claim's rows), so both pay that statement.
+  local read_back="SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids, coalesce(array_agg(0.0006::float8), '{}') AS estimates FROM evaluation_outbox WHERE status = 'processing' AND locked_by = :client_id::text"
   {
-    echo 'BEGIN;'
     printf '%s;\n' "$claim_sql"
-    echo 'SELECT pg_advisory_xact_lock(7431001);'
-    printf '%s;\n' "$spend_sql"
-    echo 'ROLLBACK;'
+    printf '%s \\gset\n' "$read_back"
+    printf '%s;\n' "$unclaim_sql"
+  } >"$plain"
+  {
+    printf '%s;\n' "$claim_sql"
+    printf '%s \\gset\n' "$read_back"
+    echo 'SELECT kept FROM budget_keep(:ids, :estimates, 1000000000);'
+    printf '%s;\n' "$unclaim_sql"
   } >"$budgeted"
   local row='  %-34s' header
   declare -A cell
@@ -89,7 +97,7 @@ bench_db() {
     add_jobs "$url" "$pending_rows" pending
     psql "$url" -c "VACUUM ANALYZE"
     cell[fill,$size]="$(( $(date +%s) - filled )) s"
-    local pg=(-D worker=bench -D lease=300 -D batch=10 -D rules=false)
+    local pg=(-D lease=300 -D batch=10 -D rules=false -D lane=interactive -D take=any)
     read -r _ cell[claim,$size] _ <<<"$(run_pgbench "db-claim-$size" "$url" 1 "$plain" "${pg[@]}")"
     read -r _ cell[claim_budget,$size] _ <<<"$(run_pgbench "db-claim-budget-$size" "$url" 1 "$budgeted" "${pg[@]}")"
     read -r cell[fleet,$size] _ <<<"$(run_pgbench "db-fleet-$size" "$url" 8 "$plain" "${pg[@]}")"
@@ -117,8 +125,8 @@ bench_db() {
       fill) label="fill (s)" ;;
       claim) label="claim, mean ms" ;;
       claim_budget) label="claim under a budget, mean ms" ;;
-      spend_main) label="budget read as on main, ms" ;;
-      spend) label="budget read (V9), ms" ;;
+      spend_main) label="budget read before issue 22, ms" ;;
+      spend) label="budget read (V15), ms" ;;
       stats) label="triage stats --json, ms" ;;
       sweep) label="triage sweeper --once, ms" ;;
       overview) label="GET /admin (overview), ms" ;;
@@ -131,7 +139,7 @@ bench_db() {
     echo
   done
   local last=${db_sizes##* }
-  echo "  at $last rows: claim under a budget / claim at 0 rows: $(ratio "${cell[claim_budget,$last]}" "${cell[claim,0]}") (target <= 120%);"
+  echo "  at $last rows: claim under a budget / the same at 0 rows: $(ratio "${cell[claim_budget,$last]}" "${cell[claim_budget,0]}") (target <= 120%);"
   echo "  fleet claims/s under a budget / without: $(ratio "${cell[fleet_budget,$last]}" "${cell[fleet,$last]}") (target >= 90%);"
   echo "  stats, sweeper tick, overview: target < 100 ms each (process start included for the CLI)"
 }

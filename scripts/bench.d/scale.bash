@@ -124,7 +124,7 @@ scale_take_ceiling() {
   local url script result tps mean p99
   url=$(fresh_db bench_scale_take)
   script="$out/take.pgbench"
-  rust_sql shared/src/pipeline/rate_limit.rs TAKE "'openai'" 0.0001 0.9999 0 0 3600 \
+  rust_sql shared/src/pipeline/limits/rate_limit.rs TAKE "'openai'" 0.0001 0.9999 0 0 3600 \
     | sed '$s/$/;/' >"$script"
   result=$(run_pgbench take "$url" 8 "$script")
   read -r tps mean _ p99 _ <<<"$result"

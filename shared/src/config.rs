@@ -60,7 +60,7 @@ pub struct WorkerPolicy {
     pub breaker_cooldown: Duration,
     pub invocation_budget: Duration,
     /// `TRIAGE_DAILY_BUDGET_USD`: spend per UTC day, after which workers stop claiming
-    /// (`pipeline::budget`); `None`, no budget.
+    /// (`pipeline::limits::budget`); `None`, no budget.
     pub daily_budget_usd: Option<f64>,
     /// `TRIAGE_BULK_SHARE`: the share of a claim (and so of the shared rate limit) bulk work
     /// may take while interactive work waits (`pipeline::outbox::lanes`).
@@ -96,7 +96,7 @@ impl Default for WorkerPolicy {
     }
 }
 
-/// The provider's limits shared by every worker (`pipeline::rate_limit`); `None` = no limit.
+/// The provider's limits shared by every worker (`pipeline::limits::rate_limit`); `None` = no limit.
 /// Limits the provider announces in its headers lower these, never raise them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RateLimitPolicy {

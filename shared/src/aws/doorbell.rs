@@ -16,7 +16,7 @@ use crate::{
     domain::error::{ConfigError, Error, Result},
     pipeline::{
         delivery::claimed::{self, Backlog},
-        fleet::{self, Observed},
+        limits::fleet::{self, Observed},
     },
 };
 

@@ -77,7 +77,10 @@ impl Error {
     pub fn is_unavailable(&self) -> bool {
         match self {
             Error::Unavailable { .. } => true,
-            Error::Database(e) => e.is_closed() || e.as_db_error().is_none_or(is_unavailable_code),
+            Error::Database(e) => match e.as_db_error() {
+                Some(db) => is_unavailable_code(db),
+                None => e.is_closed() || !is_conversion(e),
+            },
             _ => false,
         }
     }
@@ -114,6 +117,16 @@ pub fn with_causes(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// A value that does not convert between Rust and SQL (a parameter or a column of the wrong
+/// type): a bug in a statement, not the database being away. tokio-postgres gives such an
+/// error the conversion's own error as its source; the connection's failures have an I/O
+/// error or none.
+fn is_conversion(e: &tokio_postgres::Error) -> bool {
+    use std::error::Error as _;
+    e.source()
+        .is_some_and(|source| source.downcast_ref::<std::io::Error>().is_none())
 }
 
 fn is_unavailable_code(db: &tokio_postgres::error::DbError) -> bool {

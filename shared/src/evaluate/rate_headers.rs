@@ -1,7 +1,7 @@
 //! What a provider says about its rate limit in its response headers: OpenAI's
 //! `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` (resets as `1m30.5s`, `20ms`) and
 //! Anthropic's `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}` (resets as
-//! RFC 3339 times). The worker's shared limiter (`pipeline::rate_limit`) acts on them.
+//! RFC 3339 times). The worker's shared limiter (`pipeline::limits::rate_limit`) acts on them.
 
 use std::time::{Duration, SystemTime};
 

@@ -18,7 +18,7 @@ use crate::{
     domain::ticket::TicketId,
     pipeline::{
         ingest::{self, NewTicket, Outcome, Submitter},
-        read,
+        reads::read,
     },
 };
 

@@ -30,10 +30,11 @@ use crate::{
     },
     evaluate::{Policy, Prompt},
     pipeline::{
-        budget, delivery,
+        delivery,
         erase::{self, Erased},
+        limits::budget,
         outbox::{claim::Serves, Lane},
-        report::{self, DeadLetterGroup, Health},
+        reads::report::{self, DeadLetterGroup, Health},
     },
     telemetry::metric,
 };

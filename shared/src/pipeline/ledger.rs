@@ -15,8 +15,8 @@ use crate::{
     domain::error::Result,
     evaluate::{FailureKind, Tier, Usage},
     pipeline::{
+        limits::rate_limit::{self, Pace, Take},
         outbox::ClaimedJob,
-        rate_limit::{self, Pace, Take},
     },
 };
 
@@ -82,7 +82,7 @@ pub struct Slot<'a> {
 }
 
 /// The dedup check, the slot (`$13`: only where a limit applies) and the ledger row, in one
-/// statement. The row starts when its slot does, costed at `$14` (its reserved estimate).
+/// statement, which also ends the job's budget reservation (the row now carries it). The row starts when its slot does, costed at `$14` (its reserved estimate).
 const START: &str = concat!(
     r#"WITH fresh AS (
     SELECT NOT EXISTS (SELECT 1 FROM evaluation_result WHERE idempotency_key = $8) AS new
@@ -97,6 +97,10 @@ const START: &str = concat!(
            job.lane, job.workload, $15
     FROM fresh, (SELECT lane, workload FROM evaluation_outbox WHERE id = $7) job WHERE new AND (NOT $13 OR EXISTS (SELECT 1 FROM slot))
     RETURNING id, started_at
+), released AS (
+    -- The budget's reservation ends where the ledger row carries the estimate.
+    UPDATE evaluation_outbox SET reserved_usd = NULL
+    WHERE id = $7 AND reserved_usd IS NOT NULL AND EXISTS (SELECT 1 FROM call)
 )
 SELECT (SELECT new FROM fresh), (SELECT id FROM call), "#,
     rate_limit::slot_wait!(),

@@ -1,20 +1,17 @@
 //! The pipeline, in the ticket's order: [`ingest`] writes ticket and job in one statement,
 //! [`outbox`] claims jobs and changes their state (fenced), [`worker`] runs one invocation,
-//! [`sweep`] returns expired leases; [`delivery`] announces results to subscribers; [`budget`] caps the day's spend; [`erase`] forgets tickets; [`read`] and [`report`] are the read side.
-//! Uses config, evaluate, db, telemetry and domain; never an entry point.
+//! [`sweep`] returns expired leases; [`delivery`] announces results to subscribers; [`limits`]
+//! bound the work (backoff, breaker, rate limit, daily budget, fleet size); [`erase`] forgets
+//! tickets; [`reads`] is the read side. Uses config, evaluate, db, telemetry and domain; never
+//! an entry point.
 
-pub mod backoff;
-pub mod breaker;
-pub mod budget;
 pub mod delivery;
 pub mod erase;
-pub mod fleet;
 pub mod ingest;
 pub mod ledger;
+pub mod limits;
 pub mod outbox;
 pub mod prompt_registry;
-pub mod rate_limit;
-pub mod read;
-pub mod report;
+pub mod reads;
 pub mod sweep;
 pub mod worker;

@@ -22,7 +22,7 @@ use crate::{
             claim::Serves,
             lease::{self, Queue},
         },
-        report::{self, Health},
+        reads::report::{self, Health},
         worker::{BatchReport, Worker},
     },
     telemetry::metric,

@@ -273,8 +273,8 @@ mod running_total {
     use triage::{
         evaluate::{Tier, Usage},
         pipeline::{
-            budget,
             ledger::{self, CallId, CallOutcome, CallRecord, Start},
+            limits::budget,
             outbox::{claim::Serves, ClaimedJob, Lanes},
         },
     };
@@ -321,6 +321,65 @@ mod running_total {
     async fn spent_today(app: &TestApp) -> f64 {
         let client = app.pool.get().await.unwrap();
         budget::spend(&client).await.unwrap().spent_today_usd
+    }
+
+    /// The decision (`budget_keep`, V15) by table: each case in a transaction rolled back,
+    /// with today's spend in the running totals and one claimed job holding `reserved`.
+    #[tokio::test]
+    async fn a_claim_keeps_jobs_while_money_is_left_before_each_so_one_call_at_most_crosses_the_line(
+    ) {
+        let app = spawn_app().await;
+        let holder = app.claimed("Holds a reservation").await;
+        let mut client = app.pool.get().await.unwrap();
+        // (budget, spent, reserved, estimates, kept)
+        let table: [(f64, f64, f64, &[f64], i32); 12] = [
+            (1.0, 0.0, 0.0, &[0.1, 0.1, 0.1], 3),
+            (1.0, 0.5, 0.25, &[0.1, 0.1, 0.1, 0.1], 3),
+            (1.0, 0.5, 0.3, &[0.1, 0.1, 0.1], 2),
+            (1.0, 0.0, 0.99, &[5.0, 0.1], 1),
+            (1.0, 0.0, 0.5, &[0.1, 5.0, 0.1], 2),
+            (1.0, 0.5, 0.0, &[0.0, 0.0, 0.0], 3),
+            (1.0, 0.5, 0.0, &[], 0),
+            (1.0, 0.5, 0.5, &[0.1], 0),
+            (1.0, 0.5, 0.9, &[0.1], 0),
+            (1.0, 1.0, 0.0, &[0.1], 0),
+            (1.0, 1.2, 0.0, &[0.1], 0),
+            (0.0, 0.0, 0.0, &[0.1], 0),
+        ];
+        for (budget, spent, reserved, estimates, kept) in table {
+            let transaction = client.transaction().await.unwrap();
+            transaction
+                .execute(
+                    "INSERT INTO provider_call_hour (hour, provider, workload, prompt_version, lane, tier, cost_usd) \
+                     VALUES (now(), 'openai', 'production', 'v', 'interactive', 'online', $1::float8::numeric)",
+                    &[&spent],
+                )
+                .await
+                .unwrap();
+            transaction
+                .execute(
+                    "UPDATE evaluation_outbox SET reserved_usd = $2 WHERE id = $1",
+                    &[&holder.id.0, &reserved],
+                )
+                .await
+                .unwrap();
+            // Ids of no job: the decision counts them all the same.
+            let ids: Vec<i64> = (1..=estimates.len() as i64).map(|i| -i).collect();
+            let estimates = estimates.to_vec();
+            let row = transaction
+                .query_one(
+                    "SELECT kept FROM budget_keep($1, $2, $3)",
+                    &[&ids, &estimates, &budget],
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                row.get::<_, i32>(0),
+                kept,
+                "{budget} {spent} {reserved} {estimates:?}"
+            );
+            transaction.rollback().await.unwrap();
+        }
     }
 
     #[tokio::test]
@@ -372,7 +431,7 @@ mod running_total {
         for i in 0..4 {
             app.post_ticket(&format!("Reserved {i}"), "body").await;
         }
-        let mut client = app.pool.get().await.unwrap();
+        let client = app.pool.get().await.unwrap();
         let claim = (
             "w",
             10,
@@ -382,7 +441,7 @@ mod running_total {
         );
         // 1.0 left: 0.4 and 0.4 fit, the third (0.4 more, 0.2 left before it) crosses the
         // line; the fourth goes back.
-        let claimed = budget::claim_within(&mut client, 1.0, claim, |_| 0.4)
+        let claimed = budget::claim_within(&client, 1.0, claim, |_| 0.4)
             .await
             .unwrap();
         let jobs = match claimed {
@@ -395,7 +454,7 @@ mod running_total {
         assert_eq!(jobs.len(), 3);
         let spend = budget::spend(&client).await.unwrap();
         assert!((spend.reserved_usd - 1.2).abs() < 1e-9, "{spend:?}");
-        let again = budget::claim_within(&mut client, 1.0, claim, |_| 0.4)
+        let again = budget::claim_within(&client, 1.0, claim, |_| 0.4)
             .await
             .unwrap();
         assert!(matches!(again, budget::Budgeted::Wait), "{again:?}");
@@ -419,7 +478,7 @@ mod running_total {
         for i in 0..3 {
             app.post_ticket(&format!("Cut {i}"), "body").await;
         }
-        let mut client = app.pool.get().await.unwrap();
+        let client = app.pool.get().await.unwrap();
         let claim = (
             "w",
             10,
@@ -427,7 +486,7 @@ mod running_total {
             serves(&app),
             Lanes::default(),
         );
-        let claimed = budget::claim_within(&mut client, 0.1, claim, |_| 0.4)
+        let claimed = budget::claim_within(&client, 0.1, claim, |_| 0.4)
             .await
             .unwrap();
         assert!(

@@ -139,3 +139,19 @@ async fn an_outage_longer_than_the_lease_costs_at_most_the_calls_in_flight_each_
     assert_eq!(app.status_counts().await.get("done"), Some(&4));
     assert_eq!(app.status_counts().await.get("dead"), None);
 }
+
+/// A statement that reads a column as the wrong type is a bug to report, not the database being
+/// away: classed as unavailable, the worker would give the job back and try it forever.
+#[tokio::test]
+async fn a_value_of_the_wrong_type_is_a_bug_not_the_database_away() {
+    let app = crate::helpers::spawn_app().await;
+    let client = app.pool.get().await.unwrap();
+    let row = client.query_one("SELECT 1::int4", &[]).await.unwrap();
+    let err = triage::domain::error::Error::from(row.try_get::<_, i64>(0).unwrap_err());
+    assert!(!err.is_unavailable(), "{err}");
+    let err = client
+        .query_one("SELECT $1::int4", &[&"not a number"])
+        .await
+        .unwrap_err();
+    assert!(!triage::domain::error::Error::from(err).is_unavailable());
+}

@@ -252,7 +252,7 @@ async fn eval_work_is_absent_from_stats_the_age_metric_and_the_queue_counts() {
         "the eval jobs were answered too"
     );
     // The console's overview reads the same report.
-    let health = triage::pipeline::report::health(
+    let health = triage::pipeline::reads::report::health(
         &app.pool,
         triage::pipeline::outbox::claim::Serves::Models,
         None,

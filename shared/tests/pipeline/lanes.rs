@@ -13,7 +13,7 @@ use triage::{
     pipeline::{
         ledger,
         outbox::{claim, Lane, Lanes},
-        report,
+        reads::report,
         sweep::Sweeper,
     },
 };

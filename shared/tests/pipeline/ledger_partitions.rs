@@ -6,8 +6,8 @@ use std::time::Duration;
 use triage::{
     evaluate::Tier,
     pipeline::{
-        budget,
         ledger::{self, Start},
+        limits::budget,
     },
 };
 

@@ -10,7 +10,7 @@ use std::{
 use fake_provider::{Behavior, FakeProvider};
 use triage::pipeline::{
     outbox::claim::Serves,
-    report::{self, Health},
+    reads::report::{self, Health},
     sweep,
 };
 

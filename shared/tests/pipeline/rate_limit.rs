@@ -10,7 +10,7 @@ use fake_provider::{Behavior, FakeProvider, LimitHeaders};
 use triage::{
     config::RateLimitPolicy,
     evaluate::AnyProvider,
-    pipeline::rate_limit::{self, Pace, Settlement, Take},
+    pipeline::limits::rate_limit::{self, Pace, Settlement, Take},
 };
 
 use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
@@ -326,7 +326,7 @@ mod exactness {
         evaluate::{Tier, Usage},
         pipeline::{
             ledger::{self, CallOutcome, CallRecord, Slot, Start},
-            rate_limit::Pace,
+            limits::rate_limit::Pace,
         },
     };
 

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     operations::{self, HumanDuration, Operator, Outcome, Request},
-    pipeline::{outbox::Lane, report},
+    pipeline::{outbox::Lane, reads::report},
     Result,
 };
 

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::pipeline::{
     outbox::claim::Serves,
-    report::{self, Health},
+    reads::report::{self, Health},
 };
 
 pub(super) async fn show(State(state): State<ConsoleState>) -> Result<Response, PageError> {

@@ -233,7 +233,7 @@ pub async fn ledger(pool: &Pool, ticket: TicketId) -> Result<(Vec<Job>, Vec<Call
     Ok((jobs, calls))
 }
 
-/// The shared rate limit (`pipeline::rate_limit`), as on-call reads it: how far ahead each
+/// The shared rate limit (`pipeline::limits::rate_limit`), as on-call reads it: how far ahead each
 /// budget is spent (more than about a second: calls wait) and how long a 429 still holds
 /// every worker off.
 const RATE_LIMIT: &str = r#"

@@ -1,5 +1,5 @@
 //! `GET /admin/tickets/{id}`: one ticket (its text is shown here and nowhere else in the
-//! console), the evaluation readers see (`pipeline::read::find`, as `GET /tickets/{id}`), its jobs
+//! console), the evaluation readers see (`pipeline::reads::read::find`, as `GET /tickets/{id}`), its jobs
 //! and the attempt ledger of its content.
 
 use axum::{
@@ -14,7 +14,7 @@ use super::{
     layout::{html_response, optional, page, usd, PageError, Section},
     queries, ConsoleState,
 };
-use crate::{domain::ticket::TicketId, pipeline::read};
+use crate::{domain::ticket::TicketId, pipeline::reads::read};
 
 #[derive(Deserialize)]
 pub(super) struct Lookup {

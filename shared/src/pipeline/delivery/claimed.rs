@@ -189,7 +189,7 @@ pub async fn claim(
         .collect())
 }
 
-/// What the scaler reads before starting deliverers (`pipeline::fleet::deliverers_to_start`).
+/// What the scaler reads before starting deliverers (`pipeline::limits::fleet::deliverers_to_start`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Backlog {
     /// Deliveries ready now that some endpoint has room for: what more deliverers could send.

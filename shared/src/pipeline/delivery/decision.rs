@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::pipeline::backoff::{self, Schedule};
+use crate::pipeline::limits::backoff::{self, Schedule};
 
 /// How one attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use crate::{
     config::Config,
     db,
     domain::error::{ConfigError, Result},
-    pipeline::{backoff::Schedule, outbox::Fencing, worker},
+    pipeline::{limits::backoff::Schedule, outbox::Fencing, worker},
     telemetry::metric,
 };
 

@@ -171,9 +171,13 @@ pub async fn jobs(
                    o.attempts, o.claim_token, t.subject, t.message, o.lane,
                    c.id, c.started_at
             FROM evaluation_outbox o JOIN ticket t ON t.id = o.ticket_id
+            JOIN batch_submission s ON s.id = o.batch_submission_id
+            -- By the key's index, in the days since the submission only (the ledger is
+            -- partitioned by day and has no index on outbox_id).
             LEFT JOIN LATERAL (
                 SELECT c.id, c.started_at FROM provider_call c
-                WHERE c.outbox_id = o.id AND c.attempt = o.attempts AND c.tier = 'batch'
+                WHERE c.idempotency_key = o.idempotency_key AND c.started_at >= s.created_at
+                  AND c.outbox_id = o.id AND c.attempt = o.attempts AND c.tier = 'batch'
                   AND c.outcome = 'in_flight'
                 ORDER BY c.id DESC LIMIT 1
             ) c ON true

@@ -24,8 +24,8 @@ use crate::{
         Provider, ProviderError, ProviderReply, Tier,
     },
     pipeline::{
-        budget::{self, Budgeted},
         ledger::{self, CallId, CallOutcome, CallRecord},
+        limits::budget::{self, Budgeted},
         outbox::{
             claim::{self, Serves},
             submission::{self, Submission},
@@ -353,8 +353,11 @@ impl<P: Provider> Worker<P> {
                 Some(budget_usd) => {
                     let estimate = |job: &ClaimedJob| self.estimate_usd(job, Tier::Batch);
                     match budget::keep_affordable(&transaction, budget_usd, jobs, estimate).await? {
-                        Budgeted::Claimed { jobs, .. } => jobs,
-                        Budgeted::Wait | Budgeted::Exhausted => return Ok(0),
+                        (Budgeted::Claimed { jobs, .. }, returned) => {
+                            claim::unclaim(&transaction, &returned).await?;
+                            jobs
+                        }
+                        (Budgeted::Wait | Budgeted::Exhausted, _) => return Ok(0),
                     }
                 }
             };

@@ -7,7 +7,7 @@
 //! [`disposition`] the pure decision after it, [`settle`] its writes carried through a
 //! database blink, [`timing`] the time checks, [`run`] the long-running loop of
 //! `triage worker`, [`batch`] the batch tier's submissions. The daily spend budget gates the
-//! claim (`pipeline::budget`).
+//! claim (`pipeline::limits::budget`).
 
 mod batch;
 mod disposition;
@@ -45,14 +45,14 @@ use crate::{
     },
     evaluate::{BatchClient, Policy, Prompt, Provider, Tier},
     pipeline::{
-        breaker,
-        budget::{self, Budgeted},
+        limits::breaker,
+        limits::budget::{self, Budgeted},
+        limits::rate_limit::Limiter,
         outbox::{
             claim::{self, Serves},
             ClaimedJob, Lanes,
         },
         prompt_registry,
-        rate_limit::Limiter,
     },
     telemetry::metric,
 };
@@ -340,7 +340,7 @@ impl<P: Provider> Worker<P> {
         if stop.is_cancelled() || holds.any() || !self.call_fits(deadline) {
             return Ok(Claimed::NOTHING);
         }
-        let mut client = db::client(&self.pool).await?;
+        let client = db::client(&self.pool).await?;
         let gate = breaker::gate(
             &client,
             self.provider.name(),
@@ -378,7 +378,7 @@ impl<P: Provider> Worker<P> {
             Some(budget_usd) => {
                 let claim = (id, batch, lease, serves, lanes);
                 let estimate = |job: &ClaimedJob| self.estimate_usd(job, self.tier(job));
-                match budget::claim_within(&mut client, budget_usd, claim, estimate).await? {
+                match budget::claim_within(&client, budget_usd, claim, estimate).await? {
                     Budgeted::Claimed { jobs, cut } => (jobs, cut),
                     Budgeted::Wait => {
                         return Ok(Claimed {

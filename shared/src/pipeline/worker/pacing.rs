@@ -11,7 +11,7 @@ use crate::{
     evaluate::{Provider, ProviderError, ProviderReply},
     pipeline::{
         ledger::Slot,
-        rate_limit::{self, Pace, Settlement},
+        limits::rate_limit::{self, Pace, Settlement},
     },
 };
 

@@ -22,8 +22,8 @@ use crate::{
         ProviderReply, Tier,
     },
     pipeline::{
-        breaker,
         ledger::{self, CallId, CallOutcome, CallRecord, Start},
+        limits::breaker,
         outbox::{ClaimedJob, Fencing, Lane},
     },
     telemetry::metric,

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::{
     db,
     domain::error::Result,
-    pipeline::{budget, outbox::claim::Serves},
+    pipeline::{limits::budget, outbox::claim::Serves},
     telemetry::metric,
 };
 
