@@ -105,8 +105,8 @@ impl<P: Provider> Worker<P> {
         };
         let mut listed = None;
         for open in open {
-            if Instant::now() + WRITE_MARGIN >= until {
-                // Left for the next tick.
+            // A poll is a provider request: one that might not end in time is the next tick's.
+            if Instant::now() + self.sending_for() > until {
                 let client = db::client(&self.pool).await?;
                 submission::put_back(&client, open.id).await?;
                 continue;
