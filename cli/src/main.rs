@@ -22,7 +22,8 @@ use triage::{
     http::{self, admin, local},
     operations,
     pipeline::{
-        delivery, sweep,
+        delivery,
+        sweep::Sweeper,
         worker::{self, Worker},
     },
     secret::{ExposeSecret, Secret},
@@ -59,7 +60,8 @@ enum Command {
         #[arg(long)]
         once: bool,
     },
-    /// Return expired leases: one pass with --once, else until SIGTERM/SIGINT.
+    /// Return expired leases (and collect provider batches): one pass with --once, else until
+    /// SIGTERM/SIGINT.
     Sweeper {
         #[arg(long)]
         once: bool,
@@ -133,13 +135,14 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Sweeper { once } => {
-            let config = config_from_env().await?;
-            let pool = db::pool(&config.database)?;
+            let config = Arc::new(config_from_env().await?);
+            let sweeper = Sweeper::new(db::pool(&config.database)?, config.clone())?;
             if once {
-                let report = sweep::sweep(&pool, &config).await?;
+                let deadline = Instant::now() + config.worker.invocation_budget;
+                let report = sweeper.tick(deadline).await?;
                 println!("{}", serde_json::to_string(&report)?);
             } else {
-                sweep_until_stopped(&pool, &config, stop).await;
+                sweep_until_stopped(&sweeper, &config, stop).await;
             }
         }
         Command::Deliver { once } => {
@@ -169,11 +172,12 @@ async fn main() -> anyhow::Result<()> {
             let worker = build_worker(&config)?;
             let pool = db::pool(&config.database)?;
             let deliverer = eventbridge::deliverer(pool.clone(), config.clone())?;
+            let sweeper = Sweeper::new(pool, config.clone())?;
             let (served, worked, delivered, ()) = tokio::join!(
                 serve(config.clone(), listen, &console, stop.clone()),
                 worker::run_until_stopped(&worker, WORKER_IDLE, stop.clone()),
                 delivery::run_until_stopped(&deliverer, WORKER_IDLE, stop.clone()),
-                sweep_until_stopped(&pool, &config, stop.clone()),
+                sweep_until_stopped(&sweeper, &config, stop.clone()),
             );
             served?;
             worked?;
@@ -285,13 +289,10 @@ async fn serve(
     Ok(())
 }
 
-async fn sweep_until_stopped(
-    pool: &deadpool_postgres::Pool,
-    config: &Config,
-    stop: CancellationToken,
-) {
+async fn sweep_until_stopped(sweeper: &Sweeper, config: &Config, stop: CancellationToken) {
     while !stop.is_cancelled() {
-        if let Err(error) = sweep::sweep(pool, config).await {
+        let deadline = Instant::now() + config.worker.invocation_budget;
+        if let Err(error) = sweeper.tick(deadline).await {
             tracing::warn!(%error, "sweep failed; retrying");
         }
         tokio::select! { _ = stop.cancelled() => {}, _ = tokio::time::sleep(SWEEP_EVERY) => {} }
@@ -303,6 +304,14 @@ mod tests {
     use triage::operations::Request;
 
     use super::*;
+
+    const REPROCESS: [&str; 5] = [
+        "reprocess",
+        "--since",
+        "1d",
+        "--prompt-version",
+        "triage-v5",
+    ];
 
     fn operation(args: &[&str]) -> Result<Request, clap::Error> {
         let cli = Cli::try_parse_from(std::iter::once("triage").chain(args.iter().copied()))?;
@@ -330,18 +339,40 @@ mod tests {
         );
         let confirmed = operation(&["redrive", "--confirm"]).unwrap();
         assert!(matches!(confirmed, Request::Redrive { confirm: true, .. }));
-        let reprocess = [
-            "reprocess",
-            "--since",
-            "1d",
-            "--prompt-version",
-            "triage-v5",
-        ];
-        let unconfirmed = operation(&reprocess).unwrap();
+        let unconfirmed = operation(&REPROCESS).unwrap();
         assert!(matches!(
             unconfirmed,
             Request::Reprocess { confirm: false, .. }
         ));
+    }
+
+    #[test]
+    fn reprocess_and_redrive_take_a_lane_and_refuse_any_other_name() {
+        use triage::pipeline::outbox::Lane;
+        let chosen = [&REPROCESS[..], &["--lane", "interactive"]].concat();
+        assert!(matches!(
+            operation(&chosen).unwrap(),
+            Request::Reprocess {
+                lane: Some(Lane::Interactive),
+                ..
+            }
+        ));
+        assert!(matches!(
+            operation(&REPROCESS).unwrap(),
+            Request::Reprocess { lane: None, .. }
+        ));
+        assert!(matches!(
+            operation(&["redrive", "--lane", "bulk"]).unwrap(),
+            Request::Redrive {
+                lane: Some(Lane::Bulk),
+                ..
+            }
+        ));
+        let refused = operation(&["redrive", "--lane", "fast"]).err().unwrap();
+        assert!(
+            refused.to_string().contains("interactive or bulk"),
+            "{refused}"
+        );
     }
 
     #[test]

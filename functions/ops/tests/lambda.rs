@@ -67,6 +67,39 @@ async fn stats_answer_with_the_queue_and_count_the_operation_and_a_bad_request_i
         .get(0);
     assert_eq!(jobs, 1, "nothing was queued");
 
+    // A lane that is neither interactive nor bulk: refused as the payload is read, so the
+    // dead letter stays dead (and, like any payload that does not parse, nothing is audited).
+    client
+        .execute(
+            "UPDATE evaluation_outbox SET status = 'dead', finished_at = now(), \
+             error_class = 'timeout'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let refused_lane = runtime
+        .invoke(
+            json!({"op": "redrive", "spread": "0s", "lane": "fast"}),
+            TIMEOUT,
+        )
+        .await;
+    let error = refused_lane.result.expect_err("an unknown lane is refused");
+    assert!(
+        error
+            .error_message
+            .contains(r#"lane: "fast" is not a lane: interactive or bulk"#),
+        "{error:?}"
+    );
+    let dead: i64 = client
+        .query_one(
+            "SELECT count(*) FROM evaluation_outbox WHERE status = 'dead'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(dead, 1, "nothing was redriven");
+
     // Both runs are in the audit trail, named by the function and the invocation.
     let trail = runtime.invoke(json!({"op": "audit"}), TIMEOUT).await;
     let trail = trail.result.expect("audit answered");

@@ -1,18 +1,29 @@
 //! Sweeper Lambda (EventBridge schedule): expired leases back to the queue, retention,
-//! queue health and the dead-letter report as EMF metrics and a log line.
+//! queue health and the dead-letter report as EMF metrics and a log line; with the batch tier,
+//! the provider batches polled and collected, bounded by the Lambda deadline.
+
+use std::sync::Arc;
 
 use lambda_runtime::{service_fn, LambdaEvent};
-use triage::{aws::lambda::config_from_env, db, pipeline::sweep, telemetry};
+use triage::{
+    aws::lambda::{self, config_from_env},
+    db,
+    pipeline::sweep::Sweeper,
+    telemetry,
+};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init();
     let metrics = telemetry::lambda_metrics("sweeper")?;
-    let config = config_from_env().await?;
-    let pool = db::pool(&config.database)?;
-    let (pool, config) = (&pool, &config);
-    let handler = service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
-        sweep::sweep(pool, config).await
+    let config = Arc::new(config_from_env().await?);
+    let fallback = config.worker.invocation_budget;
+    let sweeper = Sweeper::new(db::pool(&config.database)?, config)?;
+    let sweeper = &sweeper;
+    let handler = service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
+        sweeper
+            .tick(lambda::deadline(&event.context, fallback))
+            .await
     });
     metrics_cloudwatch_embedded::lambda::service::run(metrics, handler).await
 }

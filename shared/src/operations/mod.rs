@@ -33,7 +33,7 @@ use crate::{
         delivery,
         erase::{self, Erased},
         limits::budget,
-        outbox::claim::Serves,
+        outbox::{claim::Serves, Lane},
         reads::report::{self, DeadLetterGroup, Health},
     },
     telemetry::metric,
@@ -124,12 +124,15 @@ async fn execute(
         model_version: model_version.unwrap_or_else(|| config.versions.model.clone()),
     };
     let spread = |spread: Option<HumanDuration>| spread.map_or(DEFAULT_SPREAD, |s| s.0);
+    // Work an operator queues may wait behind new tickets unless they say otherwise.
+    let lane = |lane: Option<Lane>| lane.unwrap_or(Lane::Bulk);
     Ok(match request {
         Request::Reprocess {
             since,
             prompt_version,
             model_version,
             spread: pacing,
+            lane: chosen,
             dry_run,
             confirm,
         } => {
@@ -140,6 +143,7 @@ async fn execute(
                 since: since.resolve(Utc::now()),
                 versions,
                 spread: spread(pacing),
+                lane: lane(chosen),
                 batch_size: BATCH_SIZE,
                 dry_run,
             };
@@ -221,6 +225,7 @@ async fn execute(
             since,
             limit,
             spread: pacing,
+            lane: chosen,
             dry_run,
             confirm,
         } => {
@@ -232,6 +237,7 @@ async fn execute(
                 since: since.map(|s| s.0),
                 limit,
                 spread: spread(pacing),
+                lane: lane(chosen),
                 batch_size: BATCH_SIZE,
                 dry_run,
             };

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
-use crate::{db, domain::error::Result};
+use crate::{db, domain::error::Result, pipeline::outbox::Lane};
 
 /// Which dead letters, and how.
 #[derive(Debug, Clone)]
@@ -21,6 +21,8 @@ pub struct Selection {
     /// At most this many jobs.
     pub limit: Option<i64>,
     pub spread: Duration,
+    /// The lane the jobs go back to: bulk unless the operator needs them ahead of it.
+    pub lane: Lane,
     pub batch_size: i64,
     /// Count what would move, write nothing.
     pub dry_run: bool,
@@ -48,11 +50,11 @@ LIMIT $5
 "#;
 
 /// `status = 'dead'` is re-checked under the row lock: a job a concurrent redrive already
-/// moved is skipped, so the counts are exact. Redriven work is bulk work: it never makes new
-/// tickets wait.
+/// moved is skipped, so the counts are exact. Redriven work goes to the chosen lane (bulk
+/// unless asked: it then never makes new tickets wait).
 const MOVE_TO_QUEUE: &str = r#"
 UPDATE evaluation_outbox
-SET status = 'pending', attempts = 0, finished_at = NULL, lane = 'bulk',
+SET status = 'pending', attempts = 0, finished_at = NULL, lane = $3,
     available_at = now() + random() * make_interval(secs => $2)
 WHERE id = ANY($1) AND status = 'dead'
 RETURNING coalesce(error_class, 'unknown')
@@ -86,7 +88,14 @@ pub async fn redrive(pool: &Pool, selection: &Selection) -> Result<Report> {
         } else {
             let ids: Vec<i64> = page.iter().map(|row| row.get(0)).collect();
             client
-                .query(MOVE_TO_QUEUE, &[&ids, &selection.spread.as_secs_f64()])
+                .query(
+                    MOVE_TO_QUEUE,
+                    &[
+                        &ids,
+                        &selection.spread.as_secs_f64(),
+                        &selection.lane.as_str(),
+                    ],
+                )
                 .await?
                 .iter()
                 .map(|row| row.get(0))

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::{
     db,
     domain::{error::Result, key::IdempotencyKey, versions::VersionPair},
-    pipeline::outbox::Work,
+    pipeline::outbox::{Lane, Work},
 };
 
 /// What to reprocess, and how.
@@ -28,6 +28,8 @@ pub struct Plan {
     /// New jobs become claimable at a random point within this window, so a large reprocess
     /// does not hit the provider at once.
     pub spread: Duration,
+    /// The lane of the new jobs: bulk unless the operator needs them ahead of it.
+    pub lane: Lane,
     pub batch_size: i64,
     /// Count what would happen, write nothing.
     pub dry_run: bool,
@@ -128,7 +130,7 @@ pub async fn enqueue(
                 &batch.versions.model_version,
                 &batch.spread.as_secs_f64(),
                 &dry_run,
-                &batch.work.lane,
+                &batch.work.lane.as_str(),
                 &batch.work.workload,
             ],
         )
@@ -177,7 +179,10 @@ pub async fn reprocess(pool: &Pool, plan: &Plan) -> Result<Report> {
             keys: &keys,
             versions: &plan.versions,
             spread: plan.spread,
-            work: Work::REPROCESS,
+            work: Work {
+                lane: plan.lane,
+                ..Work::REPROCESS
+            },
         };
         let counts = enqueue(&client, &batch, plan.dry_run).await?;
         report.batches += 1;

@@ -9,10 +9,13 @@ use serde::{Deserialize, Serialize};
 use serde_with::{serde_as, DisplayFromStr};
 
 use super::eval::set::Split;
-use crate::domain::{
-    error::InvalidRequest,
-    ticket::TicketId,
-    versions::{ModelVersion, PromptVersion, VersionSpec},
+use crate::{
+    domain::{
+        error::InvalidRequest,
+        ticket::TicketId,
+        versions::{ModelVersion, PromptVersion, VersionSpec},
+    },
+    pipeline::outbox::Lane,
 };
 
 #[serde_as]
@@ -37,6 +40,12 @@ pub enum Request {
         #[serde(default)]
         #[serde_as(as = "Option<DisplayFromStr>")]
         spread: Option<HumanDuration>,
+        /// The new jobs' lane: bulk (default: behind new tickets, the cheaper tiers) or
+        /// interactive (ahead of bulk work, online).
+        #[arg(long)]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        lane: Option<Lane>,
         /// Count what would change; write nothing.
         #[arg(long)]
         #[serde(default)]
@@ -117,6 +126,12 @@ pub enum Request {
         #[serde(default)]
         #[serde_as(as = "Option<DisplayFromStr>")]
         spread: Option<HumanDuration>,
+        /// The jobs' lane: bulk (default: behind new tickets, the cheaper tiers) or
+        /// interactive (ahead of bulk work, online).
+        #[arg(long)]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        lane: Option<Lane>,
         /// Count what would move; write nothing.
         #[arg(long)]
         #[serde(default)]

@@ -114,16 +114,63 @@ SELECT (SELECT new FROM fresh), (SELECT id FROM call), "#,
 pub async fn start_call(
     client: &impl GenericClient,
     job: &ClaimedJob,
-    (worker, provider): (&str, &str),
+    caller: (&str, &str),
     estimate_usd: f64,
     slot: Option<Slot<'_>>,
     tier: Tier,
 ) -> Result<Start> {
+    let row = run_start(client, job, caller, estimate_usd, slot, tier).await?;
+    if !row.get::<_, bool>(0) {
+        return Ok(Start::Evaluated);
+    }
+    // Without a slot asked for, the wait reads NULL: the call starts now.
+    let (wait, opens_in) = match rate_limit::answered(row.get(2), row.get(3)) {
+        Take::Reserved { wait } => (wait, Duration::ZERO),
+        Take::Full { opens_in } => (Duration::ZERO, opens_in),
+    };
+    Ok(match started(&row) {
+        Some(call) => Start::Call { call, wait },
+        None => Start::Full { opens_in },
+    })
+}
+
+/// A call outside the shared rate limit (a batch line): the dedup check and the ledger row of
+/// [`start_call`], without a slot, so it is never refused one: `None` when a result for the
+/// job's key exists.
+pub async fn start_without_slot(
+    client: &impl GenericClient,
+    job: &ClaimedJob,
+    caller: (&str, &str),
+    estimate_usd: f64,
+    tier: Tier,
+) -> Result<Option<CallId>> {
+    let row = run_start(client, job, caller, estimate_usd, None, tier).await?;
+    Ok(started(&row))
+}
+
+/// The ledger row [`START`] wrote, if it wrote one.
+fn started(row: &tokio_postgres::Row) -> Option<CallId> {
+    row.get::<_, Option<i64>>(1).map(|id| CallId {
+        id,
+        started_at: row.get(4),
+    })
+}
+
+/// Runs [`START`]: the key's freshness, the row's id, the slot's wait and when the limit
+/// opens (NULL without a slot), the row's start.
+async fn run_start(
+    client: &impl GenericClient,
+    job: &ClaimedJob,
+    (worker, provider): (&str, &str),
+    estimate_usd: f64,
+    slot: Option<Slot<'_>>,
+    tier: Tier,
+) -> Result<tokio_postgres::Row> {
     let statement = client.prepare_cached(START).await?;
     let [a, b, c, d, e] = slot.map_or([0.0; 5], |slot| {
         rate_limit::slot_params(slot.pace, slot.tokens, slot.max_wait)
     });
-    let row = client
+    Ok(client
         .query_one(
             &statement,
             &[
@@ -144,25 +191,7 @@ pub async fn start_call(
                 &tier.name(),
             ],
         )
-        .await?;
-    if !row.get::<_, bool>(0) {
-        return Ok(Start::Evaluated);
-    }
-    // Without a slot asked for, the wait reads NULL: the call starts now.
-    let (wait, opens_in) = match rate_limit::answered(row.get(2), row.get(3)) {
-        Take::Reserved { wait } => (wait, Duration::ZERO),
-        Take::Full { opens_in } => (Duration::ZERO, opens_in),
-    };
-    Ok(match row.get::<_, Option<i64>>(1) {
-        Some(id) => Start::Call {
-            call: CallId {
-                id,
-                started_at: row.get(4),
-            },
-            wait,
-        },
-        None => Start::Full { opens_in },
-    })
+        .await?)
 }
 
 /// A call whose slot was slept for, withdrawn if a hold began meanwhile (another worker's

@@ -1,9 +1,12 @@
 //! The sweeper (article step 3, "o varredor"): returns expired leases (jobs and deliveries)
 //! to their queues, deletes
 //! finished jobs past retention (and drops the ledger's days past it, creating days ahead), erases tickets past theirs (when set), forgets expired
-//! request keys, and reports queue health.
+//! request keys, and reports queue health. Its [`Sweeper::tick`] also polls and collects the
+//! provider batches (the batch tier), so their results come in while no worker runs.
 //! A lease expiry means a worker died mid-job, so it counts as the attempt the claim already
 //! added; at the maximum the job is dead-lettered as `lease_expired` instead of looping.
+
+use std::{sync::Arc, time::Instant};
 
 use deadpool_postgres::Pool;
 use serde::Serialize;
@@ -11,7 +14,8 @@ use serde::Serialize;
 use crate::{
     config::{Config, RetentionPolicy, WorkerPolicy},
     db,
-    domain::error::Result,
+    domain::error::{ConfigError, Result},
+    evaluate::{AnyProvider, Tier},
     pipeline::{
         erase, ingest, ledger,
         outbox::{
@@ -19,6 +23,7 @@ use crate::{
             lease::{self, Queue},
         },
         reads::report::{self, Health},
+        worker::{BatchReport, Worker},
     },
     telemetry::metric,
 };
@@ -43,6 +48,50 @@ pub struct SweepReport {
     pub request_keys_expired: u64,
     pub health: Health,
     pub dead_letters: Vec<report::DeadLetterGroup>,
+    /// The provider batches polled and collected on this tick (none without the batch tier).
+    pub batches: BatchReport,
+}
+
+/// The sweeper as its schedule runs it (the Lambda, `triage sweeper`, `triage dev`).
+pub struct Sweeper {
+    pool: Pool,
+    config: Arc<Config>,
+    /// With `TRIAGE_BULK_TIER=batch`: a worker that only collects (submitting claims work, the
+    /// fleet's part).
+    batches: Option<Worker<AnyProvider>>,
+}
+
+impl Sweeper {
+    /// Refuses what the worker would refuse when it is to collect batches.
+    pub fn new(pool: Pool, config: Arc<Config>) -> Result<Self> {
+        let batches = match config.worker.bulk_tier {
+            Tier::Batch => {
+                let call_timeout = config.worker.call_timeout;
+                let provider = AnyProvider::from_config(&config.provider, call_timeout)
+                    .map_err(|e| ConfigError::invalid("TRIAGE_PROVIDER_URL", e.detail))?;
+                Some(Worker::new(pool.clone(), provider, config.clone())?)
+            }
+            Tier::Online | Tier::Flex => None,
+        };
+        Ok(Self {
+            pool,
+            config,
+            batches,
+        })
+    }
+
+    /// One tick: the [`sweep`], then the batches' polling and collection (the worker's own
+    /// `collect_batches`, bounded per tick), before `deadline`.
+    pub async fn tick(&self, deadline: Instant) -> Result<SweepReport> {
+        let mut report = sweep(&self.pool, &self.config).await?;
+        if let Some(worker) = &self.batches {
+            report.batches = worker.collect_batches(deadline).await?;
+            if report.batches != BatchReport::default() {
+                tracing::info!(batches = ?report.batches, "batches tended by the sweeper");
+            }
+        }
+        Ok(report)
+    }
 }
 
 pub async fn return_expired_leases(pool: &Pool, policy: &WorkerPolicy) -> Result<LeaseReport> {
@@ -135,5 +184,6 @@ pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
         request_keys_expired,
         health,
         dead_letters,
+        batches: BatchReport::default(),
     })
 }

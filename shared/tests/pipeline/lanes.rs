@@ -1,6 +1,6 @@
 //! Lanes and the bulk tiers on a real PostgreSQL: new tickets are claimed before bulk work,
 //! which takes at most its share of a claim while they wait; reprocess and redrive enqueue
-//! bulk work; bulk calls on flex are priced at the flex rate, and flex's 429s spend no attempt
+//! bulk work unless their operator chooses the interactive lane; bulk calls on flex are priced at the flex rate, and flex's 429s spend no attempt
 //! and hold no one else off; bulk work in provider batches completes at the batch price,
 //! falls back online line by line, and is never submitted twice after a crash.
 
@@ -11,8 +11,10 @@ use serde_json::json;
 use triage::{
     evaluate::{PriceTable, ProviderKind, Tier, Usage},
     pipeline::{
+        ledger,
         outbox::{claim, Lane, Lanes},
         reads::report,
+        sweep::Sweeper,
     },
 };
 
@@ -128,6 +130,41 @@ async fn reprocess_and_redrive_put_their_work_in_the_bulk_lane() {
 }
 
 #[tokio::test]
+async fn a_reprocess_or_redrive_an_operator_puts_in_the_interactive_lane_is_claimed_ahead_of_bulk_work(
+) {
+    let app = spawn_app().await;
+    post_many(&app, "ticket", 3).await;
+    // Dead letters to redrive, and an older bulk backlog (a reprocess in its default lane).
+    app.exec("UPDATE evaluation_outbox SET status = 'dead', finished_at = now(), error_class = 'timeout'")
+        .await;
+    let backlog = op(
+        &app,
+        json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v4", "spread": "0s"}),
+    )
+    .await;
+    assert_eq!(backlog["inserted"], 3);
+    app.exec("UPDATE evaluation_outbox SET available_at = now() - interval '1 hour' WHERE status = 'pending'")
+        .await;
+    let urgent = json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v5", "spread": "0s", "lane": "interactive"});
+    assert_eq!(op(&app, urgent).await["inserted"], 3);
+    let redrive = json!({"op": "redrive", "spread": "0s", "lane": "interactive"});
+    assert_eq!(op(&app, redrive).await["moved"], 3);
+
+    // No share for bulk while interactive work waits: the six chosen jobs first, then the
+    // older backlog.
+    assert_eq!(claim_lanes(&app, 10, 0.0).await, [Lane::Interactive; 6]);
+    assert_eq!(claim_lanes(&app, 10, 0.0).await, [Lane::Bulk; 3]);
+    let chosen = "SELECT count(*) FROM evaluation_outbox WHERE lane = 'interactive' \
+                  AND prompt_version IN ('triage-v3', 'triage-v5') AND locked_by = 'w'";
+    assert_eq!(app.count(chosen).await, 6);
+    // The audit trail names the lane each chose.
+    let audited = app
+        .count("SELECT count(*) FROM operation_audit WHERE parameters->>'lane' = 'interactive'")
+        .await;
+    assert_eq!(audited, 2);
+}
+
+#[tokio::test]
 async fn bulk_work_on_flex_is_priced_at_the_flex_rate_and_its_429_spends_no_attempt() {
     let fake = FakeProvider::start().await;
     fake.set_strict(true);
@@ -207,6 +244,16 @@ async fn batch_app(fake: &FakeProvider, api: Api, budget_usd: Option<f64>) -> Te
     app.exec("UPDATE evaluation_outbox SET lane = 'bulk'").await;
     post_many(&app, "new", 1).await;
     app
+}
+
+/// [`batch_app`] on `api`, whose bulk lane a worker has just sent as one batch.
+async fn one_batch_sent(api: Api) -> (FakeProvider, TestApp) {
+    let fake = FakeProvider::start().await;
+    let app = batch_app(&fake, api, None).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let report = app.worker().tend_batches(deadline).await.unwrap();
+    assert_eq!(report.submitted, 1, "{api:?}");
+    (fake, app)
 }
 
 async fn outbox_done(app: &TestApp) -> i64 {
@@ -302,11 +349,9 @@ async fn bulk_work_goes_to_a_batch_completed_at_the_batch_price_and_failed_or_ex
 #[tokio::test]
 async fn a_worker_killed_between_sending_a_batch_and_recording_it_leads_to_no_second_submission() {
     for api in [Api::OpenAi, Api::Anthropic] {
-        let fake = FakeProvider::start().await;
-        let app = batch_app(&fake, api, None).await;
+        let (fake, app) = one_batch_sent(api).await;
         let worker = app.worker();
         let deadline = Instant::now() + Duration::from_secs(5);
-        assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
         // What a worker killed after the provider accepted the batch, before it recorded the
         // answer, leaves behind: a submission still 'sending', without the provider's id.
         app.exec("UPDATE batch_submission SET state = 'sending', provider_batch_id = NULL, submitted_at = NULL, created_at = now() - interval '1 hour'")
@@ -320,14 +365,153 @@ async fn a_worker_killed_between_sending_a_batch_and_recording_it_leads_to_no_se
         assert_eq!(fake.batches().len(), 1, "{api:?}: adopted, not sent again");
         app.drain(&worker, Duration::from_secs(20)).await;
         assert_eq!(outbox_done(&app).await, 4, "{api:?}");
-        assert_eq!(fake.batches().len(), 1, "{api:?}");
-        assert!(
-            fake.billed_by_content().values().all(|n| *n == 1),
+        collected_once(&app, &fake, api).await;
+    }
+}
+
+/// The one batch was sent once, collected, and each content billed once.
+async fn collected_once(app: &TestApp, fake: &FakeProvider, api: Api) {
+    assert_eq!(fake.batches().len(), 1, "{api:?}: nothing sent twice");
+    assert!(
+        fake.billed_by_content().values().all(|n| *n == 1),
+        "{api:?}: billed = unique"
+    );
+    let state: String = app.row("SELECT state FROM batch_submission").await.get(0);
+    assert_eq!(state, "collected", "{api:?}");
+}
+
+#[tokio::test]
+async fn a_batch_a_worker_submitted_is_collected_by_the_sweepers_ticks_while_no_worker_runs() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let (fake, app) = one_batch_sent(api).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let sweeper = Sweeper::new(app.pool.clone(), app.config.clone()).unwrap();
+        // A worker polling it meanwhile holds it: the tick leaves it alone.
+        app.exec("UPDATE batch_submission SET polled_until = now() + interval '1 minute'")
+            .await;
+        let report = sweeper.tick(deadline).await.unwrap().batches;
+        assert_eq!(report, Default::default(), "{api:?}");
+        app.exec("UPDATE batch_submission SET polled_until = NULL")
+            .await;
+        // A tick out of time leaves it to the next, free to be polled.
+        let report = sweeper.tick(Instant::now()).await.unwrap().batches;
+        assert_eq!(report, Default::default(), "{api:?}");
+        let free = "SELECT count(*) FROM batch_submission WHERE polled_until IS NULL AND state = 'submitted'";
+        assert_eq!(app.count(free).await, 1, "{api:?}");
+
+        let report = sweeper.tick(deadline).await.unwrap().batches;
+        assert_eq!(
+            (report.collected, report.lines_evaluated, report.submitted),
+            (1, 3, 0),
             "{api:?}"
         );
-        let state: String = app.row("SELECT state FROM batch_submission").await.get(0);
-        assert_eq!(state, "collected", "{api:?}");
+        let bulk_done =
+            "SELECT count(*) FROM evaluation_outbox WHERE lane = 'bulk' AND status = 'done'";
+        assert_eq!(app.count(bulk_done).await, 3, "{api:?}");
+        assert_eq!(
+            app.count("SELECT count(*) FROM evaluation_result r JOIN evaluation_outbox o USING (idempotency_key) WHERE o.lane = 'bulk'").await,
+            3,
+            "{api:?}: each result stored"
+        );
+        let client = app.pool.get().await.unwrap();
+        let lines = client
+            .query(
+                "SELECT input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, \
+                 cost_usd::float8 FROM provider_call \
+                 WHERE tier = 'batch' AND outcome = 'ok' AND billed",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert_eq!(lines.len(), 3, "{api:?}");
+        for line in lines {
+            let usage = Usage {
+                input_tokens: line.get(0),
+                cached_input_tokens: line.get(1),
+                cache_write_tokens: line.get(2),
+                output_tokens: line.get(3),
+            };
+            let (cost, prices) = (line.get::<_, f64>(4), &app.config.provider.prices);
+            let batch_price = prices.cost("gpt-6-luna", usage, Tier::Batch);
+            assert!(
+                (cost - batch_price).abs() < 1e-8,
+                "{api:?}: {cost} != {batch_price}"
+            );
+        }
+        // The next tick finds nothing to do; nothing was sent twice, nothing billed twice.
+        let report = sweeper.tick(deadline).await.unwrap().batches;
+        assert_eq!(report, Default::default(), "{api:?}");
+        collected_once(&app, &fake, api).await;
     }
+}
+
+#[tokio::test]
+async fn batch_lines_leave_the_online_breaker_alone_so_an_open_one_stays_open_while_they_complete()
+{
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let (_fake, app) = one_batch_sent(api).await;
+        let worker = app.worker();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // The online endpoint went down meanwhile: the breaker is open for online calls.
+        let provider = match api {
+            Api::OpenAi => "openai",
+            Api::Anthropic => "anthropic",
+        };
+        app.exec(&format!(
+            "INSERT INTO provider_breaker (provider, state, consecutive_failures, trips, open_until) \
+             VALUES ('{provider}', 'open', 5, 1, now() + interval '1 hour')"
+        ))
+        .await;
+        let report = worker.collect_batches(deadline).await.unwrap();
+        assert_eq!(report.lines_evaluated, 3, "{api:?}");
+        let breaker = app
+            .row("SELECT state, consecutive_failures, trips, coalesce(open_until > now(), false) FROM provider_breaker")
+            .await;
+        assert_eq!(
+            (
+                breaker.get::<_, String>(0),
+                breaker.get::<_, i32>(1),
+                breaker.get::<_, i32>(2),
+                breaker.get::<_, bool>(3)
+            ),
+            ("open".into(), 5, 1, true),
+            "{api:?}: a batch answer is no proof the online endpoint is up"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_batch_lines_ledger_row_takes_no_slot_and_is_not_written_for_a_key_with_a_result() {
+    let app = spawn_app().await;
+    let client = app.pool.get().await.unwrap();
+    let caller = ("w", "openai");
+    let job = app.claimed("Batched").await;
+    let call = ledger::start_without_slot(&client, &job, caller, 0.1, Tier::Batch)
+        .await
+        .unwrap();
+    assert!(call.is_some());
+    let rows = "SELECT count(*) FROM provider_call WHERE tier = 'batch' AND outcome = 'in_flight'";
+    assert_eq!(app.count(rows).await, 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_rate_limit").await,
+        0,
+        "no slot"
+    );
+
+    let evaluated = app.claimed("Already evaluated").await;
+    app.exec(&format!(
+        "INSERT INTO evaluation_result (idempotency_key, ticket_id, is_urgent, department, \
+         urgency_score, model_version, prompt_version, policy_version) \
+         VALUES ('{}', '{}', 0, 'billing', 0, 'm', 'p', 'v')",
+        evaluated.key.as_str(),
+        evaluated.ticket_id.0
+    ))
+    .await;
+    let call = ledger::start_without_slot(&client, &evaluated, caller, 0.1, Tier::Batch)
+        .await
+        .unwrap();
+    assert_eq!(call, None);
+    assert_eq!(app.count(rows).await, 1);
 }
 
 #[tokio::test]

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     operations::{self, HumanDuration, Operator, Outcome, Request},
-    pipeline::reads::report,
+    pipeline::{outbox::Lane, reads::report},
     Result,
 };
 
@@ -128,6 +128,7 @@ async fn run_redrive(
         since: Some(HumanDuration(since)),
         limit: None,
         spread: Some(HumanDuration(spread)),
+        lane: None,
         dry_run: false,
         // The page's own confirmation step (the count first, then the button) is the
         // operator's confirmation, however many jobs it moves.
@@ -156,6 +157,8 @@ pub(super) async fn confirm(
         since: Some(window),
         limit: None,
         spread: operations::DEFAULT_SPREAD,
+        // A dry run moves nothing: the lane changes no count.
+        lane: Lane::Bulk,
         batch_size: operations::BATCH_SIZE,
         dry_run: true,
     };

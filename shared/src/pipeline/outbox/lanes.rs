@@ -4,10 +4,11 @@
 //! interactive work is waiting, and all of it when none is. Every call then takes its slot in
 //! the one shared rate limit, so bulk's share of the claims is its share of the limit.
 
-use std::fmt;
+use std::{fmt, str::FromStr};
 
 use crate::{
     config::{WorkerPolicy, DEFAULT_BULK_SHARE},
+    domain::error::InvalidRequest,
     evaluate::Tier,
 };
 
@@ -71,6 +72,19 @@ impl fmt::Display for Lane {
     }
 }
 
+/// A lane as an operator names it (`--lane`, `"lane"`): exactly one of the two names.
+impl FromStr for Lane {
+    type Err = InvalidRequest;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Lane::Interactive, Lane::Bulk]
+            .into_iter()
+            .find(|lane| lane.as_str() == s)
+            .ok_or_else(|| {
+                InvalidRequest::new("lane", format!("{s:?} is not a lane: interactive or bulk"))
+            })
+    }
+}
+
 /// How many bulk jobs a claim of `batch` may take once `interactive` interactive jobs were
 /// claimed: the rest of the claim when no interactive work was waiting, else at most
 /// `bulk_share` of the claim (rounded down) and never more than is left.
@@ -120,6 +134,17 @@ mod tests {
     fn lanes_read_back_as_stored() {
         for lane in [Lane::Interactive, Lane::Bulk] {
             assert_eq!(Lane::from_stored(lane.as_str()), lane);
+        }
+    }
+
+    #[test]
+    fn an_operator_names_a_lane_exactly_or_is_refused() {
+        assert_eq!("interactive".parse::<Lane>().unwrap(), Lane::Interactive);
+        assert_eq!("bulk".parse::<Lane>().unwrap(), Lane::Bulk);
+        for bad in ["", "Bulk", "fast", " bulk", "interactive,bulk"] {
+            let refused = bad.parse::<Lane>().unwrap_err();
+            assert_eq!(refused.field, "lane", "{bad:?}");
+            assert!(refused.reason.contains("interactive or bulk"), "{bad:?}");
         }
     }
 }

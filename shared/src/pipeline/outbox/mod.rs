@@ -20,21 +20,21 @@ pub use lanes::{Lane, Lanes};
 pub struct OutboxId(pub i64);
 
 /// Which lane a job runs in and whose work it is (V7's `lane` and `workload` columns): a new
-/// ticket is interactive production work; reprocess is bulk; `triage eval` is bulk eval work,
-/// kept out of every production report.
+/// ticket is interactive production work; reprocess is bulk unless its operator chose
+/// otherwise; `triage eval` is bulk eval work, kept out of every production report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Work {
-    pub lane: &'static str,
+    pub lane: Lane,
     pub workload: &'static str,
 }
 
 impl Work {
     pub const REPROCESS: Work = Work {
-        lane: "bulk",
+        lane: Lane::Bulk,
         workload: "production",
     };
     pub const EVAL: Work = Work {
-        lane: "bulk",
+        lane: Lane::Bulk,
         workload: "eval",
     };
 }

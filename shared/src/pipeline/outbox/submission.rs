@@ -110,14 +110,15 @@ pub async fn put_back(client: &impl GenericClient, id: SubmissionId) -> Result<(
     Ok(())
 }
 
-/// Takes the open submissions of `provider` that no other worker is polling, each for `lease`:
-/// the submitted ones, and the ones still `sending` after `sending_for` (their sender is gone
-/// or gave up).
+/// Takes at most `limit` open submissions of `provider` that no other worker is polling, oldest
+/// first, each for `lease`: the submitted ones, and the ones still `sending` after
+/// `sending_for` (their sender is gone or gave up).
 pub async fn take_open(
     client: &impl GenericClient,
     provider: &str,
     lease: Duration,
     sending_for: Duration,
+    limit: i64,
 ) -> Result<Vec<Submission>> {
     let rows = client
         .query(
@@ -131,12 +132,18 @@ pub async fn take_open(
                        OR (state = 'sending' AND created_at < now() - make_interval(secs => $3)))
                   AND (polled_until IS NULL OR polled_until < now())
                 ORDER BY created_at
+                LIMIT $4
                 FOR UPDATE SKIP LOCKED
             )
             RETURNING id, reference, provider_batch_id,
                       extract(epoch FROM now() - created_at)::float8
             "#,
-            &[&provider, &lease.as_secs_f64(), &sending_for.as_secs_f64()],
+            &[
+                &provider,
+                &lease.as_secs_f64(),
+                &sending_for.as_secs_f64(),
+                &limit,
+            ],
         )
         .await?;
     Ok(rows

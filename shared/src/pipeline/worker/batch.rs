@@ -1,10 +1,12 @@
 //! The batch tier (`TRIAGE_BULK_TIER=batch`, docs/cost.md): before it claims online work, each
-//! invocation tends the provider batches. It adopts a submission whose sender died between
-//! sending and recording (found by the reference the provider echoes, never sent twice),
-//! collects the ended ones (each answered line through the same fenced write, ledger row and
-//! dedup as an online call, at the batch price; failed, expired and cancelled lines back to the
-//! online path), then submits the bulk lane's waiting jobs as a new batch, recorded first and
-//! no larger than the daily budget allows; a spent budget cancels the batches still running.
+//! invocation tends the provider batches. [`Worker::collect_batches`] adopts a submission whose
+//! sender died between sending and recording (found by the reference the provider echoes,
+//! never sent twice), collects the ended ones (each answered line through the same fenced
+//! write, ledger row and dedup as an online call, at the batch price; failed, expired and
+//! cancelled lines back to the online path), and cancels the batches still running once the
+//! daily budget is spent; the sweeper's tick runs it too, so results are collected while no
+//! worker runs. The worker then submits the bulk lane's waiting jobs as a new batch, recorded
+//! first and no larger than the daily budget allows.
 
 use std::{
     collections::HashMap,
@@ -13,7 +15,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::{process::dedup_hit, Holds, Worker, WRITE_MARGIN};
+use super::{process::dedup_hit, Worker, WRITE_MARGIN};
 use crate::{
     db,
     domain::error::Result,
@@ -22,7 +24,7 @@ use crate::{
         Provider, ProviderError, ProviderReply, Tier,
     },
     pipeline::{
-        ledger::{self, CallId, CallOutcome, CallRecord, Start},
+        ledger::{self, CallId, CallOutcome, CallRecord},
         limits::budget::{self, Budgeted},
         outbox::{
             claim::{self, Serves},
@@ -39,6 +41,10 @@ pub const BATCH_LEASE: Duration = Duration::from_secs(25 * 3600);
 /// How long one worker has a submission to itself while it polls or collects it.
 const POLL_LEASE: Duration = Duration::from_secs(120);
 
+/// The most submissions one tick polls: each is a provider request or more, and an ended one is
+/// a line-by-line collection; the next tick takes the rest.
+const SUBMISSIONS_PER_TICK: i64 = 20;
+
 /// What tending the batches did in one invocation.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct BatchReport {
@@ -52,19 +58,43 @@ pub struct BatchReport {
 }
 
 impl<P: Provider> Worker<P> {
-    /// Adopts, collects and submits (see the module's header); nothing without a batch tier.
+    /// Collects, then submits (see the module's header): a worker invocation's turn with the
+    /// batches; nothing without a batch tier.
     pub async fn tend_batches(&self, deadline: Instant) -> Result<BatchReport> {
+        let mut report = self.collect_batches(deadline).await?;
+        if let Some(batches) = &self.batches {
+            if Instant::now() + self.sending_for() <= deadline {
+                report.submitted += self.submit(batches).await?;
+            }
+        }
+        if report != BatchReport::default() {
+            tracing::info!(?report, "batches tended");
+        }
+        Ok(report)
+    }
+
+    /// Polls the open submissions (at most [`SUBMISSIONS_PER_TICK`], each held under its poll
+    /// lease so a worker and the sweeper never tend one together), adopts, collects and, with
+    /// the budget spent, cancels; stops before `deadline`. Never submits: that claims.
+    pub async fn collect_batches(&self, deadline: Instant) -> Result<BatchReport> {
         let mut report = BatchReport::default();
         let Some(batches) = &self.batches else {
             return Ok(report);
         };
-        // A submission still `sending` after one request's time has lost its sender.
-        let sending_for = self.config.worker.call_timeout + WRITE_MARGIN;
         let open = {
             let client = db::client(&self.pool).await?;
-            let provider = self.provider.name();
-            submission::take_open(&client, provider, POLL_LEASE, sending_for).await?
+            let (provider, sending_for) = (self.provider.name(), self.sending_for());
+            submission::take_open(
+                &client,
+                provider,
+                POLL_LEASE,
+                sending_for,
+                SUBMISSIONS_PER_TICK,
+            )
+            .await?
         };
+        // Every write happens inside the poll lease, and before the caller's deadline.
+        let until = deadline.min(Instant::now() + POLL_LEASE - WRITE_MARGIN);
         // A spent budget cancels the batches still running: their lines come back unbilled.
         let cancel = match self.config.worker.daily_budget_usd {
             Some(budget_usd) if !open.is_empty() => {
@@ -75,6 +105,12 @@ impl<P: Provider> Worker<P> {
         };
         let mut listed = None;
         for open in open {
+            // A poll is a provider request: one that might not end in time is the next tick's.
+            if Instant::now() + self.sending_for() > until {
+                let client = db::client(&self.pool).await?;
+                submission::put_back(&client, open.id).await?;
+                continue;
+            }
             // `continue` skips the put-back: the poll lease then spaces out the next look.
             let batch = match &open.provider_batch_id {
                 Some(id) => batches.retrieve(id).await,
@@ -88,7 +124,8 @@ impl<P: Provider> Worker<P> {
             };
             match batch {
                 Ok(batch) if batch.state == BatchState::Ended => {
-                    self.collect(batches, &open, &batch, &mut report).await?;
+                    self.collect(batches, &open, &batch, until, &mut report)
+                        .await?;
                 }
                 Ok(batch) if cancel => {
                     tracing::warn!(batch = %batch.id, "daily budget spent: batch cancelled");
@@ -103,13 +140,12 @@ impl<P: Provider> Worker<P> {
             let client = db::client(&self.pool).await?;
             submission::put_back(&client, open.id).await?;
         }
-        if Instant::now() + sending_for <= deadline {
-            report.submitted += self.submit(batches).await?;
-        }
-        if report != BatchReport::default() {
-            tracing::info!(?report, "batches tended");
-        }
         Ok(report)
+    }
+
+    /// A submission still `sending` after one request's time has lost its sender.
+    fn sending_for(&self) -> Duration {
+        self.config.worker.call_timeout + WRITE_MARGIN
     }
 
     /// A submission that never got its batch id. The provider's own list says whether the
@@ -167,12 +203,14 @@ impl<P: Provider> Worker<P> {
     }
 
     /// Every line of an ended batch to its job; jobs the provider said nothing about (a batch
-    /// that failed whole) go back to the online path like expired lines.
+    /// that failed whole) go back to the online path like expired lines. Past `until` the rest
+    /// waits for the next tick: the lines written are done, and are skipped then.
     async fn collect(
         &self,
         batches: &BatchClient,
         open: &Submission,
         batch: &Batch,
+        until: Instant,
         report: &mut BatchReport,
     ) -> Result<()> {
         let lines = match batches.results(batch).await {
@@ -191,6 +229,10 @@ impl<P: Provider> Worker<P> {
                 .map(|(job, call)| (job.id, (job, call)))
                 .collect();
         for line in lines {
+            if Instant::now() + WRITE_MARGIN >= until {
+                tracing::info!(batch = %batch.id, "batch partly collected: the rest next tick");
+                return Ok(());
+            }
             let Some((job, call)) = open.job_of(&line.custom_id).and_then(|id| jobs.remove(&id))
             else {
                 continue;
@@ -225,15 +267,11 @@ impl<P: Provider> Worker<P> {
     async fn start_line(&self, client: &db::Client, job: &ClaimedJob) -> Result<Option<CallId>> {
         let caller = (self.id.as_str(), self.provider.name());
         let estimate_usd = self.estimate_usd(job, Tier::Batch);
-        match ledger::start_call(client, job, caller, estimate_usd, None, Tier::Batch).await? {
-            Start::Call { call, .. } => Ok(Some(call)),
-            Start::Evaluated => Ok(None),
-            Start::Full { .. } => unreachable!("a start without a slot is never refused one"),
-        }
+        ledger::start_without_slot(client, job, caller, estimate_usd, Tier::Batch).await
     }
 
     /// An answered line: the contract, the ledger at the batch price, and the job's fenced
-    /// write, as for an online answer.
+    /// write, as for an online answer; not the breaker, which guards the online endpoint.
     async fn complete_line(
         &self,
         job: &ClaimedJob,
@@ -254,15 +292,8 @@ impl<P: Provider> Worker<P> {
         let (record, checked) = self.check_answer(job, reply, Duration::ZERO, Tier::Batch);
         // The batch used none of the online rate limit: nothing to correct there.
         let used = reply.usage.input_tokens + reply.usage.output_tokens;
-        self.answered(
-            client,
-            job,
-            call,
-            &record,
-            &checked,
-            (reply, used, &Holds::default()),
-        )
-        .await?;
+        self.answered(client, job, call, &record, &checked, (reply, used, None))
+            .await?;
         Ok(())
     }
 

@@ -81,7 +81,7 @@ impl<P: Provider> Worker<P> {
         let settled = match result {
             Ok(reply) => {
                 let (record, checked) = self.check_answer(&job, &reply, latency, self.tier(&job));
-                let answer = (&reply, tokens, holds);
+                let answer = (&reply, tokens, Some(holds));
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
                     self.answered(client, &job, call, &record, &checked, answer)
                 })
@@ -275,7 +275,8 @@ impl<P: Provider> Worker<P> {
     /// A billed answer: ledger (with the token correction), the rate limit's hold, the breaker
     /// and the job's write pipelined on one connection (one round trip). Each is safe to repeat
     /// after a blink: the ledger's finish applies its corrections only once. Hold and breaker
-    /// write nothing in the common case.
+    /// write nothing in the common case. `holds` is `None` for a batch line: an answer from the
+    /// batch API says nothing about the online endpoint, so the breaker is left alone.
     pub(super) async fn answered(
         &self,
         client: db::Client,
@@ -283,7 +284,7 @@ impl<P: Provider> Worker<P> {
         call: CallId,
         record: &CallRecord,
         checked: &std::result::Result<Evaluation, ContractViolation>,
-        (reply, tokens, holds): (&ProviderReply, i64, &Holds),
+        (reply, tokens, holds): (&ProviderReply, i64, Option<&Holds>),
     ) -> Result<Outcome> {
         let (turn, error) = match checked {
             Ok(evaluation) => (Turn::Answered(evaluation), String::new()),
@@ -297,10 +298,16 @@ impl<P: Provider> Worker<P> {
         };
         let settlement = self.answer(tokens, reply);
         let correction = self.token_correction_secs(&settlement);
+        let breaker = async {
+            match holds {
+                Some(holds) => self.provider_answered(&client, holds).await,
+                None => Ok(()),
+            }
+        };
         let (_, _, _, outcome) = tokio::try_join!(
             ledger::finish_call(&client, call, record, correction),
             self.hold(&client, &settlement),
-            self.provider_answered(&client, holds),
+            breaker,
             self.carry_out(&client, job, turn, false, &error),
         )?;
         Ok(outcome)
