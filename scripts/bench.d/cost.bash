@@ -22,6 +22,9 @@
 # BENCH_COST_BURST_SECONDS 50; --quick 100 over 10), BENCH_COST_RPM (6000), BENCH_COST_WORKERS
 # (4), BENCH_COST_CONCURRENCY (16 each), BENCH_COST_BATCH_DELAY_MS (the fake's batches end this
 # long after creation: 20000; --quick 5000), BENCH_PROVIDER_MS (latency, default 50).
+# shellcheck shell=bash
+# SC2154/SC2034: variables set and read by scripts/bench; SC2059: the row formats are printf's.
+# shellcheck disable=SC2154,SC2034,SC2059
 
 cost_reprocess=${BENCH_COST_REPROCESS:-$([ -n "$quick" ] && echo 2000 || echo 20000)}
 cost_burst=${BENCH_COST_BURST:-$([ -n "$quick" ] && echo 100 || echo 500)}
@@ -60,7 +63,7 @@ cost_env() {
   case "$1" in
     A) prices=$cost_prices_uncached ;;
     C) tier=flex ;;
-    D) tier=batch ;;
+    D) tier="batch" ;;
   esac
   echo TRIAGE_PRICES="$prices" TRIAGE_BULK_TIER="$tier" \
     TRIAGE_PROVIDER_RPM="$(( cost_rpm * 9 / 10 ))" TRIAGE_INVOCATION_SECONDS=15 \
@@ -76,7 +79,7 @@ cost_run() {
   url=$(fresh_db "bench_cost_${run,,}")
   if [ "$reprocess" -gt 0 ]; then
     # Tickets evaluated under triage-v3 before the run, then queued again under triage-v4.
-    add_jobs "$url" "$reprocess" done >/dev/null
+    add_jobs "$url" "$reprocess" "done" >/dev/null
     DATABASE_URL=$url "$triage" reprocess --since 1d --prompt-version triage-v4 --spread 0s \
       --confirm >"$out/cost-reprocess-$run.log" 2>&1 \
       || { cat "$out/cost-reprocess-$run.log" >&2; die "reprocess ($run) failed"; }
@@ -153,8 +156,13 @@ cost_per_ticket() {
     "$out/cost-$1.groups"
 }
 
+# A reprocess's cost per ticket over another's; "-" without one.
+bulk_ratio() {
+  if [ "$1" = - ] || [ "$2" = - ]; then echo -; else ratio "$1" "$2"; fi
+}
+
 bench_cost() {
-  local run row groups base_p95 base_p50 reprocess drained posted p50 p95 billed billed_keys
+  local run row groups base_p95 label reprocess drained posted p50 p95 billed billed_keys
   local unique dead refused bulk bulk_b bulk_a verdict violations=0
   echo
   echo "== cost: a reprocess of $cost_reprocess tickets while $cost_burst new ones arrive over" \
@@ -167,7 +175,7 @@ bench_cost() {
     note "cost: run $run"
     cost_run "$run"
   done
-  read -r _ _ _ base_p50 base_p95 _ <"$out/cost-alone.row"
+  read -r _ _ _ _ base_p95 _ <"$out/cost-alone.row"
   bulk_b=$(cost_per_ticket B triage-v4)
   bulk_a=$(cost_per_ticket A triage-v4)
   row='  %-28s %6s %8s %6s %15s %12s %12s %12s %9s %9s %15s %5s %6s\n'
@@ -191,8 +199,8 @@ bench_cost() {
     printf "$row" "$label" "$reprocess" "$drained" "$posted" "$p50/$p95" \
       "$(awk -v a="$p95" -v b="$base_p95" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "n/a" }')" \
       "$(cost_per_ticket "$run" triage-v3)" "$bulk" \
-      "$([ "$bulk" = - ] && echo - || ratio "$bulk" "$bulk_b")" \
-      "$([ "$bulk" = - ] && echo - || ratio "$bulk" "$bulk_a")" "$verdict" "$dead" "$refused"
+      "$(bulk_ratio "$bulk" "$bulk_b")" "$(bulk_ratio "$bulk" "$bulk_a")" "$verdict" "$dead" \
+      "$refused"
   done
   echo "  cost per ticket by version (triage-v3: new tickets, triage-v4: the reprocess), lane and tier"
   echo "  (triage stats --json, cost_per_task):"
