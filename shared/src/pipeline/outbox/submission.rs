@@ -151,7 +151,10 @@ pub async fn take_open(
 }
 
 /// The jobs still in a submission's care (fenced: a job the sweeper took back is not among
-/// them), with the ledger row of their batch line when there is one.
+/// them), with the ledger row of their batch line when there is one. The line's row is found
+/// by the job's key (indexed in every partition), not by `outbox_id` (not indexed): a search by
+/// `outbox_id` scanned the day's ledger once per line, past the statement timeout for a
+/// 1,000-line batch beside 20,000 calls (`scripts/bench cost`).
 pub async fn jobs(
     client: &impl GenericClient,
     id: SubmissionId,
@@ -166,7 +169,8 @@ pub async fn jobs(
             FROM evaluation_outbox o JOIN ticket t ON t.id = o.ticket_id
             LEFT JOIN LATERAL (
                 SELECT c.id, c.started_at FROM provider_call c
-                WHERE c.outbox_id = o.id AND c.attempt = o.attempts AND c.tier = 'batch'
+                WHERE c.idempotency_key = o.idempotency_key AND c.outbox_id = o.id
+                  AND c.attempt = o.attempts AND c.tier = 'batch'
                   AND c.outcome = 'in_flight'
                 ORDER BY c.id DESC LIMIT 1
             ) c ON true
