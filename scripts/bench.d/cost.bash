@@ -171,6 +171,7 @@ bench_cost() {
   echo "   prices (USD per Mtok input/cached input/output, batch and flex factor): $cost_prices;"
   echo "   A: $cost_prices_uncached (cached input priced as input); batches end after" \
     "${cost_batch_delay_ms} ms, flex answers ${cost_flex_delay_ms} ms later, every ${cost_flex_every}th flex call a 429"
+  rm -f "$out"/cost-*
   for run in alone A B C D; do
     note "cost: run $run"
     cost_run "$run"
