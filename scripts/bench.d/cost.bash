@@ -56,6 +56,24 @@ start_cost_provider() {
   die "fake-provider did not start (see $log)"
 }
 
+# Batch lines the provider billed, by its own account (before it is stopped): the completed
+# lines of every batch in OpenAI's list, so a batch our ledger lost sight of still counts.
+provider_batch_lines() {
+  python3 - "$provider_url" <<'PY'
+import json, sys, urllib.request
+url, after, total = sys.argv[1], None, 0
+while True:
+    query = "?limit=100" + (f"&after={after}" if after else "")
+    request = urllib.request.Request(f"{url}/batches{query}", headers={"Authorization": "Bearer bench"})
+    page = json.load(urllib.request.urlopen(request, timeout=30))
+    total += sum(b["request_counts"]["completed"] for b in page["data"])
+    if not page["has_more"]:
+        break
+    after = page["last_id"]
+print(total)
+PY
+}
+
 # The environment of configuration RUN (A, B, C, D or alone), as NAME=VALUE words. Short
 # invocations (the batch tier tends its batches at the start of each) fit a call's timeout.
 cost_env() {
@@ -74,7 +92,7 @@ cost_env() {
 # $out/cost-RUN.groups ("version lane tier calls evaluated usd_per_ticket" lines).
 cost_run() {
   local run=$1 url reprocess=$cost_reprocess worker_pids=() i pid poster_pid started pending
-  local deadline drained=""
+  local deadline drained="" provider_lines
   [ "$run" != alone ] || reprocess=0
   url=$(fresh_db "bench_cost_${run,,}")
   if [ "$reprocess" -gt 0 ]; then
@@ -119,9 +137,10 @@ cost_run() {
   stop_bg "$poster_pid"
   for i in "${worker_pids[@]}"; do stop_bg "$i"; done
   stop_bg "$api_pid"
+  provider_lines=$(provider_batch_lines) || die "listing the provider's batches ($run) failed"
   stop_bg "$provider_pid"
 
-  local posted p50 p95 billed billed_keys unique dead refused
+  local posted p50 p95 billed billed_keys unique dead refused ledger_lines
   posted=$(sed -n 's/^posted=\([0-9]*\).*/\1/p' "$out/burst-cost-$run.log")
   # New tickets: those the API filed (under triage-v3) with a result; created -> computed.
   read -r p50 p95 < <(psql "$url" -tA -F' ' -c "
@@ -132,12 +151,14 @@ cost_run() {
           JOIN ticket_evaluation te ON te.ticket_id = t.id AND te.prompt_version = 'triage-v3'
           JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key) new")
   # Billed calls against the contents evaluated (one result each), the keys billed more than
-  # once, dead letters and the provider's 429s.
-  read -r billed billed_keys unique dead refused < <(psql "$url" -tA -F' ' -c "
+  # once, dead letters and the provider's 429s; batch lines billed by the ledger's account
+  # beside the provider's.
+  read -r billed billed_keys unique dead refused ledger_lines < <(psql "$url" -tA -F' ' -c "
     SELECT count(*) FILTER (WHERE billed), count(DISTINCT idempotency_key) FILTER (WHERE billed),
            (SELECT count(*) FROM evaluation_result),
            (SELECT count(*) FROM evaluation_outbox WHERE status = 'dead'),
-           count(*) FILTER (WHERE outcome = 'rate_limited')
+           count(*) FILTER (WHERE outcome = 'rate_limited'),
+           count(*) FILTER (WHERE billed AND tier = 'batch')
     FROM provider_call")
   DATABASE_URL=$url "$triage" stats --json >"$out/cost-stats-$run.json" 2>"$out/cost-stats-$run.log" \
     || { cat "$out/cost-stats-$run.log" >&2; die "triage stats ($run) failed"; }
@@ -146,8 +167,8 @@ import json, sys
 for g in json.load(open(sys.argv[1]))["cost_per_task"]:
     print(g["prompt_version"], g["lane"], g["tier"], g["calls"], g["evaluated"], g["cost_usd"])
 ' "$out/cost-stats-$run.json" >"$out/cost-$run.groups"
-  echo "$reprocess ${drained:--} ${posted:-0} ${p50:--} ${p95:--} $billed $billed_keys $unique $dead $refused" \
-    >"$out/cost-$run.row"
+  echo "$reprocess ${drained:--} ${posted:-0} ${p50:--} ${p95:--} $billed $billed_keys $unique $dead" \
+    "$refused $ledger_lines $provider_lines" >"$out/cost-$run.row"
 }
 
 # USD per ticket of the groups of VERSION in RUN (all its lanes and tiers): "-" when none.
@@ -163,7 +184,7 @@ bulk_ratio() {
 
 bench_cost() {
   local run row groups base_p95 label reprocess drained posted p50 p95 billed billed_keys
-  local unique dead refused bulk bulk_b bulk_a verdict violations=0
+  local unique dead refused ledger_lines provider_lines lines bulk bulk_b bulk_a verdict violations=0
   echo
   echo "== cost: a reprocess of $cost_reprocess tickets while $cost_burst new ones arrive over" \
     "${cost_burst_secs} s; $cost_workers × triage worker (C=$cost_concurrency), provider limit" \
@@ -179,15 +200,20 @@ bench_cost() {
   read -r _ _ _ _ base_p95 _ <"$out/cost-alone.row"
   bulk_b=$(cost_per_ticket B triage-v4)
   bulk_a=$(cost_per_ticket A triage-v4)
-  row='  %-28s %6s %8s %6s %15s %12s %12s %12s %9s %9s %15s %5s %6s\n'
+  row='  %-28s %6s %8s %6s %15s %10s %10s %11s %7s %7s %13s %13s %4s %5s\n'
   printf "$row" "run" "bulk" "drain s" "new" "new p50/p95 s" "p95/alone" "new \$/tkt" "bulk \$/tkt" \
-    "bulk/B" "bulk/A" "billed/unique" "dead" "429s"
+    "bulk/B" "bulk/A" "billed/unique" "batch: prov." "dead" "429s"
   for run in alone A B C D; do
-    read -r reprocess drained posted p50 p95 billed billed_keys unique dead refused <"$out/cost-$run.row"
+    read -r reprocess drained posted p50 p95 billed billed_keys unique dead refused ledger_lines \
+      provider_lines <"$out/cost-$run.row"
     bulk=$(cost_per_ticket "$run" triage-v4)
-    verdict="$billed/$unique"
+    verdict="$billed/$unique" lines="$provider_lines/$ledger_lines"
     if [ "$billed" != "$unique" ] || [ "$billed" != "$billed_keys" ]; then
       verdict="$verdict !!"
+      violations=$((violations + 1))
+    fi
+    if [ "$provider_lines" != "$ledger_lines" ]; then
+      lines="$lines !!"
       violations=$((violations + 1))
     fi
     case "$run" in
@@ -200,8 +226,8 @@ bench_cost() {
     printf "$row" "$label" "$reprocess" "$drained" "$posted" "$p50/$p95" \
       "$(awk -v a="$p95" -v b="$base_p95" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "n/a" }')" \
       "$(cost_per_ticket "$run" triage-v3)" "$bulk" \
-      "$(bulk_ratio "$bulk" "$bulk_b")" "$(bulk_ratio "$bulk" "$bulk_a")" "$verdict" "$dead" \
-      "$refused"
+      "$(bulk_ratio "$bulk" "$bulk_b")" "$(bulk_ratio "$bulk" "$bulk_a")" "$verdict" "$lines" \
+      "$dead" "$refused"
   done
   echo "  cost per ticket by version (triage-v3: new tickets, triage-v4: the reprocess), lane and tier"
   echo "  (triage stats --json, cost_per_task):"
@@ -215,8 +241,11 @@ bench_cost() {
   done
   echo "  new: tickets POSTed (time to result: ticket created -> result computed); bulk \$/tkt: every"
   echo "  reprocess call's cost (retries, 429s, lines back online) over the tickets it evaluated."
-  echo "  Targets: bulk/B (batch, D) <= 55%; p95/alone (B-D) <= 1.2x; billed = unique in every run."
+  echo "  batch: prov.: batch lines the provider billed (its list of batches) / the ledger's billed"
+  echo "  batch lines. Targets: bulk/B (batch, D) <= 55%; p95/alone (B-D) <= 1.2x; billed = unique"
+  echo "  in every run, and the provider's batch lines = the ledger's."
   if [ "$violations" -gt 0 ]; then
-    echo "  !! BILLED != UNIQUE in $violations run(s): a content was paid for twice (or a result has no billed call)"
+    echo "  !! $violations VIOLATION(S) marked !!: a content paid for twice, a result without its billed"
+    echo "  call, or batch lines the provider billed that the ledger does not show"
   fi
 }
