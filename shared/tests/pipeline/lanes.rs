@@ -1,8 +1,9 @@
 //! Lanes and the bulk tiers on a real PostgreSQL: new tickets are claimed before bulk work,
 //! which takes at most its share of a claim while they wait; reprocess and redrive enqueue
-//! bulk work unless their operator chooses the interactive lane; bulk calls on flex are priced at the flex rate, and flex's 429s spend no attempt
-//! and hold no one else off; bulk work in provider batches completes at the batch price,
-//! falls back online line by line, and is never submitted twice after a crash.
+//! bulk work unless their operator chooses the interactive lane; bulk calls on flex are priced at
+//! the flex rate, and flex's 429s spend no attempt and hold no one else off; bulk work in provider batches completes at the batch price,
+//! falls back online line by line, is never submitted twice after a crash, and is read for
+//! collection by key, not by a scan of the ledger per line.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,11 @@ use triage::{
     evaluate::{PriceTable, ProviderKind, Tier, Usage},
     pipeline::{
         ledger,
-        outbox::{claim, Lane, Lanes},
+        outbox::{
+            claim,
+            submission::{self, SubmissionId},
+            Lane, Lanes,
+        },
         reads::report,
         sweep::Sweeper,
     },
@@ -443,6 +448,56 @@ async fn a_batch_a_worker_submitted_is_collected_by_the_sweepers_ticks_while_no_
         assert_eq!(report, Default::default(), "{api:?}");
         collected_once(&app, &fake, api).await;
     }
+}
+
+/// Found by `scripts/bench cost`: a 1,000-line batch beside 20,000 calls of the day was never
+/// collected, its read of the lines' ledger rows timing out on every tick (a scan of the
+/// ledger per line).
+#[tokio::test]
+async fn a_large_batch_is_read_for_collection_beside_a_full_ledger_within_the_statement_timeout() {
+    let fake = FakeProvider::start().await;
+    let app = batch_app(&fake, Api::OpenAi, None).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    assert_eq!(
+        app.worker().tend_batches(deadline).await.unwrap().submitted,
+        1
+    );
+    // The day's other calls (the running totals left out: a fill, not the subject), and a
+    // thousand more lines in the submission; then the pool's statement timeout, shortened.
+    let client = app.pool.get().await.unwrap();
+    client
+        .batch_execute(
+            "SET statement_timeout = 0;
+             ALTER TABLE provider_call DISABLE TRIGGER provider_call_hour_add;
+             INSERT INTO provider_call (outbox_id, idempotency_key, attempt, worker, provider,
+                                        model_version, prompt_version)
+             SELECT -g, md5(g::text), 1, 'other', 'openai', 'gpt-6-luna@medium', 'triage-v3'
+             FROM generate_series(1, 100000) g;
+             ALTER TABLE provider_call ENABLE TRIGGER provider_call_hour_add;
+             WITH t AS (
+                 INSERT INTO ticket (id, subject, message)
+                 SELECT gen_random_uuid(), 'line ' || g, 'body' FROM generate_series(1, 1000) g
+                 RETURNING id
+             )
+             INSERT INTO evaluation_outbox (ticket_id, idempotency_key, prompt_version,
+                 model_version, status, attempts, claim_token, lane, batch_submission_id)
+             SELECT id, md5(id::text), 'triage-v3', 'gpt-6-luna@medium', 'processing', 1,
+                    gen_random_uuid(), 'bulk', (SELECT id FROM batch_submission)
+             FROM t;
+             ANALYZE;
+             SET statement_timeout = '1s'",
+        )
+        .await
+        .unwrap();
+    let id = SubmissionId(app.count("SELECT id FROM batch_submission").await);
+    let lease_ends = Instant::now() + Duration::from_secs(60);
+    let jobs = submission::jobs(&client, id, lease_ends).await.unwrap();
+    assert_eq!(jobs.len(), 1003);
+    let with_rows = jobs.iter().filter(|(_, call)| call.is_some()).count();
+    assert_eq!(
+        with_rows, 3,
+        "the submitted lines' ledger rows, and only theirs"
+    );
 }
 
 #[tokio::test]

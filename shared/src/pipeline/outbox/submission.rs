@@ -158,7 +158,11 @@ pub async fn take_open(
 }
 
 /// The jobs still in a submission's care (fenced: a job the sweeper took back is not among
-/// them), with the ledger row of their batch line when there is one.
+/// them), with the ledger row of their batch line when there is one. The line's row is found
+/// by the job's key (indexed in every partition) in the days since the submission, not by
+/// `outbox_id` (not indexed): a search by
+/// `outbox_id` scanned the day's ledger once per line, past the statement timeout for a
+/// 1,000-line batch beside 20,000 calls (`scripts/bench cost`).
 pub async fn jobs(
     client: &impl GenericClient,
     id: SubmissionId,
@@ -172,8 +176,6 @@ pub async fn jobs(
                    c.id, c.started_at
             FROM evaluation_outbox o JOIN ticket t ON t.id = o.ticket_id
             JOIN batch_submission s ON s.id = o.batch_submission_id
-            -- By the key's index, in the days since the submission only (the ledger is
-            -- partitioned by day and has no index on outbox_id).
             LEFT JOIN LATERAL (
                 SELECT c.id, c.started_at FROM provider_call c
                 WHERE c.idempotency_key = o.idempotency_key AND c.started_at >= s.created_at
