@@ -359,7 +359,7 @@ async fn a_worker_killed_between_sending_a_batch_and_recording_it_leads_to_no_se
         let deadline = Instant::now() + Duration::from_secs(5);
         // What a worker killed after the provider accepted the batch, before it recorded the
         // answer, leaves behind: a submission still 'sending', without the provider's id.
-        app.exec("UPDATE batch_submission SET state = 'sending', provider_batch_id = NULL, submitted_at = NULL, created_at = now() - interval '1 hour'")
+        app.exec("UPDATE batch_submission SET state = 'sending', provider_batch_id = NULL, submitted_at = NULL, created_at = now() - interval '1 hour', send_started_at = now() - interval '1 hour'")
             .await;
         let report = worker.tend_batches(deadline).await.unwrap();
         assert_eq!(
@@ -599,6 +599,70 @@ async fn a_submission_the_provider_never_received_gives_its_jobs_back_to_the_nex
         .map(|row| row.get(0))
         .collect();
     assert_eq!(states, ["abandoned", "submitted"]);
+}
+
+/// A send slower than `sending_for` looks lost to the next tick, which gives its submission up
+/// and queues its jobs again; the batch the sender then makes would be paid for a second time.
+/// Here another worker gives it up the moment the send begins (a trigger on the send's mark).
+#[tokio::test]
+async fn a_batch_sent_after_its_submission_was_given_up_is_cancelled_so_its_contents_are_paid_once()
+{
+    let fake = FakeProvider::start().await;
+    fake.set_batch_delay(Duration::from_secs(3600));
+    let app = batch_app(&fake, Api::OpenAi, None).await;
+    app.exec(
+        "CREATE FUNCTION give_up() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           NEW.state := 'abandoned'; \
+           UPDATE evaluation_outbox SET status = 'pending', locked_by = NULL, locked_until = NULL, \
+             claim_token = NULL, batch_submission_id = NULL WHERE batch_submission_id = NEW.id; \
+           RETURN NEW; END $$; \
+         CREATE TRIGGER give_up BEFORE UPDATE OF send_started_at ON batch_submission \
+           FOR EACH ROW EXECUTE FUNCTION give_up();",
+    )
+    .await;
+    let worker = app.worker();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let report = worker.tend_batches(deadline).await.unwrap();
+    assert_eq!(report.submitted, 0);
+    let made = fake.batches();
+    assert_eq!(made.len(), 1);
+    assert!(
+        made[0].cancelled,
+        "the given-up submission's batch is cancelled"
+    );
+    // Its jobs go out once more, in a batch of their own, which is the one that runs.
+    app.exec("DROP TRIGGER give_up ON batch_submission").await;
+    assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
+    let made = fake.batches();
+    assert_eq!(made.len(), 2);
+    assert!(!made[1].cancelled);
+    assert_eq!(made[1].custom_ids.len(), 3);
+}
+
+#[tokio::test]
+async fn a_submission_its_sender_recorded_is_not_given_up_and_one_given_up_is_not_recorded() {
+    let fake = FakeProvider::start().await;
+    let app = batch_app(&fake, Api::OpenAi, None).await;
+    let client = app.pool.get().await.unwrap();
+    let record = "INSERT INTO batch_submission (provider, worker, lines) VALUES ('openai', 'w', 3) RETURNING id";
+    let sent = SubmissionId(client.query_one(record, &[]).await.unwrap().get(0));
+    assert!(submission::submitted(&client, sent, "batch_sent")
+        .await
+        .unwrap());
+    assert!(!submission::close(&client, sent, false).await.unwrap());
+    let lost = SubmissionId(client.query_one(record, &[]).await.unwrap().get(0));
+    assert!(submission::close(&client, lost, false).await.unwrap());
+    assert!(!submission::submitted(&client, lost, "batch_late")
+        .await
+        .unwrap());
+    let states: Vec<String> = client
+        .query("SELECT state FROM batch_submission ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(states, ["submitted", "abandoned"]);
 }
 
 #[tokio::test]

@@ -69,34 +69,52 @@ pub async fn record(
     })
 }
 
-/// The provider accepted the batch (or it was found again after a crash).
+/// The sender is about to send: from now on, a submission still `sending` after a send's time
+/// has lost its sender.
+pub async fn send_started(client: &impl GenericClient, id: SubmissionId) -> Result<()> {
+    client
+        .execute(
+            "UPDATE batch_submission SET send_started_at = now() WHERE id = $1 AND state = 'sending'",
+            &[&id.0],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The provider accepted the batch (or it was found again after a crash). `false` when the
+/// submission was given up meanwhile (its jobs went back to the queue): the batch just made
+/// must then be cancelled, or its contents would be paid for twice.
 pub async fn submitted(
     client: &impl GenericClient,
     id: SubmissionId,
     provider_batch_id: &str,
-) -> Result<()> {
-    client
+) -> Result<bool> {
+    let recorded = client
         .execute(
             "UPDATE batch_submission SET state = 'submitted', provider_batch_id = $2, \
              submitted_at = now() WHERE id = $1 AND state = 'sending'",
             &[&id.0, &provider_batch_id],
         )
         .await?;
-    Ok(())
+    Ok(recorded == 1)
 }
 
-/// Closes a submission: `collected` once its results are in, `abandoned` when it was never
-/// sent. Its jobs were finished or handed back line by line before.
-pub async fn close(client: &impl GenericClient, id: SubmissionId, collected: bool) -> Result<()> {
-    let state = if collected { "collected" } else { "abandoned" };
-    client
+/// Closes a submission: `collected` once its results are in (from `submitted`), `abandoned`
+/// when it was never sent (from `sending` only: a submission its sender recorded meanwhile
+/// stays). `false` when it was not in that state, and then nothing of it may be given back.
+pub async fn close(client: &impl GenericClient, id: SubmissionId, collected: bool) -> Result<bool> {
+    let (state, from) = match collected {
+        true => ("collected", "submitted"),
+        false => ("abandoned", "sending"),
+    };
+    let closed = client
         .execute(
             "UPDATE batch_submission SET state = $2, finished_at = now(), polled_until = NULL \
-             WHERE id = $1",
-            &[&id.0, &state],
+             WHERE id = $1 AND state = $3",
+            &[&id.0, &state, &from],
         )
         .await?;
-    Ok(())
+    Ok(closed == 1)
 }
 
 /// Ends this worker's turn with a submission, so the next tick may poll it again.
@@ -111,8 +129,8 @@ pub async fn put_back(client: &impl GenericClient, id: SubmissionId) -> Result<(
 }
 
 /// Takes at most `limit` open submissions of `provider` that no other worker is polling, oldest
-/// first, each for `lease`: the submitted ones, and the ones still `sending` after
-/// `sending_for` (their sender is gone or gave up).
+/// first, each for `lease`: the submitted ones, and the ones still `sending` `sending_for` after
+/// their send began (their sender is gone or gave up).
 pub async fn take_open(
     client: &impl GenericClient,
     provider: &str,
@@ -129,7 +147,8 @@ pub async fn take_open(
                 SELECT id FROM batch_submission
                 WHERE provider = $1
                   AND (state = 'submitted'
-                       OR (state = 'sending' AND created_at < now() - make_interval(secs => $3)))
+                       OR (state = 'sending'
+                           AND coalesce(send_started_at, created_at) < now() - make_interval(secs => $3)))
                   AND (polled_until IS NULL OR polled_until < now())
                 ORDER BY created_at
                 LIMIT $4

@@ -13,6 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use deadpool_postgres::GenericClient;
 use serde::Serialize;
 
 use super::{process::dedup_hit, Worker, WRITE_MARGIN};
@@ -63,7 +64,7 @@ impl<P: Provider> Worker<P> {
     pub async fn tend_batches(&self, deadline: Instant) -> Result<BatchReport> {
         let mut report = self.collect_batches(deadline).await?;
         if let Some(batches) = &self.batches {
-            if Instant::now() + self.sending_for() <= deadline {
+            if Instant::now() + self.request_time() <= deadline {
                 report.submitted += self.submit(batches).await?;
             }
         }
@@ -106,7 +107,7 @@ impl<P: Provider> Worker<P> {
         let mut listed = None;
         for open in open {
             // A poll is a provider request: one that might not end in time is the next tick's.
-            if Instant::now() + self.sending_for() > until {
+            if Instant::now() + self.request_time() > until {
                 let client = db::client(&self.pool).await?;
                 submission::put_back(&client, open.id).await?;
                 continue;
@@ -143,9 +144,17 @@ impl<P: Provider> Worker<P> {
         Ok(report)
     }
 
-    /// A submission still `sending` after one request's time has lost its sender.
-    fn sending_for(&self) -> Duration {
+    /// One provider request and the write of its answer: what a poll or the start of a send
+    /// needs left before the deadline (a sender stopped mid-send is adopted like a crash).
+    fn request_time(&self) -> Duration {
         self.config.worker.call_timeout + WRITE_MARGIN
+    }
+
+    /// A submission still `sending` this long after its send began has lost its sender: a
+    /// send is at most two requests (OpenAI's file, then the batch), each within the call's
+    /// timeout, and the write of its answer.
+    fn sending_for(&self) -> Duration {
+        2 * self.config.worker.call_timeout + WRITE_MARGIN
     }
 
     /// A submission that never got its batch id. The provider's own list says whether the
@@ -184,20 +193,28 @@ impl<P: Provider> Worker<P> {
             };
             if ours {
                 let client = db::client(&self.pool).await?;
-                submission::submitted(&client, open.id, &batch.id).await?;
+                // `false`: its sender recorded it meanwhile, which is as good.
+                let _ = submission::submitted(&client, open.id, &batch.id).await?;
                 tracing::warn!(batch = %batch.id, "adopted a batch whose sender died before recording it");
                 return Ok(Some(batch.clone()));
             }
         }
         if !undecided {
-            let client = db::client(&self.pool).await?;
-            let lease_ends = Instant::now() + POLL_LEASE;
-            for (job, call) in submission::jobs(&client, open.id, lease_ends).await? {
-                let not_sent = ProviderError::new(FailureKind::ConnectFailed, "batch never sent");
-                self.line_failed(&client, call, &not_sent).await?;
-                let _ = job.release(&client, Duration::ZERO, None).await?;
+            // Given up only while still `sending`, and its jobs given back in the same
+            // transaction: a sender that recorded its batch meanwhile keeps it (and one that
+            // records it after this finds it given up and cancels its batch).
+            let mut client = db::client(&self.pool).await?;
+            let transaction = client.transaction().await?;
+            if submission::close(&transaction, open.id, false).await? {
+                let lease_ends = Instant::now() + POLL_LEASE;
+                for (job, call) in submission::jobs(&transaction, open.id, lease_ends).await? {
+                    let not_sent =
+                        ProviderError::new(FailureKind::ConnectFailed, "batch never sent");
+                    self.line_failed(&transaction, call, &not_sent).await?;
+                    let _ = job.release(&transaction, Duration::ZERO, None).await?;
+                }
             }
-            submission::close(&client, open.id, false).await?;
+            transaction.commit().await?;
         }
         Ok(None)
     }
@@ -323,7 +340,7 @@ impl<P: Provider> Worker<P> {
 
     async fn line_failed(
         &self,
-        client: &db::Client,
+        client: &impl GenericClient,
         call: Option<CallId>,
         error: &ProviderError,
     ) -> Result<()> {
@@ -403,9 +420,17 @@ impl<P: Provider> Worker<P> {
                 },
             })
             .collect();
+        submission::send_started(&client, open.id).await?;
         match batches.submit(&open.reference, &requests).await {
+            Ok(batch) if !submission::submitted(&client, open.id, &batch.id).await? => {
+                // Given up as never sent while it was on its way: its jobs are queued again.
+                tracing::warn!(batch = %batch.id, "batch sent after its submission was given up: cancelled");
+                if let Err(error) = batches.cancel(&batch.id).await {
+                    tracing::error!(%error, batch = %batch.id, "a given-up batch not cancelled: it may be billed twice");
+                }
+                Ok(0)
+            }
             Ok(batch) => {
-                submission::submitted(&client, open.id, &batch.id).await?;
                 tracing::info!(batch = %batch.id, lines = lines.len(), "batch submitted");
                 Ok(1)
             }
