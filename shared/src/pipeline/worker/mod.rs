@@ -257,16 +257,26 @@ impl<P: Provider> Worker<P> {
         self.prompts_verified
             .get_or_try_init(|| prompt_registry::verify(&self.pool, self.prompts.values()))
             .await?;
-        // The batch tier's turn comes first: collected lines fall back to this invocation's
-        // online claim.
-        match self.tend_batches(deadline).await {
-            Err(error) if error.is_unavailable() => {
-                tracing::warn!(error = %error.report(), "database unavailable: batches wait")
+        // The batch tier's turn runs beside the online work, never before it: new tickets do
+        // not wait while a batch's lines are written (lines that fall back online are claimed
+        // by this invocation if it still claims, else by the next).
+        let tend = async {
+            match self.tend_batches(deadline).await {
+                Err(error) if error.is_unavailable() => {
+                    tracing::warn!(error = %error.report(), "database unavailable: batches wait");
+                    Ok(())
+                }
+                tended => tended.map(drop),
             }
-            tended => {
-                tended?;
-            }
-        }
+        };
+        let (tended, online) = tokio::join!(tend, self.run_online(deadline, stop));
+        tended?;
+        online
+    }
+
+    /// The online part of an invocation: claims and calls until `deadline`, `stop`, or
+    /// nothing to claim.
+    async fn run_online(&self, deadline: Instant, stop: &CancellationToken) -> Result<Report> {
         let concurrency = self.config.worker.concurrency;
         let holds = Holds::default();
         let mut report = Report::default();
