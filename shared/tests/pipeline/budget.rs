@@ -397,7 +397,7 @@ mod running_total {
             assert_eq!(spent_today(&app).await, 0.125);
         }
         let rollup = app
-            .row("SELECT calls, ok, billed, billing_unknown, input_tokens FROM provider_call_hour")
+            .row("SELECT sum(calls)::int8, sum(ok)::int8, sum(billed)::int8, sum(billing_unknown)::int8, sum(input_tokens)::int8 FROM provider_call_hour")
             .await;
         let counts: Vec<i64> = (0..5).map(|i| rollup.get(i)).collect();
         assert_eq!(counts, [1, 1, 1, 0, 100]);
@@ -419,7 +419,7 @@ mod running_total {
             .unwrap();
         assert_eq!(spent_today(&app).await, 0.5);
         assert_eq!(
-            app.count("SELECT billing_unknown FROM provider_call_hour")
+            app.count("SELECT sum(billing_unknown)::int8 FROM provider_call_hour")
                 .await,
             1
         );

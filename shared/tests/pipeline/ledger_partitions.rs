@@ -82,7 +82,7 @@ async fn calls_at_the_day_boundary_land_in_their_own_day_s_partition() {
     assert_eq!((before, after), (day(0), day(1)));
     let first_hour: f64 = app
         .row(&format!(
-            "SELECT cost_usd::float8 FROM provider_call_hour WHERE hour = {tomorrow}"
+            "SELECT sum(cost_usd)::float8 FROM provider_call_hour WHERE hour = {tomorrow}"
         ))
         .await
         .get(0);
