@@ -8,7 +8,7 @@ use crate::{
     config::WorkerPolicy,
     domain::key::IdempotencyKey,
     evaluate::{ErrorClass, Evaluation, FailureKind},
-    pipeline::{limits::backoff, limits::rate_limit},
+    pipeline::limits::{backoff, rate_limit},
 };
 
 /// How a claimed job's turn went.

@@ -45,9 +45,11 @@ use crate::{
     },
     evaluate::{BatchClient, Policy, Prompt, Provider, Tier},
     pipeline::{
-        limits::breaker,
-        limits::budget::{self, Budgeted},
-        limits::rate_limit::Limiter,
+        limits::{
+            breaker,
+            budget::{self, Budgeted},
+            rate_limit::Limiter,
+        },
         outbox::{
             claim::{self, Serves},
             ClaimedJob, Lanes,
