@@ -1,5 +1,5 @@
 # `scripts/bench cost` (sourced by scripts/bench, which provides fresh_db, add_jobs, start_bg,
-# stop_bg, start_api, worker_env, ratio and psql): issue 19's cost and lanes, side by side in
+# stop_bg, start_api, start_provider, worker_env, ratio and psql): issue 19's cost and lanes, side by side in
 # one run. A reprocess of BENCH_COST_REPROCESS tickets (`triage reprocess` to triage-v4, no
 # spread: all of it claimable at once) runs while a burst of new tickets is POSTed to
 # `triage serve`; BENCH_COST_WORKERS `triage worker` processes against fake-provider limited
@@ -40,21 +40,6 @@ cost_prices_uncached="$TRIAGE_MODEL=1.25/10,batch=0.5"
 cost_flex_delay_ms=200 cost_flex_every=20
 # The new tickets start once the reprocess is under way.
 cost_burst_after=3
-
-# fake-provider with the limit, batches and flex; sets $provider_url.
-start_cost_provider() {
-  local name=$1 log i
-  start_bg "$name" "$fake_provider" --delay-ms "$provider_ms" --limit-rpm "$cost_rpm" \
-    --batch-delay-ms "$cost_batch_delay_ms" --flex-delay-ms "$cost_flex_delay_ms" \
-    --flex-unavailable-every "$cost_flex_every"
-  provider_pid=$started_pid
-  log="$out/$name.log"
-  for i in $(seq 100); do
-    if [ -s "$log" ]; then provider_url=$(head -1 "$log"); return; fi
-    sleep 0.1
-  done
-  die "fake-provider did not start (see $log)"
-}
 
 # Batch lines the provider billed, by its own account (before it is stopped): the completed
 # lines of every batch in OpenAI's list, so a batch our ledger lost sight of still counts.
@@ -104,7 +89,9 @@ cost_run() {
     # Today's one lane: the reprocess's jobs compete with new tickets in one queue, oldest first.
     [ "$run" != A ] || psql "$url" -c "UPDATE evaluation_outbox SET lane = 'interactive'" >/dev/null
   fi
-  start_cost_provider "fake-provider-cost-$run"
+  start_provider "fake-provider-cost-$run" --delay-ms "$provider_ms" --limit-rpm "$cost_rpm" \
+    --batch-delay-ms "$cost_batch_delay_ms" --flex-delay-ms "$cost_flex_delay_ms" \
+    --flex-unavailable-every "$cost_flex_every"
   start_api "$url"
   started=$(date +%s.%N)
   for i in $(seq "$cost_workers"); do

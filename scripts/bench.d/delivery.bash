@@ -92,7 +92,7 @@ bench_delivery() {
   local healthy=() slow ceiling with without target p50 p99 n span base i
   echo
   echo "== delivery: $delivery_results results to 3 healthy webhooks + EventBridge, with and without a 2 s one"
-  start_provider "$provider_ms"
+  start_provider "fake-provider-${provider_ms}ms" --delay-ms "$provider_ms"
   for i in 1 2 3; do
     start_receiver "receiver-$i" 0
     healthy+=("$receiver_url")

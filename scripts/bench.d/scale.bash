@@ -1,5 +1,5 @@
 # `scripts/bench scale` (sourced by scripts/bench, which provides fresh_db, add_jobs, start_bg,
-# stop_bg, start_provider's helpers, worker_env and psql): a burst plus steady arrivals drained
+# stop_bg, start_provider, worker_env and psql): a burst plus steady arrivals drained
 # by several `triage worker` processes against fake-provider enforcing a request limit, once
 # with the shared limit at 90% of the provider's and once without it (the negative control:
 # no TRIAGE_PROVIDER_RPM, and the provider withholds its x-ratelimit-* headers, so only
@@ -15,20 +15,6 @@ scale_concurrency=${BENCH_SCALE_CONCURRENCY:-16}
 scale_arrivals=${BENCH_SCALE_ARRIVALS:-5}
 scale_burst=20000
 [ -z "$quick" ] || scale_burst=2000
-
-# fake-provider limited to $scale_rpm, its limit headers sent or withheld; sets $provider_url.
-start_limited_provider() {
-  local name=$1 log i
-  shift
-  start_bg "$name" "$fake_provider" --delay-ms "$provider_ms" --limit-rpm "$scale_rpm" "$@"
-  provider_pid=$started_pid
-  log="$out/$name.log"
-  for i in $(seq 100); do
-    if [ -s "$log" ]; then provider_url=$(head -1 "$log"); return; fi
-    sleep 0.1
-  done
-  die "fake-provider did not start (see $log)"
-}
 
 # SECS seconds of $scale_arrivals new jobs a second into URL (run in the background), by the
 # clock: a busy machine delays an insert, never the end of the arrivals.
@@ -59,7 +45,8 @@ scale_run() {
   else
     provider_flags=(--withhold-limit-headers)
   fi
-  start_limited_provider "fake-provider-scale-$mode" "${provider_flags[@]}"
+  start_provider "fake-provider-scale-$mode" --delay-ms "$provider_ms" --limit-rpm "$scale_rpm" \
+    "${provider_flags[@]}"
   # Steady arrivals for as long as the burst takes at the shared limit, less what they add.
   arrival_secs=$(awk -v b="$scale_burst" -v r="$limit" -v a="$scale_arrivals" \
     'BEGIN { printf "%d", b / (r / 60 - a) + 1 }')
