@@ -251,6 +251,17 @@ async fn batch_app(fake: &FakeProvider, api: Api, budget_usd: Option<f64>) -> Te
     app
 }
 
+/// Every submission's state, oldest first.
+async fn submission_states(client: &deadpool_postgres::Client) -> Vec<String> {
+    client
+        .query("SELECT state FROM batch_submission ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
 /// [`batch_app`] on `api`, whose bulk lane a worker has just sent as one batch.
 async fn one_batch_sent(api: Api) -> (FakeProvider, TestApp) {
     let fake = FakeProvider::start().await;
@@ -587,18 +598,8 @@ async fn a_submission_the_provider_never_received_gives_its_jobs_back_to_the_nex
     assert_eq!((report.adopted, report.submitted), (0, 1));
     assert_eq!(fake.batches().len(), 1);
     assert_eq!(fake.batches()[0].custom_ids.len(), 3);
-    let states: Vec<String> = app
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query("SELECT state FROM batch_submission ORDER BY id", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    assert_eq!(states, ["abandoned", "submitted"]);
+    let client = app.pool.get().await.unwrap();
+    assert_eq!(submission_states(&client).await, ["abandoned", "submitted"]);
 }
 
 /// A send slower than `sending_for` looks lost to the next tick, which gives its submission up
@@ -655,14 +656,7 @@ async fn a_submission_its_sender_recorded_is_not_given_up_and_one_given_up_is_no
     assert!(!submission::submitted(&client, lost, "batch_late")
         .await
         .unwrap());
-    let states: Vec<String> = client
-        .query("SELECT state FROM batch_submission ORDER BY id", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    assert_eq!(states, ["submitted", "abandoned"]);
+    assert_eq!(submission_states(&client).await, ["submitted", "abandoned"]);
 }
 
 #[tokio::test]
