@@ -194,43 +194,65 @@ async fn run_start(
         .await?)
 }
 
-/// A call whose slot was slept for, withdrawn if a hold began meanwhile (another worker's
-/// 429): calling now would earn its own 429. Its ledger row goes (it never was a call; the
-/// delete takes its estimate out of the running totals) and its tokens (`$4`, seconds of the
-/// token budget) go back to the shared budget. Reads the hold's seconds left, NULL for none.
+/// A started call that waited (for its slot in the rate limit, or for one of the invocation's
+/// calls to end) withdrawn before it is made: always (`$5`: the invocation ran out of time or
+/// was stopped meanwhile), or if a hold began meanwhile (another worker's 429: calling now
+/// would earn its own). Its ledger row goes (it never was a call; the delete takes its estimate
+/// out of the running totals) and its tokens (`$4`, seconds of the token budget) go back to
+/// the shared budget. Reads whether it went, and the hold's seconds left (NULL for none).
 const WITHDRAW: &str = r#"
 WITH held AS (
     SELECT held_until FROM provider_rate_limit WHERE provider = $1 AND held_until > now()
 ), withdrawn AS (
     DELETE FROM provider_call
-    WHERE id = $2 AND started_at = $3 AND finished_at IS NULL AND EXISTS (SELECT 1 FROM held)
+    WHERE id = $2 AND started_at = $3 AND finished_at IS NULL
+      AND ($5 OR EXISTS (SELECT 1 FROM held))
     RETURNING provider
 ), given_back AS (
     UPDATE provider_rate_limit r
     SET token_tat = r.token_tat - make_interval(secs => $4::float8), updated_at = now()
     FROM withdrawn WHERE r.provider = withdrawn.provider AND $4::float8 <> 0
 )
-SELECT extract(epoch FROM (SELECT held_until FROM held) - now())::float8
+SELECT EXISTS (SELECT 1 FROM withdrawn), extract(epoch FROM (SELECT held_until FROM held) - now())::float8
 "#;
 
-/// Re-checks the fleet's hold before a call whose slot was waited for: `Some(hold left)` when
-/// one began meanwhile, and the call was withdrawn (no ledger row, its tokens given back).
-pub async fn withdraw_if_held(
+/// What became of a started call asked to be withdrawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Withdrawal {
+    /// Still to be made: nothing held it and it was not withdrawn regardless.
+    Kept,
+    /// No ledger row and its tokens given back; `hold` is the fleet's hold left, if one runs.
+    Withdrawn { hold: Option<Duration> },
+}
+
+/// Withdraws `call` if the fleet's hold began since it started, or `regardless` of one.
+pub async fn withdraw(
     client: &impl GenericClient,
     call: CallId,
     provider: &str,
     token_cost_secs: f64,
-) -> Result<Option<Duration>> {
+    regardless: bool,
+) -> Result<Withdrawal> {
     let statement = client.prepare_cached(WITHDRAW).await?;
     let row = client
         .query_one(
             &statement,
-            &[&provider, &call.id, &call.started_at, &token_cost_secs],
+            &[
+                &provider,
+                &call.id,
+                &call.started_at,
+                &token_cost_secs,
+                &regardless,
+            ],
         )
         .await?;
-    Ok(row
-        .get::<_, Option<f64>>(0)
-        .map(|secs| Duration::from_secs_f64(secs.max(0.0))))
+    if !row.get::<_, bool>(0) {
+        return Ok(Withdrawal::Kept);
+    }
+    let hold = row
+        .get::<_, Option<f64>>(1)
+        .map(|secs| Duration::from_secs_f64(secs.max(0.0)));
+    Ok(Withdrawal::Withdrawn { hold })
 }
 
 /// Completes the call's row, and moves the shared token budget by `token_correction_secs`

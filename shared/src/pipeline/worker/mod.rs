@@ -29,6 +29,7 @@ use std::{
 use deadpool_postgres::Pool;
 use futures::{future::Either, stream::FuturesUnordered, FutureExt, StreamExt};
 use serde::Serialize;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 pub use batch::{BatchReport, BATCH_LEASE};
@@ -283,17 +284,25 @@ impl<P: Provider> Worker<P> {
         let holds = Holds::default();
         let mut report = Report::default();
         let mut queue: VecDeque<ClaimedJob> = VecDeque::new();
+        // The concurrency is of calls (SPEC: concurrent calls per invocation): a job holds one
+        // of these call slots for its call only, so the next call starts as soon as one ends,
+        // its ledger row written meanwhile and the last call's writes still under way.
+        let calls = Semaphore::new(concurrency);
         // Jobs and the next claim run side by side: a claim waiting for a pooled connection
         // must not stop the jobs holding the connections from finishing.
         let mut tasks = FuturesUnordered::new();
         let (mut jobs_in_flight, mut claim_in_flight, mut claiming) = (0, false, true);
         // The budget's room is held by calls under way: the next claim waits for one to end.
         let mut after_a_job = false;
+        // Jobs started ahead of a free call slot, their ledger rows written while the calls
+        // run, so that a slot that frees starts its next call at once. A few suffice: calls
+        // end one at a time.
+        let ahead = (concurrency / 4).max(1);
         loop {
-            while jobs_in_flight < concurrency {
+            while jobs_in_flight < concurrency + ahead {
                 let Some(job) = queue.pop_front() else { break };
                 tasks.push(Either::Left(
-                    self.process(job, deadline, &holds).map(Task::Job),
+                    self.process(job, deadline, &holds, &calls).map(Task::Job),
                 ));
                 jobs_in_flight += 1;
             }

@@ -1,12 +1,15 @@
 //! One claimed job's turn: the dedup check, the ledger row and the slot in the shared rate
-//! limit in one statement, the call with no pooled connection held, then the ledger, breaker
-//! and rate-limit updates and the [`disposition`] carried out by the job's own fenced method,
-//! all [`settle`]d so that a database blink does not lose them.
+//! limit in one statement, one of the invocation's call slots, the call with no pooled
+//! connection held, then the ledger, breaker and rate-limit updates and the [`disposition`]
+//! carried out by the job's own fenced method, all [`settle`]d so that a database blink does
+//! not lose them.
 
 use std::{
     sync::atomic::Ordering,
     time::{Duration, Instant},
 };
+
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::{
     disposition,
@@ -22,7 +25,7 @@ use crate::{
         ProviderReply, Tier,
     },
     pipeline::{
-        ledger::{self, CallId, CallOutcome, CallRecord, Start},
+        ledger::{self, CallId, CallOutcome, CallRecord, Start, Withdrawal},
         limits::breaker,
         outbox::{ClaimedJob, Fencing, Lane},
     },
@@ -33,8 +36,9 @@ use crate::{
 enum Begun<'a> {
     /// Finished without a call (a result exists, or the prompt version is unknown).
     Finished(Outcome),
-    /// The call's ledger row, its prompt, and the tokens it reserved in the rate limit.
-    Call(CallId, &'a Prompt, i64),
+    /// The call's ledger row, its prompt, the tokens it reserved in the rate limit, and the
+    /// invocation's call slot it holds until the call has ended.
+    Call(CallId, &'a Prompt, i64, SemaphorePermit<'a>),
 }
 
 impl<P: Provider> Worker<P> {
@@ -49,13 +53,15 @@ impl<P: Provider> Worker<P> {
         job: ClaimedJob,
         deadline: Instant,
         holds: &Holds,
+        calls: &Semaphore,
     ) -> Result<Outcome> {
         if holds.any() || !self.call_fits(deadline) {
             return self.give_back(&job, deadline, holds).await;
         }
-        let (call, prompt, tokens) = match self.start(&job, deadline).await {
+        let (call, prompt, tokens, call_slot) = match self.start(&job, deadline, holds, calls).await
+        {
             Ok(Begun::Finished(outcome)) => return Ok(outcome),
-            Ok(Begun::Call(call, prompt, tokens)) => (call, prompt, tokens),
+            Ok(Begun::Call(call, prompt, tokens, call_slot)) => (call, prompt, tokens, call_slot),
             // No call without its ledger row: the job goes back once the database does.
             Err(error) if error.is_unavailable() => {
                 holds.database_away.store(true, Ordering::Relaxed);
@@ -80,6 +86,8 @@ impl<P: Provider> Worker<P> {
         // From here the call is paid for: its writes are retried until the lease runs out.
         let settled = match result {
             Ok(reply) => {
+                // The next call starts while this answer's writes are under way.
+                drop(call_slot);
                 let (record, checked) = self.check_answer(&job, &reply, latency, self.tier(&job));
                 let answer = (&reply, tokens, Some(holds));
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
@@ -93,10 +101,14 @@ impl<P: Provider> Worker<P> {
                 if error.kind == FailureKind::RequestRejected {
                     metric::request_rejected();
                 }
-                settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
+                // A failure keeps its call slot until it is counted: the next call must not
+                // start before a breaker it opens or a hold it begins is known.
+                let failed = settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
                     self.failed(client, &job, (call, tokens), &error, latency, holds)
                 })
-                .await?
+                .await?;
+                drop(call_slot);
+                failed
             }
         };
         let outcome =
@@ -193,8 +205,16 @@ impl<P: Provider> Worker<P> {
     }
 
     /// The dedup check, the ledger row of the call about to be made and its slot in the
-    /// provider's shared rate limit (slept for with no connection held).
-    async fn start<'a>(&'a self, job: &ClaimedJob, deadline: Instant) -> Result<Begun<'a>> {
+    /// provider's shared rate limit (slept for with no connection held), then one of the
+    /// invocation's call slots. The ledger row is written before the call slot is waited for, so
+    /// that its round trip is not between one call's end and the next call's start.
+    async fn start<'a>(
+        &'a self,
+        job: &ClaimedJob,
+        deadline: Instant,
+        holds: &Holds,
+        calls: &'a Semaphore,
+    ) -> Result<Begun<'a>> {
         let client = db::client(&self.pool).await?;
         let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
             // A result made by a build that knew the version still answers this job.
@@ -218,34 +238,53 @@ impl<P: Provider> Worker<P> {
         let caller = (self.id.as_str(), self.provider.name());
         let pace = self.limiter.pace();
         let slot = self.slot(&pace, tokens, deadline);
-        match ledger::start_call(&client, job, caller, estimate_usd, slot, self.tier(job)).await? {
-            Start::Evaluated => Ok(Begun::Finished(dedup_hit(&client, job).await?)),
-            Start::Call { call, wait } => {
-                drop(client);
-                if wait.is_zero() {
-                    return Ok(Begun::Call(call, prompt, tokens));
+        let (call, wait) =
+            match ledger::start_call(&client, job, caller, estimate_usd, slot, self.tier(job))
+                .await?
+            {
+                Start::Evaluated => return Ok(Begun::Finished(dedup_hit(&client, job).await?)),
+                Start::Call { call, wait } => (call, wait),
+                Start::Full { opens_in } => {
+                    let turn = Turn::NoBudget { opens_in };
+                    let outcome = self.carry_out(&client, job, turn, false, "").await?;
+                    return Ok(Begun::Finished(outcome));
                 }
-                tokio::time::sleep(wait).await;
-                // Another worker's 429 while this slot was waited for: the hold is the
-                // provider's word, the slot was not.
-                let client = db::client(&self.pool).await?;
-                let tokens_secs = pace.token_cost_secs(tokens);
-                let name = self.provider.name();
-                match ledger::withdraw_if_held(&client, call, name, tokens_secs).await? {
-                    None => Ok(Begun::Call(call, prompt, tokens)),
-                    Some(opens_in) => {
-                        let turn = Turn::NoBudget { opens_in };
-                        let outcome = self.carry_out(&client, job, turn, false, "").await?;
-                        Ok(Begun::Finished(outcome))
-                    }
-                }
-            }
-            Start::Full { opens_in } => {
-                let turn = Turn::NoBudget { opens_in };
-                let outcome = self.carry_out(&client, job, turn, false, "").await?;
-                Ok(Begun::Finished(outcome))
-            }
+            };
+        drop(client);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
         }
+        let (call_slot, waited_for_a_call) = match calls.try_acquire() {
+            Ok(call_slot) => (call_slot, false),
+            Err(_) => (
+                calls.acquire().await.expect("call slots are never closed"),
+                true,
+            ),
+        };
+        // Since the job's start the call may have stopped being wanted: the invocation ran out
+        // of time or the breaker opened, or (where the shared limit applies and the job
+        // waited) another worker's 429 began a hold, the provider's word, which a slot
+        // reserved before it does not outrank. A database gone meanwhile does not stop it: its
+        // ledger row is written.
+        let paused = holds.provider_paused.load(Ordering::Relaxed);
+        let unwanted = paused || !self.call_fits(deadline);
+        let hold_may_have_begun = slot.is_some() && (!wait.is_zero() || waited_for_a_call);
+        if !unwanted && !hold_may_have_begun {
+            return Ok(Begun::Call(call, prompt, tokens, call_slot));
+        }
+        let client = db::client(&self.pool).await?;
+        let tokens_secs = pace.token_cost_secs(tokens);
+        let name = self.provider.name();
+        let turn = match ledger::withdraw(&client, call, name, tokens_secs, unwanted).await? {
+            Withdrawal::Kept => return Ok(Begun::Call(call, prompt, tokens, call_slot)),
+            Withdrawal::Withdrawn {
+                hold: Some(opens_in),
+            } => Turn::NoBudget { opens_in },
+            Withdrawal::Withdrawn { hold: None } => Turn::NotStarted,
+        };
+        drop(call_slot);
+        let outcome = self.carry_out(&client, job, turn, false, "").await?;
+        Ok(Begun::Finished(outcome))
     }
 
     /// A job that gets no call (paused, out of time, database away) goes back with its
