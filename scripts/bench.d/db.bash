@@ -3,7 +3,9 @@
 # Fills the ledger (`provider_call`, calls spread over the last 20 hours, all today's spend)
 # and the outbox (finished jobs, with their tickets) to each size in BENCH_DB_ROWS (default
 # "1000000 10000000"; --quick: 100000), generated in SQL, and prints beside the same at 0 rows:
-#   - a claim alone, and under the daily budget (the claim, then `budget_keep`), 1 client: latency
+#   - a claim alone, and under the daily budget as the worker claims far from the line (the
+#     claim, and one claim in CLAIMS_PER_GRANT + 1 then `budget_keep`, whose grant covers the
+#     claims until the next), 1 client: latency
 #   - the budget's read alone, as it ran before issue 22 (a scan of the day) and now
 #   - `triage stats --json`, `triage sweeper --once`, `GET /admin` (the console overview)
 #   - the fleet's claims per second, 8 clients, with the budget against without
@@ -71,9 +73,11 @@ bench_db() {
   git show f5754f7:shared/src/pipeline/budget.rs >"$main_budget"
   main_spend_sql=$(rust_sql "$main_budget" SPEND)
   # As the worker runs it, each statement its own transaction: the claim, then (under a budget)
-  # the decision, which keeps every job here (the budget is far away) and reserves them; then
-  # the jobs go back, so the queue stays as filled. Both read the claimed ids back (the worker
-  # has them from the claim's rows), so both pay that statement.
+  # the decision, which keeps every job here (the budget is far away), reserves them and grants
+  # the client room for 16 more claims like it (budget.rs CLAIMS_PER_GRANT), which it makes
+  # without deciding: one claim in 17 decides, drawn at random; then the jobs go back, so the
+  # queue stays as filled. Both read the claimed ids back (the worker has them from the claim's
+  # rows), so both pay that statement.
   local read_back="SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids, coalesce(array_agg(0.0006::float8), '{}') AS estimates FROM evaluation_outbox WHERE status = 'processing' AND locked_by = :client_id::text"
   {
     printf '%s;\n' "$claim_sql"
@@ -81,9 +85,12 @@ bench_db() {
     printf '%s;\n' "$unclaim_sql"
   } >"$plain"
   {
+    echo '\set decide random(1, 17)'
     printf '%s;\n' "$claim_sql"
     printf '%s \\gset\n' "$read_back"
-    echo 'SELECT kept FROM budget_keep(:ids, :estimates, 1000000000);'
+    echo '\if :decide = 1'
+    echo 'SELECT kept FROM budget_keep(:ids, :estimates, 1000000000, :client_id::text, 0, 16 * 0.006, 300);'
+    echo '\endif'
     printf '%s;\n' "$unclaim_sql"
   } >"$budgeted"
   local row='  %-34s' header
@@ -129,7 +136,7 @@ bench_db() {
       claim) label="claim, mean ms" ;;
       claim_budget) label="claim under a budget, mean ms" ;;
       spend_main) label="budget read before issue 22, ms" ;;
-      spend) label="budget read (V15), ms" ;;
+      spend) label="budget read (V19), ms" ;;
       stats) label="triage stats --json, ms" ;;
       sweep) label="triage sweeper --once, ms" ;;
       overview) label="GET /admin (overview), ms" ;;

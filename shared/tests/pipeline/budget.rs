@@ -32,12 +32,14 @@ async fn post_unique(app: &TestApp, n: usize) {
     }
 }
 
-/// Invocations of `worker` until one is stopped by the budget (or `limit` of them ran).
+/// Invocations of `worker` until one is stopped by the budget (within 30 s: while another
+/// worker's calls hold what is left, an invocation ends at once, however many it takes).
 async fn run_until_budget_stops(
     app: &TestApp,
     worker: &Worker<triage::evaluate::AnyProvider>,
 ) -> Report {
-    for _ in 0..20 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
         let report = app.run_worker_once(worker).await;
         if report.budget_exhausted {
             return report;
@@ -146,6 +148,11 @@ async fn with_room_in_the_budget_one_invocation_drains_the_queue_after_costing_i
         (report.evaluated, report.budget_exhausted),
         (20, false),
         "{report:?}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM budget_grant").await,
+        0,
+        "the invocation's grant went back to the fleet at its end"
     );
 }
 
@@ -441,7 +448,7 @@ mod running_total {
         );
         // 1.0 left: 0.4 and 0.4 fit, the third (0.4 more, 0.2 left before it) crosses the
         // line; the fourth goes back.
-        let claimed = budget::claim_within(&client, 1.0, claim, |_| 0.4)
+        let claimed = budget::claim_within(&client, 1.0, claim, |_| 0.4, &budget::Grant::default())
             .await
             .unwrap();
         let jobs = match claimed {
@@ -454,7 +461,7 @@ mod running_total {
         assert_eq!(jobs.len(), 3);
         let spend = budget::spend(&client).await.unwrap();
         assert!((spend.reserved_usd - 1.2).abs() < 1e-9, "{spend:?}");
-        let again = budget::claim_within(&client, 1.0, claim, |_| 0.4)
+        let again = budget::claim_within(&client, 1.0, claim, |_| 0.4, &budget::Grant::default())
             .await
             .unwrap();
         assert!(matches!(again, budget::Budgeted::Wait), "{again:?}");
@@ -472,6 +479,138 @@ mod running_total {
         assert!((spend.spent_today_usd - 0.4).abs() < 1e-9, "{spend:?}");
     }
 
+    /// One claim of one job at $0.5 by `worker` under `budget_usd`, its jobs if kept.
+    async fn claim_one(
+        app: &TestApp,
+        client: &Client,
+        (worker, budget_usd): (&str, f64),
+        grant: &budget::Grant,
+    ) -> Vec<ClaimedJob> {
+        let claim = (
+            worker,
+            1,
+            Duration::from_secs(60),
+            serves(app),
+            Lanes::default(),
+        );
+        match budget::claim_within(client, budget_usd, claim, |_| 0.5, grant)
+            .await
+            .unwrap()
+        {
+            budget::Budgeted::Claimed { jobs, .. } => jobs,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    async fn grant_row(app: &TestApp, worker: &str) -> Option<f64> {
+        let client = app.pool.get().await.unwrap();
+        client
+            .query_opt("SELECT usd FROM budget_grant WHERE worker = $1", &[&worker])
+            .await
+            .unwrap()
+            .map(|row| row.get(0))
+    }
+
+    /// Jobs whose claim went through a decision hold a reservation of their own.
+    async fn decided(app: &TestApp) -> i64 {
+        app.count("SELECT count(*) FROM evaluation_outbox WHERE reserved_usd IS NOT NULL")
+            .await
+    }
+
+    #[tokio::test]
+    async fn far_from_the_line_one_decision_grants_room_for_claims_made_without_one_which_the_fleet_counts(
+    ) {
+        let app = spawn_app().await;
+        let tickets: Vec<_> = (0..20)
+            .map(|i| (format!("Granted {i}"), "body".to_string()))
+            .collect();
+        app.ingest_many(&tickets).await;
+        let client = app.pool.get().await.unwrap();
+        let grant = budget::Grant::default();
+
+        // The decision keeps the job ($0.5 reserved on it) and grants 16 claims like it ($8):
+        // $99.5 are left, half of it is more than asked.
+        let first = claim_one(&app, &client, ("a", 100.0), &grant).await;
+        assert_eq!((first.len(), decided(&app).await), (1, 1));
+        assert_eq!(grant_row(&app, "a").await, Some(8.0));
+        let spend = budget::spend(&client).await.unwrap();
+        assert!((spend.reserved_usd - 8.5).abs() < 1e-9, "{spend:?}");
+
+        // Sixteen claims under the grant: no decision, no reservation of their own.
+        let mut covered = Vec::new();
+        for _ in 0..16 {
+            covered.extend(claim_one(&app, &client, ("a", 100.0), &grant).await);
+        }
+        assert_eq!((covered.len(), decided(&app).await), (16, 1));
+        assert_eq!(grant_row(&app, "a").await, Some(8.0));
+
+        // Another worker's decision counts the grant: of $10, $1.5 are left before its job,
+        // and it is granted half of what is left after it.
+        let other = budget::Grant::default();
+        assert_eq!(claim_one(&app, &client, ("b", 10.0), &other).await.len(), 1);
+        assert_eq!(grant_row(&app, "b").await, Some(0.5));
+
+        // The grant used up, the next claim is decided: the sixteen not started are reported
+        // ($8) and a new grant comes on top.
+        let two_started = &covered[..2];
+        for job in two_started {
+            start(&client, job, 0.5).await;
+            grant.started(job.id);
+        }
+        claim_one(&app, &client, ("a", 100.0), &grant).await;
+        assert_eq!(decided(&app).await, 3);
+        assert_eq!(grant_row(&app, "a").await, Some(7.0 + 8.0));
+
+        // The invocation's end gives the room back; only the kept jobs' reservations and the
+        // calls started stay counted.
+        grant.release(&client, "a").await.unwrap();
+        other.release(&client, "b").await.unwrap();
+        assert_eq!(grant_row(&app, "a").await, None);
+        let spend = budget::spend(&client).await.unwrap();
+        assert!((spend.spent_today_usd - 1.0).abs() < 1e-9, "{spend:?}");
+        assert!((spend.reserved_usd - 1.5).abs() < 1e-9, "{spend:?}");
+    }
+
+    #[tokio::test]
+    async fn near_the_line_grants_shrink_and_claims_under_them_never_cross_it() {
+        let app = spawn_app().await;
+        let tickets: Vec<_> = (0..20)
+            .map(|i| (format!("Near {i}"), "body".to_string()))
+            .collect();
+        app.ingest_many(&tickets).await;
+        let client = app.pool.get().await.unwrap();
+        let grant = budget::Grant::default();
+        // $2 at $0.5 a job: the first is decided ($1.5 left after it, half of it granted),
+        // the second is claimed under the grant, the third and fourth are decided (grants of
+        // $0.25, then nothing), the fifth waits: $2 claimed, and not a job more.
+        let mut kept = 0;
+        let mut waited = false;
+        for _ in 0..6 {
+            let claim = (
+                "a",
+                1,
+                Duration::from_secs(60),
+                serves(&app),
+                Lanes::default(),
+            );
+            match budget::claim_within(&client, 2.0, claim, |_| 0.5, &grant)
+                .await
+                .unwrap()
+            {
+                budget::Budgeted::Claimed { jobs, .. } => kept += jobs.len(),
+                budget::Budgeted::Wait => waited = true,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(kept, 4, "$2 at $0.5 a job, with and without decisions");
+        assert!(waited);
+        let spend = budget::spend(&client).await.unwrap();
+        assert!(
+            spend.reserved_usd <= 2.0 + 1e-9,
+            "never more claimed than the budget: {spend:?}"
+        );
+    }
+
     #[tokio::test]
     async fn a_claim_cut_by_the_budget_gives_the_rest_back_untouched() {
         let app = spawn_app().await;
@@ -486,7 +625,7 @@ mod running_total {
             serves(&app),
             Lanes::default(),
         );
-        let claimed = budget::claim_within(&client, 0.1, claim, |_| 0.4)
+        let claimed = budget::claim_within(&client, 0.1, claim, |_| 0.4, &budget::Grant::default())
             .await
             .unwrap();
         assert!(

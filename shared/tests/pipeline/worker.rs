@@ -377,6 +377,12 @@ async fn a_provider_wide_failure_pauses_claiming_and_spends_no_attempt() {
         calls <= app.config.worker.concurrency,
         "only calls already in flight were made ({calls})"
     );
+    // A job started ahead of a free call slot (C = 4, five jobs) is withdrawn from the ledger
+    // when the breaker opens before its call: every row left is a call made.
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_call").await,
+        calls as i64
+    );
     assert_eq!(
         app.count(
             "SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND attempts = 0"

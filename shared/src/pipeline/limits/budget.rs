@@ -11,9 +11,12 @@
 //! read, which jobs fit, their reservations) is one statement, `budget_keep` (migration V15),
 //! whose lock ends with its commit: no network turnaround is ever made under it, so two
 //! workers never both claim the same headroom and the fleet overshoots by at most the one call
-//! that crossed the line. docs/ledger.md has the design.
+//! that crossed the line. Far from the line a decision also grants the worker room for more
+//! claims like the one it kept ([`Grant`], V19), which it claims without deciding again: one
+//! decision per [`CLAIMS_PER_GRANT`] claims instead of one per claim. docs/ledger.md has the
+//! design.
 
-use std::time::Duration;
+use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use deadpool_postgres::GenericClient;
 
@@ -23,7 +26,7 @@ use crate::{
     evaluate::PriceTable,
     pipeline::outbox::{
         claim::{self, Serves},
-        ClaimedJob, Lanes,
+        ClaimedJob, Lanes, OutboxId,
     },
     telemetry::metric,
 };
@@ -68,8 +71,13 @@ pub async fn spend(client: &impl GenericClient) -> Result<Spend> {
 }
 
 /// The decision, under the fleet's lock, in the server: how many of the jobs (in claim order,
-/// at their estimates) fit, with theirs reserved.
-const KEEP: &str = "SELECT spent_usd, reserved_usd, kept FROM budget_keep($1, $2, $3)";
+/// at their estimates) fit, with theirs reserved, and the grant made to the asking worker.
+const KEEP: &str =
+    "SELECT spent_usd, reserved_usd, kept, granted FROM budget_keep($1, $2, $3, $4, $5, $6, $7)";
+
+/// How many claims like the one a decision kept whole its grant may cover (at most half of
+/// what is left after it): far from the line, one decision per this many claims.
+pub const CLAIMS_PER_GRANT: f64 = 16.0;
 
 /// What a claim under the budget took.
 #[derive(Debug)]
@@ -82,43 +90,172 @@ pub enum Budgeted {
     Exhausted,
 }
 
+/// One invocation's grant (V19's `budget_grant`): room the fleet's decision set aside for this
+/// worker, which it claims under without deciding, each job at its own estimate, until a
+/// claim does not fit. The jobs claimed under it stay covered until their ledger rows carry
+/// their estimates ([`Grant::started`]); the next decision is told what they come to, so the
+/// grant's row never holds less than they may cost. Released at the invocation's end.
+#[derive(Debug, Default)]
+pub struct Grant(Mutex<Granted>);
+
+#[derive(Debug, Default)]
+struct Granted {
+    /// What may still be claimed without a decision.
+    left: f64,
+    /// The jobs claimed under the grant that have not started, at their estimates.
+    covered: HashMap<OutboxId, f64>,
+    /// Whether the last decision left this worker a row.
+    row: bool,
+}
+
+impl Grant {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Granted> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes `estimates` (of `jobs`) from what is left, if it covers them all.
+    fn cover(&self, jobs: &[ClaimedJob], estimates: &[f64]) -> bool {
+        let mut granted = self.lock();
+        let usd: f64 = estimates.iter().sum();
+        if usd > granted.left {
+            return false;
+        }
+        granted.left -= usd;
+        let covered = jobs.iter().map(|job| job.id).zip(estimates.iter().copied());
+        granted.covered.extend(covered);
+        true
+    }
+
+    /// What the jobs claimed under the grant and not started may still cost.
+    fn outstanding(&self) -> f64 {
+        self.lock().covered.values().sum()
+    }
+
+    /// A decision's grant: what may be claimed from now on without another. Its row holds
+    /// that and `outstanding_usd` (none when both are nothing).
+    fn renew(&self, granted_usd: f64, outstanding_usd: f64) {
+        let mut granted = self.lock();
+        granted.left = granted_usd;
+        granted.row = granted_usd + outstanding_usd > 0.0;
+    }
+
+    /// `job`'s ledger row carries its estimate, or it went back without one: the grant no
+    /// longer covers it.
+    pub fn started(&self, job: OutboxId) {
+        self.lock().covered.remove(&job);
+    }
+
+    /// Ends the grant: its room goes back to the fleet (what this invocation claimed under it
+    /// has started or gone back by now). A worker that dies leaves the row to its `until`.
+    pub async fn release(&self, client: &impl GenericClient, worker: &str) -> Result<()> {
+        if !std::mem::take(&mut self.lock().row) {
+            return Ok(());
+        }
+        let statement = client
+            .prepare_cached("DELETE FROM budget_grant WHERE worker = $1")
+            .await?;
+        client.execute(&statement, &[&worker]).await?;
+        Ok(())
+    }
+}
+
 /// The claim of at most `batch` jobs under `budget_usd`, each costed by `estimate_usd`: the
-/// claim (concurrent with other workers', `SKIP LOCKED`) and the decision each commit on their
-/// own, so the fleet's lock is held for the decision's statement only. The jobs the budget
-/// does not keep go back untouched (no attempt spent); until then they hold no reservation,
-/// so no other worker's decision counts them.
+/// claim (concurrent with other workers', `SKIP LOCKED`), then, unless `grant` covers it, the
+/// decision, each committing on its own, so the fleet's lock is held for the decision's
+/// statement only. The jobs the budget does not keep go back untouched (no attempt spent);
+/// until then they hold no reservation, so no other worker's decision counts them.
 pub async fn claim_within(
     client: &db::Client,
     budget_usd: f64,
     (worker, batch, lease, serves, lanes): (&str, i64, Duration, Serves, Lanes),
     estimate_usd: impl Fn(&ClaimedJob) -> f64,
+    grant: &Grant,
 ) -> Result<Budgeted> {
     let jobs = claim::claim(client, worker, batch, lease, serves, lanes).await?;
-    let (budgeted, returned) = keep_affordable(client, budget_usd, jobs, estimate_usd).await?;
-    claim::unclaim(client, &returned).await?;
-    Ok(budgeted)
+    let estimates: Vec<f64> = jobs.iter().map(&estimate_usd).collect();
+    if jobs.is_empty() || grant.cover(&jobs, &estimates) {
+        return Ok(Budgeted::Claimed { jobs, cut: false });
+    }
+    let outstanding_usd = grant.outstanding();
+    let ask = Ask {
+        worker,
+        outstanding_usd,
+        usd: CLAIMS_PER_GRANT * estimates.iter().sum::<f64>(),
+        lease,
+    };
+    let decided = decide(client, budget_usd, jobs, estimates, Some(ask)).await?;
+    grant.renew(decided.granted_usd, outstanding_usd);
+    claim::unclaim(client, &decided.returned).await?;
+    Ok(decided.budgeted)
 }
 
 /// Of the jobs just claimed, keeps what the budget affords (see `budget_keep`) and returns
 /// the rest beside the decision, for the caller to give back (or to roll back with its
-/// transaction). Online claims and provider batches (whose lines stay `processing` until
-/// their results are costed) both go through here.
+/// transaction). Provider batches (whose lines stay `processing` until their results are
+/// costed) come here, without a grant.
 pub async fn keep_affordable(
     client: &impl GenericClient,
     budget_usd: f64,
-    mut jobs: Vec<ClaimedJob>,
+    jobs: Vec<ClaimedJob>,
     estimate_usd: impl Fn(&ClaimedJob) -> f64,
 ) -> Result<(Budgeted, Vec<ClaimedJob>)> {
     if jobs.is_empty() {
         return Ok((Budgeted::Claimed { jobs, cut: false }, Vec::new()));
     }
+    let estimates = jobs.iter().map(&estimate_usd).collect();
+    let decided = decide(client, budget_usd, jobs, estimates, None).await?;
+    Ok((decided.budgeted, decided.returned))
+}
+
+/// A worker's request for a grant with its decision.
+struct Ask<'a> {
+    worker: &'a str,
+    /// What it claimed under its grant and has not started.
+    outstanding_usd: f64,
+    /// The room it asks for.
+    usd: f64,
+    /// How long the grant's row lasts: its jobs' lease, which outlasts the invocation.
+    lease: Duration,
+}
+
+/// What a decision kept, what goes back, and what it granted.
+struct Decided {
+    budgeted: Budgeted,
+    returned: Vec<ClaimedJob>,
+    granted_usd: f64,
+}
+
+/// The decision (`budget_keep`) on `jobs` at `estimates`.
+async fn decide(
+    client: &impl GenericClient,
+    budget_usd: f64,
+    mut jobs: Vec<ClaimedJob>,
+    estimates: Vec<f64>,
+    ask: Option<Ask<'_>>,
+) -> Result<Decided> {
     let ids: Vec<i64> = jobs.iter().map(|job| job.id.0).collect();
-    let estimates: Vec<f64> = jobs.iter().map(&estimate_usd).collect();
     let keep = client.prepare_cached(KEEP).await?;
+    let (worker, outstanding, asked, lease) = ask.map_or((None, 0.0, 0.0, 0.0), |ask| {
+        let lease = ask.lease.as_secs_f64();
+        (Some(ask.worker), ask.outstanding_usd, ask.usd, lease)
+    });
     let row = client
-        .query_one(&keep, &[&ids, &estimates, &budget_usd])
+        .query_one(
+            &keep,
+            &[
+                &ids,
+                &estimates,
+                &budget_usd,
+                &worker,
+                &outstanding,
+                &asked,
+                &lease,
+            ],
+        )
         .await?;
-    let (spent_usd, kept): (f64, i32) = (row.get(0), row.get(2));
+    let (spent_usd, kept, granted_usd): (f64, i32, f64) = (row.get(0), row.get(2), row.get(3));
     metric::spent_today(spent_usd);
     let returned = jobs.split_off(kept as usize);
     let budgeted = match (jobs.is_empty(), spent_usd >= budget_usd) {
@@ -133,5 +270,9 @@ pub async fn keep_affordable(
             Budgeted::Exhausted
         }
     };
-    Ok((budgeted, returned))
+    Ok(Decided {
+        budgeted,
+        returned,
+        granted_usd,
+    })
 }

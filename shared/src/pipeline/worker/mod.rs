@@ -288,6 +288,7 @@ impl<P: Provider> Worker<P> {
         // of these call slots for its call only, so the next call starts as soon as one ends,
         // its ledger row written meanwhile and the last call's writes still under way.
         let calls = Semaphore::new(concurrency);
+        let grant = budget::Grant::default();
         // Jobs and the next claim run side by side: a claim waiting for a pooled connection
         // must not stop the jobs holding the connections from finishing.
         let mut tasks = FuturesUnordered::new();
@@ -302,7 +303,8 @@ impl<P: Provider> Worker<P> {
             while jobs_in_flight < concurrency + ahead {
                 let Some(job) = queue.pop_front() else { break };
                 tasks.push(Either::Left(
-                    self.process(job, deadline, &holds, &calls).map(Task::Job),
+                    self.process(job, deadline, &holds, (&calls, &grant))
+                        .map(Task::Job),
                 ));
                 jobs_in_flight += 1;
             }
@@ -310,7 +312,7 @@ impl<P: Provider> Worker<P> {
             // busy: it is there when they free up, instead of every slot waiting for a claim
             // round trip after each batch (at most one batch waits, well inside its lease).
             if claiming && !after_a_job && !claim_in_flight && queue.is_empty() {
-                let claim = self.claim_next(deadline, stop, &holds);
+                let claim = self.claim_next(deadline, stop, &holds, &grant);
                 tasks.push(Either::Right(claim.map(Task::Claim)));
                 claim_in_flight = true;
             }
@@ -342,6 +344,7 @@ impl<P: Provider> Worker<P> {
                 }
             }
         }
+        self.release(&grant).await;
         report.paused = holds.provider_paused.load(Ordering::Relaxed);
         report.database_away = holds.database_away.load(Ordering::Relaxed);
         if report.claimed > 0 || report.paused || report.database_away || report.budget_exhausted {
@@ -356,6 +359,7 @@ impl<P: Provider> Worker<P> {
         deadline: Instant,
         stop: &CancellationToken,
         holds: &Holds,
+        grant: &budget::Grant,
     ) -> Result<Claimed> {
         let policy = &self.config.worker;
         if stop.is_cancelled() || holds.any() || !self.call_fits(deadline) {
@@ -399,7 +403,7 @@ impl<P: Provider> Worker<P> {
             Some(budget_usd) => {
                 let claim = (id, batch, lease, serves, lanes);
                 let estimate = |job: &ClaimedJob| self.estimate_usd(job, self.tier(job));
-                match budget::claim_within(&client, budget_usd, claim, estimate).await? {
+                match budget::claim_within(&client, budget_usd, claim, estimate, grant).await? {
                     Budgeted::Claimed { jobs, cut } => (jobs, cut),
                     Budgeted::Wait => {
                         return Ok(Claimed {
@@ -427,6 +431,18 @@ impl<P: Provider> Worker<P> {
             after_a_job: more && cut,
             ..Claimed::NOTHING
         })
+    }
+
+    /// The invocation's budget grant goes back to the fleet; if the database is away, its row
+    /// lapses with the jobs' lease instead.
+    async fn release(&self, grant: &budget::Grant) {
+        let released = async {
+            let client = db::client(&self.pool).await?;
+            grant.release(&client, &self.id).await
+        };
+        if let Err(error) = released.await {
+            tracing::warn!(error = %error.report(), "budget grant not released: it lapses");
+        }
     }
 
     /// Whether one more call and its write fit before `deadline`.

@@ -26,7 +26,7 @@ use crate::{
     },
     pipeline::{
         ledger::{self, CallId, CallOutcome, CallRecord, Start, Withdrawal},
-        limits::breaker,
+        limits::{breaker, budget},
         outbox::{ClaimedJob, Fencing, Lane},
     },
     telemetry::metric,
@@ -53,13 +53,16 @@ impl<P: Provider> Worker<P> {
         job: ClaimedJob,
         deadline: Instant,
         holds: &Holds,
-        calls: &Semaphore,
+        (calls, grant): (&Semaphore, &budget::Grant),
     ) -> Result<Outcome> {
         if holds.any() || !self.call_fits(deadline) {
+            grant.started(job.id);
             return self.give_back(&job, deadline, holds).await;
         }
-        let (call, prompt, tokens, call_slot) = match self.start(&job, deadline, holds, calls).await
-        {
+        let begun = self.start(&job, deadline, holds, calls).await;
+        // Its ledger row carries its estimate now, or it has none.
+        grant.started(job.id);
+        let (call, prompt, tokens, call_slot) = match begun {
             Ok(Begun::Finished(outcome)) => return Ok(outcome),
             Ok(Begun::Call(call, prompt, tokens, call_slot)) => (call, prompt, tokens, call_slot),
             // No call without its ledger row: the job goes back once the database does.
