@@ -8,7 +8,8 @@
 #     claims until the next), 1 client: latency
 #   - the budget's read alone, as it ran before issue 22 (a scan of the day) and now
 #   - `triage stats --json`, `triage sweeper --once`, `GET /admin` (the console overview)
-#   - the fleet's claims per second, 8 clients, with the budget against without
+#   - the fleet's claims per second, 8 clients, with the budget against without (medians of
+#     alternating 5 s runs, see fleet_pair)
 #   - what the tables take on disk (docs/scaling.md's storage per day)
 # Targets (issue 22): at 10M, a claim under a budget <= 1.2x its latency at 0; stats, the
 # sweeper tick and the overview under 100 ms; claims/s with a budget >= 0.9x without.
@@ -59,6 +60,27 @@ statement_ms() {
   printf '%s\n' "${times[@]:1}" | sort -n | awk 'NR == 2 { printf "%.1f", $1 }'
 }
 
+# The fleet's claims/s, 8 clients, without and with the budget: "plain budgeted" medians of
+# six alternating runs of 5 s, each after a VACUUM of the outbox. The scripts claim and give
+# back the same rows, leaving some twenty dead row versions a claim, and how far autovacuum
+# has got decided a single 30 s run more than the scripts did (identical runs differed by up
+# to 3x); alternating pairs from the same clean start compare like with like.
+fleet_pair() {
+  local url=$1 plain=$2 budgeted=$3 i script plain_tps=() budget_tps=() tps
+  shift 3
+  for i in 1 2 3 4 5 6; do
+    for script in "$plain" "$budgeted"; do
+      psql "$url" -qc "VACUUM evaluation_outbox"
+      "$pgbin/pgbench" -n -M prepared -c 8 -j 2 -T 5 -f "$script" "$@" "$url" >"$out/pgbench-fleet.log" 2>&1 \
+        || { cat "$out/pgbench-fleet.log" >&2; die "pgbench fleet failed"; }
+      tps=$(sed -n 's/^tps = \([0-9]*\.[0-9]\).* (without initial connection time)/\1/p' "$out/pgbench-fleet.log")
+      if [ "$script" = "$plain" ]; then plain_tps+=("$tps"); else budget_tps+=("$tps"); fi
+    done
+  done
+  echo "$(printf '%s\n' "${plain_tps[@]}" | sort -n | awk '{ v[NR] = $1 } END { printf "%.1f", (v[3] + v[4]) / 2 }')" \
+    "$(printf '%s\n' "${budget_tps[@]}" | sort -n | awk '{ v[NR] = $1 } END { printf "%.1f", (v[3] + v[4]) / 2 }')"
+}
+
 bench_db() {
   echo
   echo "== 8. The database at volume: ledger and outbox filled to ${db_sizes// /, } rows (calls over the"
@@ -74,8 +96,8 @@ bench_db() {
   main_spend_sql=$(rust_sql "$main_budget" SPEND)
   # As the worker runs it, each statement its own transaction: the claim, then (under a budget)
   # the decision, which keeps every job here (the budget is far away), reserves them and grants
-  # the client room for 16 more claims like it (budget.rs CLAIMS_PER_GRANT), which it makes
-  # without deciding: one claim in 17 decides, drawn at random; then the jobs go back, so the
+  # the client room for CLAIMS_PER_GRANT more claims like it (budget.rs), which it makes
+  # without deciding: one claim in CLAIMS_PER_GRANT + 1 decides, drawn at random; then the jobs go back, so the
   # queue stays as filled. Both read the claimed ids back (the worker has them from the claim's
   # rows), so both pay that statement.
   local read_back="SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids, coalesce(array_agg(0.0006::float8), '{}') AS estimates FROM evaluation_outbox WHERE status = 'processing' AND locked_by = :client_id::text"
@@ -84,12 +106,16 @@ bench_db() {
     printf '%s \\gset\n' "$read_back"
     printf '%s;\n' "$unclaim_sql"
   } >"$plain"
+  # The worker's grant size, read from its source so that the two cannot drift apart.
+  local per_grant
+  per_grant=$(sed -n 's/^pub const CLAIMS_PER_GRANT: f64 = \([0-9]*\)\.0;/\1/p' shared/src/pipeline/limits/budget.rs)
+  [ -n "$per_grant" ] || die "no CLAIMS_PER_GRANT in budget.rs"
   {
-    echo '\set decide random(1, 17)'
+    echo "\\set decide random(1, $(( per_grant + 1 )))"
     printf '%s;\n' "$claim_sql"
     printf '%s \\gset\n' "$read_back"
     echo '\if :decide = 1'
-    echo 'SELECT kept FROM budget_keep(:ids, :estimates, 1000000000, :client_id::text, 0, 16 * 0.006, 300);'
+    echo "SELECT kept FROM budget_keep(:ids, :estimates, 1000000000, :client_id::text, 0, $per_grant * 0.006, 300);"
     echo '\endif'
     printf '%s;\n' "$unclaim_sql"
   } >"$budgeted"
@@ -110,8 +136,7 @@ bench_db() {
     local pg=(-D lease=300 -D batch=10 -D rules=false -D lane=interactive -D take=any)
     read -r _ cell[claim,$size] _ <<<"$(run_pgbench "db-claim-$size" "$url" 1 "$plain" "${pg[@]}")"
     read -r _ cell[claim_budget,$size] _ <<<"$(run_pgbench "db-claim-budget-$size" "$url" 1 "$budgeted" "${pg[@]}")"
-    read -r cell[fleet,$size] _ <<<"$(run_pgbench "db-fleet-$size" "$url" 8 "$plain" "${pg[@]}")"
-    read -r cell[fleet_budget,$size] _ <<<"$(run_pgbench "db-fleet-budget-$size" "$url" 8 "$budgeted" "${pg[@]}")"
+    read -r cell[fleet,$size] cell[fleet_budget,$size] <<<"$(fleet_pair "$url" "$plain" "$budgeted" "${pg[@]}")"
     cell[spend,$size]=$(statement_ms "$url" "$spend_sql")
     cell[spend_main,$size]=$(statement_ms "$url" "$main_spend_sql")
     cell[stats,$size]=$(DATABASE_URL=$url median_ms "$triage" stats --json)

@@ -479,13 +479,13 @@ mod running_total {
         assert!((spend.spent_today_usd - 0.4).abs() < 1e-9, "{spend:?}");
     }
 
-    /// One claim of one job at $0.5 by `worker` under `budget_usd`, its jobs if kept.
-    async fn claim_one(
+    /// One claim of one job at $0.5 by `worker` under `budget_usd`.
+    async fn claim_one_at_half_a_dollar(
         app: &TestApp,
         client: &Client,
         (worker, budget_usd): (&str, f64),
         grant: &budget::Grant,
-    ) -> Vec<ClaimedJob> {
+    ) -> budget::Budgeted {
         let claim = (
             worker,
             1,
@@ -493,10 +493,19 @@ mod running_total {
             serves(app),
             Lanes::default(),
         );
-        match budget::claim_within(client, budget_usd, claim, |_| 0.5, grant)
+        budget::claim_within(client, budget_usd, claim, |_| 0.5, grant)
             .await
             .unwrap()
-        {
+    }
+
+    /// [`claim_one_at_half_a_dollar`], which must keep what it claimed.
+    async fn claim_one(
+        app: &TestApp,
+        client: &Client,
+        claimant: (&str, f64),
+        grant: &budget::Grant,
+    ) -> Vec<ClaimedJob> {
+        match claim_one_at_half_a_dollar(app, client, claimant, grant).await {
             budget::Budgeted::Claimed { jobs, .. } => jobs,
             other => panic!("{other:?}"),
         }
@@ -586,17 +595,7 @@ mod running_total {
         let mut kept = 0;
         let mut waited = false;
         for _ in 0..6 {
-            let claim = (
-                "a",
-                1,
-                Duration::from_secs(60),
-                serves(&app),
-                Lanes::default(),
-            );
-            match budget::claim_within(&client, 2.0, claim, |_| 0.5, &grant)
-                .await
-                .unwrap()
-            {
+            match claim_one_at_half_a_dollar(&app, &client, ("a", 2.0), &grant).await {
                 budget::Budgeted::Claimed { jobs, .. } => kept += jobs.len(),
                 budget::Budgeted::Wait => waited = true,
                 other => panic!("{other:?}"),
