@@ -147,6 +147,11 @@ impl Grant {
         self.lock().covered.remove(&job);
     }
 
+    /// Whether the last decision left this worker a row (so [`Grant::release`] has work).
+    pub fn holds_a_row(&self) -> bool {
+        self.lock().row
+    }
+
     /// Ends the grant: its room goes back to the fleet (what this invocation claimed under it
     /// has started or gone back by now). A worker that dies leaves the row to its `until`.
     pub async fn release(&self, client: &impl GenericClient, worker: &str) -> Result<()> {
