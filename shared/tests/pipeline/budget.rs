@@ -572,8 +572,8 @@ mod running_total {
 
         // The invocation's end gives the room back; only the kept jobs' reservations and the
         // calls started stay counted.
-        grant.release(&client, "a").await.unwrap();
-        other.release(&client, "b").await.unwrap();
+        grant.release(&app.pool, "a").await.unwrap();
+        other.release(&app.pool, "b").await.unwrap();
         assert_eq!(grant_row(&app, "a").await, None);
         let spend = budget::spend(&client).await.unwrap();
         assert!((spend.spent_today_usd - 1.0).abs() < 1e-9, "{spend:?}");

@@ -18,7 +18,7 @@
 
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
-use deadpool_postgres::GenericClient;
+use deadpool_postgres::{GenericClient, Pool};
 
 use crate::{
     db,
@@ -147,17 +147,14 @@ impl Grant {
         self.lock().covered.remove(&job);
     }
 
-    /// Whether the last decision left this worker a row (so [`Grant::release`] has work).
-    pub fn holds_a_row(&self) -> bool {
-        self.lock().row
-    }
-
     /// Ends the grant: its room goes back to the fleet (what this invocation claimed under it
-    /// has started or gone back by now). A worker that dies leaves the row to its `until`.
-    pub async fn release(&self, client: &impl GenericClient, worker: &str) -> Result<()> {
+    /// has started or gone back by now). No round trip when the last decision left no row; a
+    /// worker that dies, or finds the database away here, leaves the row to its `until`.
+    pub async fn release(&self, pool: &Pool, worker: &str) -> Result<()> {
         if !std::mem::take(&mut self.lock().row) {
             return Ok(());
         }
+        let client = db::client(pool).await?;
         let statement = client
             .prepare_cached("DELETE FROM budget_grant WHERE worker = $1")
             .await?;

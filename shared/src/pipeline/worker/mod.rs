@@ -436,14 +436,7 @@ impl<P: Provider> Worker<P> {
     /// The invocation's budget grant goes back to the fleet; if the database is away, its row
     /// lapses with the jobs' lease instead.
     async fn release(&self, grant: &budget::Grant) {
-        if !grant.holds_a_row() {
-            return;
-        }
-        let released = async {
-            let client = db::client(&self.pool).await?;
-            grant.release(&client, &self.id).await
-        };
-        if let Err(error) = released.await {
+        if let Err(error) = grant.release(&self.pool, &self.id).await {
             tracing::warn!(error = %error.report(), "budget grant not released: it lapses");
         }
     }
