@@ -137,7 +137,9 @@ async fn handle(
         usage: call.usage,
         headers: parts.headers,
     });
-    tokio::time::sleep(delay).await;
+    // From the request's arrival, as a client would time it: reading and recording the
+    // request is part of the provider's latency, not added to it.
+    tokio::time::sleep_until((at + delay).into()).await;
     match reply {
         Reply::Send {
             status,

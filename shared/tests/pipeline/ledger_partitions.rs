@@ -87,6 +87,14 @@ async fn calls_at_the_day_boundary_land_in_their_own_day_s_partition() {
         .await
         .get(0);
     assert_eq!(first_hour, 0.2, "counted in its own day's first hour");
+    // Each call moved hours as it finished (`call_at`): its share left the hour it started in.
+    let row = app
+        .row("SELECT sum(calls)::bigint, sum(ok)::bigint, sum(billing_unknown)::bigint, \
+              sum(cost_usd)::float8, count(*) FILTER (WHERE calls <> 0)::bigint FROM provider_call_hour")
+        .await;
+    let totals: (i64, i64, i64, f64, i64) =
+        (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+    assert_eq!(totals, (2, 2, 0, 0.3, 2));
 }
 
 #[tokio::test]
