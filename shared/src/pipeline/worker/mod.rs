@@ -296,9 +296,11 @@ impl<P: Provider> Worker<P> {
         // The budget's room is held by calls under way: the next claim waits for one to end.
         let mut after_a_job = false;
         // Jobs started ahead of a free call slot, their ledger rows written while the calls
-        // run, so that a slot that frees starts its next call at once. A few suffice: calls
-        // end one at a time.
-        let ahead = (concurrency / 4).max(1);
+        // run, so that a slot that frees starts its next call at once. As many as the slots:
+        // calls started together end together (a batch's, an invocation's first), and jitter
+        // spreads them out only over hundreds of turns; C / 4 left three quarters of the slots
+        // waiting for starts at every such wave (docs/ledger.md).
+        let ahead = concurrency;
         loop {
             while jobs_in_flight < concurrency + ahead {
                 let Some(job) = queue.pop_front() else { break };
