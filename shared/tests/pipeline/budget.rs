@@ -530,37 +530,37 @@ mod running_total {
     async fn far_from_the_line_one_decision_grants_room_for_claims_made_without_one_which_the_fleet_counts(
     ) {
         let app = spawn_app().await;
-        let tickets: Vec<_> = (0..20)
+        let tickets: Vec<_> = (0..40)
             .map(|i| (format!("Granted {i}"), "body".to_string()))
             .collect();
         app.ingest_many(&tickets).await;
         let client = app.pool.get().await.unwrap();
         let grant = budget::Grant::default();
 
-        // The decision keeps the job ($0.5 reserved on it) and grants 16 claims like it ($8):
+        // The decision keeps the job ($0.5 reserved on it) and grants 32 claims like it ($16):
         // $99.5 are left, half of it is more than asked.
         let first = claim_one(&app, &client, ("a", 100.0), &grant).await;
         assert_eq!((first.len(), decided(&app).await), (1, 1));
-        assert_eq!(grant_row(&app, "a").await, Some(8.0));
+        assert_eq!(grant_row(&app, "a").await, Some(16.0));
         let spend = budget::spend(&client).await.unwrap();
-        assert!((spend.reserved_usd - 8.5).abs() < 1e-9, "{spend:?}");
+        assert!((spend.reserved_usd - 16.5).abs() < 1e-9, "{spend:?}");
 
-        // Sixteen claims under the grant: no decision, no reservation of their own.
+        // Thirty-two claims under the grant: no decision, no reservation of their own.
         let mut covered = Vec::new();
-        for _ in 0..16 {
+        for _ in 0..32 {
             covered.extend(claim_one(&app, &client, ("a", 100.0), &grant).await);
         }
-        assert_eq!((covered.len(), decided(&app).await), (16, 1));
-        assert_eq!(grant_row(&app, "a").await, Some(8.0));
+        assert_eq!((covered.len(), decided(&app).await), (32, 1));
+        assert_eq!(grant_row(&app, "a").await, Some(16.0));
 
-        // Another worker's decision counts the grant: of $10, $1.5 are left before its job,
+        // Another worker's decision counts the grant: of $20, $3.5 are left before its job,
         // and it is granted half of what is left after it.
         let other = budget::Grant::default();
-        assert_eq!(claim_one(&app, &client, ("b", 10.0), &other).await.len(), 1);
-        assert_eq!(grant_row(&app, "b").await, Some(0.5));
+        assert_eq!(claim_one(&app, &client, ("b", 20.0), &other).await.len(), 1);
+        assert_eq!(grant_row(&app, "b").await, Some(1.5));
 
-        // The grant used up, the next claim is decided: the sixteen not started are reported
-        // ($8) and a new grant comes on top.
+        // The grant used up, the next claim is decided: the thirty not started are reported
+        // ($15) and a new grant comes on top.
         let two_started = &covered[..2];
         for job in two_started {
             start(&client, job, 0.5).await;
@@ -568,7 +568,7 @@ mod running_total {
         }
         claim_one(&app, &client, ("a", 100.0), &grant).await;
         assert_eq!(decided(&app).await, 3);
-        assert_eq!(grant_row(&app, "a").await, Some(7.0 + 8.0));
+        assert_eq!(grant_row(&app, "a").await, Some(15.0 + 16.0));
 
         // The invocation's end gives the room back; only the kept jobs' reservations and the
         // calls started stay counted.

@@ -77,7 +77,7 @@ const KEEP: &str =
 
 /// How many claims like the one a decision kept whole its grant may cover (at most half of
 /// what is left after it): far from the line, one decision per this many claims.
-pub const CLAIMS_PER_GRANT: f64 = 16.0;
+pub const CLAIMS_PER_GRANT: f64 = 32.0;
 
 /// What a claim under the budget took.
 #[derive(Debug)]
