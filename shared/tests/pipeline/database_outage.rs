@@ -79,12 +79,17 @@ async fn a_database_crash_while_calls_are_in_flight_costs_no_extra_billed_call()
 
     let (fake, app) = (&outage.fake, &outage.app);
     let report = report.expect("the invocation outlives the outage");
-    assert_eq!(report.evaluated, 8, "{report:?}");
+    // Every answer in hand is written. A job started ahead of a free call slot (C of them)
+    // whose start statement met the crash made no call: it goes back, and the next
+    // invocation evaluates it.
+    assert_eq!(report.evaluated + report.released, 8, "{report:?}");
+    assert!(report.evaluated >= 4, "the calls in flight: {report:?}");
     assert_eq!(
         (report.abandoned, report.dead_lettered),
         (0, 0),
         "{report:?}"
     );
+    app.drain(&app.worker(), Duration::from_secs(20)).await;
     let billed = fake.billed_by_content();
     assert_eq!(billed.len(), 8, "{billed:?}");
     assert!(billed.values().all(|&n| n == 1), "paid twice: {billed:?}");
