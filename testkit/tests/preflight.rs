@@ -144,6 +144,10 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
             format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
             format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
             format!("ApiDbSecretArn={}", f["api_db_secret"].as_str().unwrap()),
+            format!(
+                "DelivererDbSecretArn={}",
+                f["deliverer_db_secret"].as_str().unwrap()
+            ),
             "ApiReservedConcurrency=50".into(),
             "Provider=openai".into(),
             format!(
@@ -163,6 +167,7 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
         "egress through nat-",
         "ok    DbSecretArn: the RDS shape",
         "ok    ApiDbSecretArn exists (the API's own login)",
+        "ok    DelivererDbSecretArn exists (the deliverer's own login)",
         "ok    RDS triage-good: max_connections 811 (about, RDS's default for db.t4g.large) exceeds the 523 the functions can open ((100 + 1) x 4 worker + (10 + 1) x 4 deliverer + 50 x 1 API + 25 sweeper, scaler, ops, migrate)",
         "ok    ProviderSecretArn exists",
         "ok    RDS triage-good: postgres 16.4",
@@ -204,6 +209,7 @@ async fn a_dev_smoke_test_passes_on_endpoints_alone_with_warnings_for_what_prod_
         "SQS (the scaler's doorbells) through its interface endpoint",
         "max_connections 150 (set in triage-dev) exceeds the",
         "warn  no ApiDbSecretArn",
+        "warn  no DelivererDbSecretArn",
         "S3 (the migration's answer to CloudFormation) through the gateway endpoint",
         "ok    DbSecretArn: the RDS shape",
         "ok    Provider=rules: no provider secret needed",
@@ -264,6 +270,10 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
         ),
         (
             "Stage=prod without ApiDbSecretArn",
+            "docs/sql/roles.sql, docs/deploy.md step 4",
+        ),
+        (
+            "Stage=prod without DelivererDbSecretArn",
             "docs/sql/roles.sql, docs/deploy.md step 4",
         ),
         (

@@ -98,6 +98,8 @@ elif mode == "good":
     out["provider_secret"] = sm.create_secret(Name="triage/provider", SecretString="sk-never-printed")["ARN"]
     api_login = dict(login, username="triage_api_login", password="api-" + password)
     out["api_db_secret"] = sm.create_secret(Name="triage/db-api", SecretString=json.dumps(api_login))["ARN"]
+    deliver_login = dict(login, username="triage_deliver_login", password="deliver-" + password)
+    out["deliverer_db_secret"] = sm.create_secret(Name="triage/db-deliver", SecretString=json.dumps(deliver_login))["ARN"]
     # The stack already deployed: its worker holds its reservation (the Lambda stand-in says
     # how much), which the preflight must not count twice.
     iam = boto3.client("iam")
