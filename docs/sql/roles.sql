@@ -37,8 +37,9 @@ SELECT format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(
 GRANT USAGE, CREATE ON SCHEMA public TO :"app_role";
 
 -- 3. The master may act as the roles it manages: giving a table away and SET ROLE need it.
---    Since PostgreSQL 16 the creator of a role holds it with ADMIN but without SET (RDS's
---    master too), so membership is granted WITH SET, and checked as 'SET', not 'MEMBER'.
+--    Since PostgreSQL 16 the creator of a role holds it with ADMIN but without INHERIT or SET
+--    (RDS's master too), so membership is granted WITH both, and checked as 'SET' and 'USAGE',
+--    not 'MEMBER'.
 \set member :app_role
 \ir member.sql
 
@@ -81,6 +82,8 @@ WHERE NOT pg_has_role(:'deliver_login', 'triage_deliver', 'MEMBER') \gexec
 --    and no login may disable the trigger, replace its function or rewrite the trail.
 SELECT 'CREATE ROLE triage_audit NOLOGIN'
 WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'triage_audit') \gexec
+-- An owner needs CREATE on its objects' schema; nobody logs in as this one.
+GRANT USAGE, CREATE ON SCHEMA public TO triage_audit;
 \set member triage_audit
 \ir member.sql
 SELECT to_regclass('public.operation_audit') IS NOT NULL AS has_audit \gset
@@ -103,6 +106,8 @@ SELECT 'SELECT grant_api_role()' WHERE to_regproc('public.grant_api_role') IS NO
 SELECT 'SELECT grant_deliver_role()' WHERE to_regproc('public.grant_deliver_role') IS NOT NULL \gexec
 RESET ROLE;
 
--- 7. With RDS Proxy, timeouts on the role let it multiplex (docs/deploy.md, RDS Proxy):
+-- 7. With RDS Proxy, the session settings on the role let it multiplex (docs/deploy.md, RDS
+--    Proxy; what the pool otherwise sets on each session):
 -- ALTER ROLE triage SET statement_timeout = '10s';
 -- ALTER ROLE triage SET lock_timeout = '10s';
+-- ALTER ROLE triage SET plan_cache_mode = force_custom_plan;

@@ -35,6 +35,14 @@ impl OwnServer {
         Self { dir, url }
     }
 
+    /// A new cluster in `target/<name>`, whatever an earlier run left there: for tests of
+    /// what the cluster holds beside databases (roles).
+    pub fn start_new(name: &str) -> Self {
+        let dir = repo_root().join("target").join(name);
+        local_postgres("wipe", &dir, None);
+        Self::start(name)
+    }
+
     /// The admin URL.
     pub fn url(&self) -> &str {
         &self.url
@@ -65,6 +73,14 @@ impl Drop for OwnServer {
     }
 }
 
+/// psql of the server the tests run on (`scripts/local-postgres bindir`: the tested major's).
+pub fn psql() -> PathBuf {
+    static BINDIR: OnceLock<PathBuf> = OnceLock::new();
+    BINDIR
+        .get_or_init(|| PathBuf::from(local_postgres("bindir", &repo_root(), None)))
+        .join("psql")
+}
+
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -87,8 +103,10 @@ fn local_postgres(cmd: &str, dir: &std::path::Path, own: Option<u16>) -> String 
     let mut script = Command::new("bash");
     script
         .arg(repo_root().join("scripts/local-postgres"))
-        .arg(cmd)
-        .arg(dir);
+        .arg(cmd);
+    if cmd != "bindir" {
+        script.arg(dir);
+    }
     if let Some(port_base) = own {
         script
             .env("LOCAL_PG_DURABLE", "1")

@@ -104,11 +104,20 @@ fn samconfig(stack: &str, parameters: &[String]) -> PathBuf {
 }
 
 async fn preflight(config: &Path, env: &[(String, String)]) -> (bool, String) {
+    preflight_with(config, env, &[]).await
+}
+
+async fn preflight_with(
+    config: &Path,
+    env: &[(String, String)],
+    args: &[String],
+) -> (bool, String) {
     let mut command = Command::new("bash");
     command
         .arg(root().join("scripts/preflight"))
         .args(["--config-env", "t", "--config-file"])
         .arg(config)
+        .args(args)
         .envs(env.iter().cloned());
     let out = run(command).await;
     let text = format!(
@@ -117,6 +126,25 @@ async fn preflight(config: &Path, env: &[(String, String)]) -> (bool, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), text)
+}
+
+/// Runs docs/sql/roles.sql on `url` as its master, with `vars` (`psql -v NAME=VALUE`).
+fn roles_sql(url: &str, vars: &[(&str, String)]) {
+    let mut command = Command::new(testkit::psql());
+    for (name, value) in vars {
+        command.arg("-v").arg(format!("{name}={value}"));
+    }
+    let out = command
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(root().join("docs/sql/roles.sql"))
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "roles.sql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Moto, the tools and the Lambda stand-in with `unreserved` executions (and `held` per
@@ -158,10 +186,44 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
             format!("AlarmTopicArn={}", f["topic"].as_str().unwrap()),
         ],
     );
-    let (passed, out) = preflight(&config, &env).await;
-    std::fs::remove_file(&config).unwrap();
+    // The database behind step 4's tunnel, its logins made by roles.sql with the stored
+    // passwords; plain TCP on loopback where RDS's tunnel would need TLS.
+    let password = f["password"].as_str().unwrap();
+    let server = testkit::OwnServer::start_new("preflight-postgres");
+    roles_sql(
+        server.url(),
+        &[
+            ("app_role", "triage".into()),
+            ("app_password", password.into()),
+            ("api_login", "triage_api_login".into()),
+            ("api_password", format!("api-{password}")),
+            ("deliver_login", "triage_deliver_login".into()),
+            ("deliver_password", format!("deliver-{password}")),
+        ],
+    );
+    let port = server
+        .url()
+        .parse::<tokio_postgres::Config>()
+        .unwrap()
+        .get_ports()[0];
+    let tunnel = ["--db-tunnel".to_string(), format!("127.0.0.1:{port}")];
+    let env: Vec<(String, String)> = env
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "PATH" => (
+                k,
+                format!("{}:{v}", testkit::psql().parent().unwrap().display()),
+            ),
+            _ => (k, v),
+        })
+        .chain([("PGSSLMODE".to_string(), "disable".to_string())])
+        .collect();
+    let (passed, out) = preflight_with(&config, &env, &tunnel).await;
     assert!(passed, "{out}");
     for seen in [
+        "ok    DbSecretArn: triage logs in",
+        "ok    ApiDbSecretArn: triage_api_login logs in and is in triage_api",
+        "ok    DelivererDbSecretArn: triage_deliver_login logs in and is in triage_deliver",
         "ok    the stack triage-good holds 101 reserved executions already",
         "ok    Lambda concurrency: 201 of 1000 unreserved, the worker reserves 101, the API 50",
         "egress through nat-",
@@ -178,6 +240,30 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
         assert!(out.contains(seen), "no {seen:?} in:\n{out}");
     }
     assert!(!out.contains("FAIL"), "{out}");
+
+    // A secret that exists but holds a password the login no longer has: the API would
+    // answer 503 from its first request.
+    roles_sql(
+        server.url(),
+        &[
+            ("app_role", "triage".into()),
+            ("api_login", "triage_api_login".into()),
+            ("api_password", "another-password".into()),
+        ],
+    );
+    let (passed, out) = preflight_with(&config, &env, &tunnel).await;
+    std::fs::remove_file(&config).unwrap();
+    assert!(!passed, "{out}");
+    assert!(
+        out.contains("FAIL  ApiDbSecretArn: triage_api_login cannot log in through 127.0.0.1:")
+            && out.contains("run docs/sql/roles.sql with this login and its password"),
+        "{out}"
+    );
+    assert!(out.contains("ok    DbSecretArn: triage logs in"), "{out}");
+    assert!(
+        !out.contains(password) && !out.contains("another-password"),
+        "{out}"
+    );
     assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
 }
 
@@ -210,6 +296,7 @@ async fn a_dev_smoke_test_passes_on_endpoints_alone_with_warnings_for_what_prod_
         "max_connections 150 (set in triage-dev) exceeds the",
         "warn  no ApiDbSecretArn",
         "warn  no DelivererDbSecretArn",
+        "warn  the database logins were not tried (no --db-tunnel; fine for dev)",
         "S3 (the migration's answer to CloudFormation) through the gateway endpoint",
         "ok    DbSecretArn: the RDS shape",
         "ok    Provider=rules: no provider secret needed",
@@ -277,6 +364,10 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "docs/sql/roles.sql, docs/deploy.md step 4",
         ),
         (
+            "Stage=prod: the database logins were not tried",
+            "run the preflight again with --db-tunnel localhost:15432",
+        ),
+        (
             "RDS triage-bad: max_connections 202 (about, RDS's default for db.t4g.small) is below the 523 connections",
             "--db-instance-class db.t4g.large",
         ),
@@ -313,6 +404,6 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "no {problem:?} / {fix:?} in:\n{out}"
         );
     }
-    assert!(out.contains("preflight: 17 problem(s)"), "{out}");
+    assert!(out.contains("preflight: 19 problem(s)"), "{out}");
     assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
 }

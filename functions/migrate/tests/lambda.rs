@@ -25,7 +25,7 @@ async fn table_count(url: &str) -> i64 {
     client.query_one(sql, &[]).await.unwrap().get(0)
 }
 
-/// Stores the login of `url` (the local test server, trust auth, plain TCP) in the RDS shape.
+/// Stores the login of `url` (the local test server: its password, plain TCP) in the RDS shape.
 async fn login_secret(moto: &[(&'static str, String)], url: &str) -> String {
     let lookup = |name: &str| {
         moto.iter()
@@ -37,8 +37,9 @@ async fn login_secret(moto: &[(&'static str, String)], url: &str) -> String {
     let tokio_postgres::config::Host::Tcp(host) = &pg.get_hosts()[0] else {
         panic!("a TCP test server")
     };
+    let password = String::from_utf8(pg.get_password().unwrap().to_vec()).unwrap();
     let login = json!({"engine": "postgres", "username": pg.get_user().unwrap(),
-                       "password": "unused-by-trust-auth", "host": host,
+                       "password": password, "host": host,
                        "port": pg.get_ports()[0].to_string(), "dbname": pg.get_dbname().unwrap()});
     let created = sm
         .client()

@@ -200,13 +200,21 @@ fn tls_connector(roots: &CaRoots) -> Result<MakeRustlsConnect, ConfigError> {
     Ok(MakeRustlsConnect::new(config))
 }
 
-/// Bounds every statement of a pooled session. Set after connecting rather than as a startup
-/// `options` parameter, which RDS Proxy rejects; migrations use their own session without it.
-/// A zero timeout sends nothing: the role or RDS Proxy's init query sets the timeouts, and a
-/// session without `SET` is not pinned by the proxy (docs/deploy.md).
+/// Bounds every statement of a pooled session, and plans each execution of its prepared
+/// statements for the tables as they are: a generic plan made while they were analyzed empty (a
+/// fresh deploy, autovacuum on tiny tables) scans the results table and the day's ledger
+/// partition, and grows with them (docs/database.md). Set after connecting rather than as a
+/// startup `options` parameter, which RDS Proxy rejects; migrations use their own session
+/// without it. A zero timeout sends nothing: the role or RDS Proxy's init query sets all three,
+/// and a session without `SET` is not pinned by the proxy (docs/deploy.md).
 fn session_settings(config: &DatabaseConfig) -> Option<String> {
     let ms = config.statement_timeout.as_millis();
-    (ms > 0).then(|| format!("SET statement_timeout = {ms}; SET lock_timeout = {ms}"))
+    (ms > 0).then(|| {
+        format!(
+            "SET statement_timeout = {ms}; SET lock_timeout = {ms}; \
+             SET plan_cache_mode = force_custom_plan"
+        )
+    })
 }
 
 pub fn pool(config: &DatabaseConfig) -> Result<Pool> {

@@ -37,14 +37,14 @@ use crate::{
 
 /// What a receiver answers to the n-th attempt (from 1) of an event.
 #[derive(Clone, Copy, Debug)]
-enum Answer {
+pub(crate) enum Answer {
     Status(u16),
     /// Never answers (the deliverer's timeout ends the attempt).
     Hang,
 }
 
 #[derive(Clone, Debug)]
-struct Received {
+pub(crate) struct Received {
     id: String,
     timestamp: String,
     signature: String,
@@ -52,15 +52,15 @@ struct Received {
 }
 
 #[derive(Clone)]
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
 type Script = Arc<dyn Fn(usize) -> Answer + Send + Sync>;
 
 impl Receiver {
-    async fn start(script: impl Fn(usize) -> Answer + Send + Sync + 'static) -> Self {
+    pub(crate) async fn start(script: impl Fn(usize) -> Answer + Send + Sync + 'static) -> Self {
         let received = Arc::new(Mutex::new(Vec::new()));
         let state = (received.clone(), Arc::new(script) as Script);
         let app = Router::new()
@@ -72,7 +72,7 @@ impl Receiver {
         Receiver { url, received }
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
 
@@ -181,7 +181,7 @@ print(len(messages))
 
 /// Delivery made fast through configuration: millisecond backoff, short timeouts, and
 /// loopback receivers allowed.
-fn fast_delivery(config: &mut Config) {
+pub(crate) fn fast_delivery(config: &mut Config) {
     fast_policy(config);
     let delivery = &mut config.delivery;
     delivery.backoff_base = Duration::from_millis(10);
@@ -196,7 +196,11 @@ async fn spawn() -> TestApp {
     spawn_app_with(fast_delivery).await
 }
 
-async fn subscribe(app: &TestApp, owner: Option<&str>, url: &str) -> subscription::Created {
+pub(crate) async fn subscribe(
+    app: &TestApp,
+    owner: Option<&str>,
+    url: &str,
+) -> subscription::Created {
     subscription::create(
         &app.pool,
         Some(owner.unwrap_or(Submitter::LOCAL.owner)),
@@ -208,7 +212,7 @@ async fn subscribe(app: &TestApp, owner: Option<&str>, url: &str) -> subscriptio
     .unwrap()
 }
 
-async fn ingest(app: &TestApp, owner: Option<&str>, subject: &str) -> String {
+pub(crate) async fn ingest(app: &TestApp, owner: Option<&str>, subject: &str) -> String {
     let ticket = NewTicket {
         subject: subject.into(),
         message: "The body of the ticket".into(),
@@ -232,7 +236,7 @@ impl TestApp {
     }
 
     /// Deliverer invocations until nothing is pending or in flight, or panics after `limit`.
-    async fn deliver_all(&self, limit: Duration) {
+    pub(crate) async fn deliver_all(&self, limit: Duration) {
         let deliverer = self.deliverer();
         let until = Instant::now() + limit;
         while self

@@ -20,6 +20,7 @@ mod operations;
 mod rate_limit;
 mod request_idempotency;
 mod request_shape;
+mod roles;
 mod secrets;
 mod security;
 mod sweep;

@@ -91,34 +91,12 @@ async fn an_older_build_migrating_a_newer_schema_succeeds() {
     );
 }
 
-/// `url` with another user; the test server trusts every loopback login.
-fn as_user(url: &str, user: &str) -> String {
-    let config: tokio_postgres::Config = url.parse().unwrap();
-    let tokio_postgres::config::Host::Tcp(host) = &config.get_hosts()[0] else {
-        panic!("a TCP test server")
-    };
-    let (port, db) = (config.get_ports()[0], config.get_dbname().unwrap());
-    format!("postgres://{user}@{host}:{port}/{db}?sslmode=disable")
-}
+/// The password of every login these tests make (the test server checks passwords, as RDS).
+const PASSWORD: &str = "triage-test-login";
 
-/// psql from PATH, or from the server's own bin directory (Debian keeps it there too).
-fn psql() -> std::path::PathBuf {
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|dir| dir.join("psql"))
-        .find(|p| p.exists());
-    on_path
-        .or_else(|| {
-            let mut found: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")
-                .ok()?
-                .filter_map(|e| Some(e.ok()?.path().join("bin/psql")))
-                .filter(|p| p.exists())
-                .collect();
-            found.sort();
-            found.pop()
-        })
-        .expect("psql (scripts/local-postgres installs PostgreSQL with it)")
+/// `url` with another user, logging in with [`PASSWORD`].
+fn as_user(url: &str, user: &str) -> String {
+    as_login(url, user, PASSWORD)
 }
 
 /// Runs docs/sql/roles.sql as the operator would, as the database's owner.
@@ -129,16 +107,20 @@ fn run_roles_sql(url: &str, role: &str) {
 /// roles.sql, also creating the API's login `api_login` when given.
 fn run_roles_sql_with(url: &str, role: &str, api_login: Option<&str>) {
     let sql = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/sql/roles.sql");
-    let mut command = std::process::Command::new(psql());
+    // Roles belong to the cluster: two runs creating the same group role at once would
+    // collide (an operator runs one at a time).
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut command = std::process::Command::new(testkit::psql());
     if let Some(login) = api_login {
         command
             .args(["-v", &format!("api_login={login}")])
-            .args(["-v", "api_password=not-checked-by-trust-auth"]);
+            .args(["-v", &format!("api_password={PASSWORD}")]);
     }
     let out = command
         .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
         .args(["-v", &format!("app_role={role}")])
-        .args(["-v", "app_password=not-checked-by-trust-auth"])
+        .args(["-v", &format!("app_password={PASSWORD}")])
         .arg("-f")
         .arg(sql)
         .arg(url)
@@ -185,7 +167,7 @@ async fn the_application_role_of_roles_sql_migrates_and_runs_the_pipeline() {
         .unwrap();
     tokio::spawn(conn);
     admin
-        .batch_execute(&format!("CREATE ROLE {role} LOGIN"))
+        .batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}'"))
         .await
         .unwrap();
     let version: i32 = admin
@@ -226,15 +208,22 @@ async fn roles_sql_hands_tables_made_by_the_master_user_to_the_application_role(
         .await
         .unwrap();
     tokio::spawn(conn);
-    let foreign: i64 = admin
-        .query_one(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner <> $1",
+    let foreign: Vec<(String, String)> = admin
+        .query(
+            "SELECT tablename::text, tableowner::text FROM pg_tables
+             WHERE schemaname = 'public' AND tableowner <> $1",
             &[&role],
         )
         .await
         .unwrap()
-        .get(0);
-    assert_eq!(foreign, 0, "every table now belongs to {role}");
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert_eq!(
+        foreign,
+        [("operation_audit".to_string(), "triage_audit".to_string())],
+        "every table but the audit trail now belongs to {role}"
+    );
     run_the_pipeline_as(&as_user(&url, &role)).await;
     // A later migration can change what it owns.
     let (client, conn) = tokio_postgres::connect(&as_user(&url, &role), tokio_postgres::NoTls)

@@ -75,7 +75,7 @@ async fn database_login_comes_from_the_rds_shaped_secret_with_port_as_number_or_
     let server = server();
     for port in [json!(server.port), json!(server.port.to_string())] {
         let dbname = server.fresh_database().await;
-        let secret = json!({"engine": "postgres", "username": "triage", "password": PASSWORD,
+        let secret = json!({"engine": "postgres", "username": "triage_admin", "password": PASSWORD,
                             "host": "localhost", "port": port, "dbname": dbname});
         let arn = create_secret(&sm, &secret.to_string()).await;
         let config = load(&sm, &[("TRIAGE_DB_SECRET_ARN", &arn)]).await;
@@ -96,7 +96,7 @@ async fn host_and_dbname_from_the_environment_override_the_secret() {
     let server = server();
     let dbname = server.fresh_database().await;
     // The secret names another host (an RDS Proxy endpoint goes in front of it this way).
-    let secret = json!({"username": "triage", "password": PASSWORD, "host": "db.invalid",
+    let secret = json!({"username": "triage_admin", "password": PASSWORD, "host": "db.invalid",
                         "port": server.port, "dbname": "elsewhere"});
     let arn = create_secret(&sm, &secret.to_string()).await;
     let config = load(

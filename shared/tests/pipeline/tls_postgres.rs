@@ -58,7 +58,7 @@ impl TlsPostgres {
     /// `DATABASE_URL` for `host`, verified against `roots`.
     pub fn config(&self, host: &str, dbname: &str, roots: &CaRoots) -> Config {
         let mut config = Config::local(&format!(
-            "postgres://triage:{PASSWORD}@{host}:{}/{dbname}",
+            "postgres://triage_admin:{PASSWORD}@{host}:{}/{dbname}",
             self.port
         ));
         config.database.tls = Some(DbTls::VerifyFull {
@@ -68,7 +68,7 @@ impl TlsPostgres {
         config
     }
 
-    /// Runs `sql` as the superuser, over verified TLS.
+    /// Runs `sql` as the master login (CREATEROLE CREATEDB, as RDS's), over verified TLS.
     pub async fn admin(&self, sql: &str) {
         let config = self.config("localhost", "postgres", &self.ca);
         let pool = triage::db::pool(&config.database).unwrap();

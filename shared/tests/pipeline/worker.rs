@@ -735,3 +735,37 @@ async fn the_next_batch_is_claimed_while_the_slots_are_busy_and_no_more_than_one
         "never more than C calls, C started ahead and one batch claimed"
     );
 }
+
+/// A fresh deploy, or autovacuum on tiny tables, analyzes them empty. The worker's statements
+/// on its pooled session must then stay on custom plans: a generic plan made for empty tables
+/// scans the results table and the day's ledger partition, and grows with them.
+#[tokio::test]
+async fn after_the_empty_tables_are_analyzed_the_workers_statements_keep_custom_plans() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |c| c.database.pool_size = 1).await;
+    app.exec("ANALYZE").await;
+    for i in 0..12 {
+        post(&app, &format!("ticket {i}")).await;
+    }
+    assert_eq!(app.run_worker_once(&app.worker()).await.evaluated, 12);
+
+    // The one pooled session ran every statement: what its prepared statements were planned as.
+    let client = app.pool.get().await.unwrap();
+    let plans = client
+        .query(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements
+             WHERE (statement LIKE '%evaluation_result WHERE idempotency_key%'
+                    OR statement LIKE '%UPDATE provider_call%')
+               AND statement NOT LIKE '%pg_prepared_statements%'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(plans.len() >= 2, "the start and the finish are prepared");
+    for plan in plans {
+        let (statement, generic, custom): (String, i64, i64) =
+            (plan.get(0), plan.get(1), plan.get(2));
+        assert_eq!(generic, 0, "a generic plan for {statement}");
+        assert!(custom >= 12, "{custom} custom plans for {statement}");
+    }
+}
