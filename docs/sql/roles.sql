@@ -24,11 +24,13 @@
 \if :{?deliver_password} \else \set deliver_password '' \endif
 SELECT current_setting('server_version_num')::int >= 160000 AS pg16 \gset
 
--- A login: created with its password when missing (refused without one), its password changed
--- only when one is passed. It logs in and nothing more: a role made by CREATE ROLE has no
--- superuser, CREATEDB or CREATEROLE, and nothing here gives them (RDS's master may not).
+-- 1. The application role: created with its password when missing (refused without one), its
+-- password changed only when one is passed (login.sql). It logs in and nothing more: a role made
+-- by CREATE ROLE has no superuser, CREATEDB or CREATEROLE, and nothing here gives them (RDS's
+-- master may not).
 \set login :app_role
 \set password :app_password
+\set group ''
 \ir login.sql
 
 -- 2. Connect, and create tables in `public`: since PostgreSQL 15 only the database owner may
@@ -65,16 +67,14 @@ GRANT USAGE ON SCHEMA public TO triage_api, triage_deliver;
 \if :{?api_login}
 \set login :api_login
 \set password :api_password
+\set group triage_api
 \ir login.sql
-SELECT format('GRANT triage_api TO %I', :'api_login')
-WHERE NOT pg_has_role(:'api_login', 'triage_api', 'MEMBER') \gexec
 \endif
 \if :{?deliver_login}
 \set login :deliver_login
 \set password :deliver_password
+\set group triage_deliver
 \ir login.sql
-SELECT format('GRANT triage_deliver TO %I', :'deliver_login')
-WHERE NOT pg_has_role(:'deliver_login', 'triage_deliver', 'MEMBER') \gexec
 \endif
 
 -- 5. The audit trail (operation_audit) belongs to `triage_audit` (NOLOGIN), with its trigger's

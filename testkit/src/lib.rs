@@ -7,4 +7,4 @@ pub mod lambda;
 pub mod moto;
 mod postgres;
 
-pub use postgres::{fresh_database, psql, server_url, OwnServer};
+pub use postgres::{fresh_database, psql, roles_sql, server_url, OwnServer};

@@ -81,6 +81,30 @@ pub fn psql() -> PathBuf {
         .join("psql")
 }
 
+/// Runs docs/sql/roles.sql on `url` as an operator does (psql, as the master login of `url`),
+/// with `vars` (`psql -v NAME=VALUE`); panics with psql's error. One run at a time per test
+/// process: roles belong to the cluster, and two runs creating the same group role at once
+/// would collide (an operator runs one at a time).
+pub fn roles_sql(url: &str, vars: &[(&str, &str)]) {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut command = Command::new(psql());
+    for (name, value) in vars {
+        command.arg("-v").arg(format!("{name}={value}"));
+    }
+    let out = command
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(repo_root().join("docs/sql/roles.sql"))
+        .arg(url)
+        .output()
+        .expect("run psql");
+    assert!(
+        out.status.success(),
+        "roles.sql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }

@@ -128,25 +128,6 @@ async fn preflight_with(
     (out.status.success(), text)
 }
 
-/// Runs docs/sql/roles.sql on `url` as its master, with `vars` (`psql -v NAME=VALUE`).
-fn roles_sql(url: &str, vars: &[(&str, String)]) {
-    let mut command = Command::new(testkit::psql());
-    for (name, value) in vars {
-        command.arg("-v").arg(format!("{name}={value}"));
-    }
-    let out = command
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
-        .arg(root().join("docs/sql/roles.sql"))
-        .arg(url)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "roles.sql: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Moto, the tools and the Lambda stand-in with `unreserved` executions (and `held` per
 /// deployed function); `None` (skipped loudly) without moto outside `scripts/test`.
 async fn setup(unreserved: u32, held: Option<u32>) -> Option<(Vec<(String, String)>, PathBuf)> {
@@ -190,15 +171,15 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
     // passwords; plain TCP on loopback where RDS's tunnel would need TLS.
     let password = f["password"].as_str().unwrap();
     let server = testkit::OwnServer::start_new("preflight-postgres");
-    roles_sql(
+    testkit::roles_sql(
         server.url(),
         &[
-            ("app_role", "triage".into()),
-            ("app_password", password.into()),
-            ("api_login", "triage_api_login".into()),
-            ("api_password", format!("api-{password}")),
-            ("deliver_login", "triage_deliver_login".into()),
-            ("deliver_password", format!("deliver-{password}")),
+            ("app_role", "triage"),
+            ("app_password", password),
+            ("api_login", "triage_api_login"),
+            ("api_password", &format!("api-{password}")),
+            ("deliver_login", "triage_deliver_login"),
+            ("deliver_password", &format!("deliver-{password}")),
         ],
     );
     let port = server
@@ -243,12 +224,12 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
 
     // A secret that exists but holds a password the login no longer has: the API would
     // answer 503 from its first request.
-    roles_sql(
+    testkit::roles_sql(
         server.url(),
         &[
-            ("app_role", "triage".into()),
-            ("api_login", "triage_api_login".into()),
-            ("api_password", "another-password".into()),
+            ("app_role", "triage"),
+            ("api_login", "triage_api_login"),
+            ("api_password", "another-password"),
         ],
     );
     let (passed, out) = preflight_with(&config, &env, &tunnel).await;

@@ -106,31 +106,11 @@ fn run_roles_sql(url: &str, role: &str) {
 
 /// roles.sql, also creating the API's login `api_login` when given.
 fn run_roles_sql_with(url: &str, role: &str, api_login: Option<&str>) {
-    let sql = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/sql/roles.sql");
-    // Roles belong to the cluster: two runs creating the same group role at once would
-    // collide (an operator runs one at a time).
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let mut command = std::process::Command::new(testkit::psql());
+    let mut vars = vec![("app_role", role), ("app_password", PASSWORD)];
     if let Some(login) = api_login {
-        command
-            .args(["-v", &format!("api_login={login}")])
-            .args(["-v", &format!("api_password={PASSWORD}")]);
+        vars.extend([("api_login", login), ("api_password", PASSWORD)]);
     }
-    let out = command
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
-        .args(["-v", &format!("app_role={role}")])
-        .args(["-v", &format!("app_password={PASSWORD}")])
-        .arg("-f")
-        .arg(sql)
-        .arg(url)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "roles.sql: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::roles_sql(url, &vars);
 }
 
 /// The ingest → worker → sweeper path, as `url`'s user.
