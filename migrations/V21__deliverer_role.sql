@@ -16,9 +16,9 @@ BEGIN
     -- has it; the endpoint's health (failing since, disabled).
     GRANT SELECT, INSERT ON subscription TO triage_deliver;
     GRANT UPDATE (failing_since, disabled_at, disabled_reason) ON subscription TO triage_deliver;
-    -- The event's body.
+    -- The event's body (its evaluated_at is clamped to the ticket's creation).
     GRANT SELECT ON evaluation_result TO triage_deliver;
-    GRANT SELECT (id, subject, message) ON ticket TO triage_deliver;
+    GRANT SELECT (id, subject, message, created_at) ON ticket TO triage_deliver;
 END
 $$;
 SELECT grant_deliver_role();

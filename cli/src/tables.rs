@@ -537,10 +537,7 @@ fn deliveries(report: &DeliveriesReport) -> String {
             e.processing.to_string(),
             e.delivered.to_string(),
             e.dead.to_string(),
-            e.disabled_reason
-                .clone()
-                .or_else(|| e.last_error.clone())
-                .unwrap_or_default(),
+            e.why().unwrap_or_default().to_string(),
         ]
     });
     format!("oldest undelivered: {lag}\n")

@@ -22,10 +22,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     migrate_resource::install_panic_hook();
     let http = tls::https_client_builder().build()?;
     let version = std::env::var("AWS_LAMBDA_FUNCTION_VERSION").ok();
-    let (http, version) = (&http, version.as_deref());
+    let region = std::env::var("AWS_REGION").ok();
+    let (http, version, region) = (&http, version.as_deref(), region.as_deref());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Request>| async move {
         let deadline = lambda::deadline(&event.context, LOCAL_BUDGET);
-        migrate_resource::handle(event.payload, version, deadline, http, migrate).await
+        migrate_resource::handle(event.payload, version, region, deadline, http, migrate).await
     }))
     .await
 }

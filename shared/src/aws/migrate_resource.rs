@@ -191,11 +191,13 @@ fn answer(request: Request, status: Status, reason: String, applied: usize) -> R
 }
 
 /// Handles one request and delivers its answer. `migrate` applies the migrations (in Lambda:
-/// [`migrate_from_env`]); `function_version` is `AWS_LAMBDA_FUNCTION_VERSION`; `deadline` the
-/// invocation's. The answer is returned too, for the log.
+/// [`migrate_from_env`]); `function_version` is `AWS_LAMBDA_FUNCTION_VERSION`, `region` the
+/// function's own (`AWS_REGION`: the stack's, whose response bucket alone may be answered);
+/// `deadline` the invocation's. The answer is returned too, for the log.
 pub async fn handle<M, F>(
     request: Request,
     function_version: Option<&str>,
+    region: Option<&str>,
     deadline: Instant,
     http: &reqwest::Client,
     migrate: M,
@@ -205,7 +207,7 @@ where
     F: Future<Output = Result<usize>>,
 {
     // A request naming any other URL is not CloudFormation's: nothing is migrated or sent.
-    if !is_cloudformation_url(&request.response_url) {
+    if !is_cloudformation_url(&request.response_url, region) {
         return Err(AnswerNotDelivered(
             "the ResponseURL is not CloudFormation's response bucket on S3: refused, nothing done"
                 .into(),
@@ -250,20 +252,22 @@ where
 const RESPONSE_BUCKET: &str = "cloudformation-custom-resource-response-";
 
 /// CloudFormation's pre-signed response URLs: https to its own response bucket on S3
-/// (`amazonaws.com`, `.com.cn` in China), virtual-hosted or path-style, so a forged event
-/// cannot make the function send its answer (or anything) to any other host or bucket.
-/// Plain http to loopback stands in for S3 in debug builds (the tests) only, never in a
-/// release build.
-fn is_cloudformation_url(url: &str) -> bool {
+/// (`amazonaws.com`, `.com.cn` in China) of `region`, the function's own (a stack answers
+/// through its region's bucket; anyone can create a bucket named like another region's),
+/// virtual-hosted or path-style, so a forged event cannot make the function send its answer
+/// (or anything) to any other host or bucket. Plain http to loopback stands in for S3 in debug
+/// builds (the tests) only, never in a release build.
+fn is_cloudformation_url(url: &str, region: Option<&str>) -> bool {
     let Ok(url) = reqwest::Url::parse(url) else {
         return false;
     };
     if cfg!(debug_assertions) && crate::tls::is_loopback(&url) {
         return true;
     }
-    let Some(host) = url.host_str() else {
+    let (Some(host), Some(region)) = (url.host_str(), region) else {
         return false;
     };
+    let response_bucket = format!("{RESPONSE_BUCKET}{}", region.replace('-', ""));
     let Some(s3) = ["amazonaws.com", "amazonaws.com.cn"]
         .iter()
         .find_map(|domain| host.strip_suffix(domain)?.strip_suffix('.'))
@@ -273,12 +277,12 @@ fn is_cloudformation_url(url: &str) -> bool {
     let is_s3 = |name: &str| name == "s3" || name.starts_with("s3.") || name.starts_with("s3-");
     let bucket_host = s3
         .split_once('.')
-        .is_some_and(|(bucket, rest)| bucket.starts_with(RESPONSE_BUCKET) && is_s3(rest));
+        .is_some_and(|(bucket, rest)| bucket == response_bucket && is_s3(rest));
     let bucket_path = is_s3(s3)
         && url
             .path_segments()
             .and_then(|mut segments| segments.next())
-            .is_some_and(|bucket| bucket.starts_with(RESPONSE_BUCKET));
+            .is_some_and(|bucket| bucket == response_bucket);
     url.scheme() == "https" && url.username().is_empty() && (bucket_host || bucket_path)
 }
 
@@ -374,15 +378,44 @@ mod tests {
 
     #[test]
     fn answers_go_only_to_cloudformations_response_bucket_or_loopback_in_debug_builds() {
-        for allowed in [
-            "https://cloudformation-custom-resource-response-euwest1.s3-eu-west-1.amazonaws.com/x?sig=1",
-            "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/arn%3Aaws?sig=1",
-            "https://cloudformation-custom-resource-response-euwest1.s3.eu-west-1.amazonaws.com/x",
-            "https://cloudformation-custom-resource-response-cnnorth1.s3.cn-north-1.amazonaws.com.cn/x",
-            "https://s3.amazonaws.com/cloudformation-custom-resource-response-useast1/x",
+        for (allowed, region) in [
+            ("https://cloudformation-custom-resource-response-euwest1.s3-eu-west-1.amazonaws.com/x?sig=1", "eu-west-1"),
+            ("https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/arn%3Aaws?sig=1", "us-east-1"),
+            ("https://cloudformation-custom-resource-response-euwest1.s3.eu-west-1.amazonaws.com/x", "eu-west-1"),
+            ("https://cloudformation-custom-resource-response-cnnorth1.s3.cn-north-1.amazonaws.com.cn/x", "cn-north-1"),
+            ("https://s3.amazonaws.com/cloudformation-custom-resource-response-useast1/x", "us-east-1"),
         ] {
-            assert!(is_cloudformation_url(allowed), "{allowed}");
+            assert!(is_cloudformation_url(allowed, Some(region)), "{allowed}");
         }
+        // Another region's bucket (anyone may create one named so where it does not exist, or a
+        // look-alike): not this stack's answer.
+        for (refused, region) in [
+            (
+                "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/x",
+                "eu-west-1",
+            ),
+            (
+                "https://cloudformation-custom-resource-response-euwest1x.s3.amazonaws.com/x",
+                "eu-west-1",
+            ),
+            (
+                "https://s3.amazonaws.com/cloudformation-custom-resource-response-uswest2/x",
+                "us-east-1",
+            ),
+            (
+                "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/x",
+                "",
+            ),
+        ] {
+            assert!(
+                !is_cloudformation_url(refused, Some(region)),
+                "{refused} in {region}"
+            );
+        }
+        assert!(!is_cloudformation_url(
+            "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/x",
+            None
+        ));
         for refused in [
             "http://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/x",
             "https://s3.amazonaws.com/bucket/key",
@@ -396,11 +429,14 @@ mod tests {
             "https://user@cloudformation-custom-resource-response-useast1.s3.amazonaws.com/x",
             "file:///etc/passwd",
         ] {
-            assert!(!is_cloudformation_url(refused), "{refused}");
+            assert!(
+                !is_cloudformation_url(refused, Some("us-east-1")),
+                "{refused}"
+            );
         }
         // Tests are debug builds, where loopback stands in for S3; a release build refuses it.
         assert_eq!(
-            is_cloudformation_url("http://127.0.0.1:4000/answer"),
+            is_cloudformation_url("http://127.0.0.1:4000/answer", Some("us-east-1")),
             cfg!(debug_assertions)
         );
     }

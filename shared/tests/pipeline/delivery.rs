@@ -527,6 +527,17 @@ async fn an_endpoint_at_a_private_address_is_refused() {
         reason.contains("private, loopback or link-local"),
         "{reason}"
     );
+    // Its owner reads the reason back (GET /subscriptions): it names no address, which would
+    // tell where the service's network resolves names. The operator's report has it.
+    assert!(
+        !reason.contains("127.0.0.1") && !reason.contains("::1"),
+        "{reason}"
+    );
+    let report = triage::pipeline::delivery::report::deliveries(&app.pool)
+        .await
+        .unwrap();
+    let why = report.endpoints[0].why().unwrap();
+    assert!(why.contains("127.0.0.1") || why.contains("::1"), "{why}");
     assert_eq!(
         app.count("SELECT count(*) FROM delivery WHERE status = 'dead' AND error_class = 'endpoint_disabled'").await,
         1
@@ -749,10 +760,45 @@ async fn a_duplicate_arriving_after_the_result_is_announced_with_its_own_event()
     let duplicate = ingest(&app, None, "Same content").await;
     assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 1);
     app.deliver_all(Duration::from_secs(10)).await;
-    let mut expected = vec![first, duplicate];
+    let mut expected = vec![first, duplicate.clone()];
     expected.sort();
     assert_eq!(receiver.ticket_ids(), expected);
     assert_eq!(receiver.attempts().len(), 2, "one event id per ticket");
+    // The duplicate's event says when it was evaluated as the read side does: not before its
+    // own ticket existed, which would tell its sender that someone sent the same text, and when.
+    let created: chrono::DateTime<chrono::Utc> = app
+        .row(&format!(
+            "SELECT created_at FROM ticket WHERE id = '{duplicate}'"
+        ))
+        .await
+        .get(0);
+    let computed: chrono::DateTime<chrono::Utc> = app
+        .row("SELECT computed_at FROM evaluation_result")
+        .await
+        .get(0);
+    assert!(computed < created, "the result predates the duplicate");
+    let event = receiver
+        .received()
+        .into_iter()
+        .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
+        .find(|e| e["data"]["ticket_id"] == duplicate.as_str())
+        .unwrap();
+    let evaluated_at: chrono::DateTime<chrono::Utc> = event["data"]["evaluated_at"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(evaluated_at, created, "{event}");
+    let shown = app.get_ticket(&duplicate).await.body;
+    assert_eq!(
+        shown["evaluation"]["evaluated_at"]
+            .as_str()
+            .unwrap()
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap(),
+        evaluated_at,
+        "the event and the read side agree"
+    );
 }
 
 #[tokio::test]
@@ -911,4 +957,42 @@ fn the_deliverers_doorbell_is_rung_by_the_scaler_and_read_by_the_deliverer_alone
         assert!(scaler.contains(line), "no {line:?} in:\n{scaler}");
     }
     assert!(!scaler.contains(reads), "the scaler only sends");
+}
+
+#[tokio::test]
+async fn an_invocation_too_short_for_one_delivery_is_refused_naming_the_setting_and_claims_nothing()
+{
+    let app = spawn_app_with(|config| {
+        fast_delivery(config);
+        config.delivery.timeout = Duration::from_secs(10);
+        config.delivery.lease = Duration::from_secs(30);
+    })
+    .await;
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    subscribe(&app, None, &receiver.url).await;
+    ingest(&app, None, "Charged twice").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+
+    // `triage deliver --once` with TRIAGE_INVOCATION_SECONDS=5 beside the default 10 s timeout.
+    let refused = app
+        .deliverer()
+        .run_invocation(
+            Instant::now() + Duration::from_secs(5),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("TRIAGE_WEBHOOK_TIMEOUT_SECONDS"),
+        "{refused}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM delivery WHERE status = 'pending'")
+            .await,
+        1,
+        "nothing claimed"
+    );
+    assert!(receiver.received().is_empty());
 }

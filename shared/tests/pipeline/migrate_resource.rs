@@ -33,6 +33,7 @@ async fn run_within(
     let response = handle(
         request,
         Some(FUNCTION_VERSION),
+        Some("eu-west-1"),
         Instant::now() + deadline,
         &triage::tls::https_client_builder().build().unwrap(),
         || db::migrate(&config.database),
@@ -170,12 +171,15 @@ async fn a_request_naming_a_response_url_off_cloudformations_bucket_is_refused_a
         "http://s3.amazonaws.com/b/k",
         // Any S3 bucket is not CloudFormation's: an attacker's would collect the answer.
         "https://attacker-bucket.s3.amazonaws.com/k",
+        // Nor is another region's response bucket: the stack answers through its own region's.
+        "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/k",
     ] {
         let request: Request = serde_json::from_value(event("Create", FUNCTION_VERSION, url))
             .expect("the handler reads CloudFormation's event");
         let refused = handle(
             request,
             Some(FUNCTION_VERSION),
+            Some("eu-west-1"),
             Instant::now() + Duration::from_secs(60),
             &triage::tls::https_client_builder().build().unwrap(),
             || db::migrate(&config.database),

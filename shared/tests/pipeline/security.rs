@@ -361,6 +361,40 @@ fn the_api_function_has_reserved_concurrency_so_it_cannot_exhaust_the_databases_
     );
 }
 
+#[test]
+fn the_deployed_api_gets_the_per_caller_quota_from_its_parameter() {
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let api = template
+        .split("\n  ApiFunction:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n  ApiLogGroup:").next())
+        .expect("the ApiFunction resource");
+    assert!(
+        api.contains(
+            "TRIAGE_CALLER_DAILY_TICKETS: !If [HasCallerDailyTickets, !Ref CallerDailyTickets, !Ref AWS::NoValue]"
+        ),
+        "{api}"
+    );
+    let parameter = template
+        .split("\n  CallerDailyTickets:\n")
+        .nth(1)
+        .expect("the CallerDailyTickets parameter");
+    assert!(
+        parameter.contains("AllowedPattern: ^$|^[1-9][0-9]*$"),
+        "{parameter}"
+    );
+    assert!(
+        template.contains("HasCallerDailyTickets: !Not [!Equals [!Ref CallerDailyTickets, \"\"]]")
+    );
+    // What the function reads from it is the quota ingest enforces.
+    let config = triage::config::Config::from_lookup(|name| {
+        (name == "TRIAGE_CALLER_DAILY_TICKETS").then(|| "500".to_string())
+    })
+    .unwrap();
+    assert_eq!(config.limits.caller_daily_tickets, Some(500));
+}
+
 #[tokio::test]
 async fn the_sweeper_forgets_quota_counts_of_past_days() {
     let app = spawn_app_with(|config| config.limits.caller_daily_tickets = Some(5)).await;

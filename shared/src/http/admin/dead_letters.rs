@@ -116,22 +116,26 @@ fn reason(text: &str) -> Result<String, PageError> {
     Ok(text.to_string())
 }
 
-/// Runs `triage redrive --reason R --since S` exactly as the CLI does (audited).
+/// Runs `triage redrive --reason R --since S --limit N` exactly as the CLI does (audited),
+/// `N` the count the operator confirmed.
 async fn run_redrive(
     state: &ConsoleState,
     reason: String,
     since: Duration,
     spread: Duration,
+    confirmed: i64,
 ) -> Result<i64, PageError> {
     let request = Request::Redrive {
         reason: Some(reason),
         since: Some(HumanDuration(since)),
-        limit: None,
+        // Jobs that died after the confirmation page counted them stay dead: the page's count
+        // is what the operator agreed to move.
+        limit: Some(confirmed),
         spread: Some(HumanDuration(spread)),
         lane: None,
         dry_run: false,
         // The page's own confirmation step (the count first, then the button) is the
-        // operator's confirmation, however many jobs it moves.
+        // operator's confirmation of that many jobs.
         confirm: true,
     };
     let (pool, config) = (&state.app.pool, &state.app.config);
@@ -162,9 +166,11 @@ pub(super) async fn confirm(
         batch_size: operations::BATCH_SIZE,
         dry_run: true,
     };
+    // One run moves at most MAX_REDRIVE_LIMIT, like the CLI's.
     let count = operations::redrive::redrive(&state.app.pool, &preview)
         .await?
-        .moved;
+        .moved
+        .min(operations::MAX_REDRIVE_LIMIT);
     let spread_default = HumanDuration(operations::DEFAULT_SPREAD).to_string();
     Ok(with_csrf(&state.guard, &headers, StatusCode::OK, |csrf| {
         page(
@@ -181,6 +187,7 @@ pub(super) async fn confirm(
                     input type="hidden" name="csrf" value=(csrf);
                     input type="hidden" name="reason" value=(reason);
                     input type="hidden" name="since" value=(since_text);
+                    input type="hidden" name="count" value=(count);
                     p {
                         label for="spread" { "Spread over" }
                         input id="spread" name="spread" value=(spread_default) size="8"
@@ -201,6 +208,8 @@ pub(super) struct RedriveForm {
     reason: String,
     since: Option<String>,
     spread: Option<String>,
+    /// How many the confirmation page said would move.
+    count: Option<String>,
 }
 
 impl Posted for RedriveForm {
@@ -225,7 +234,16 @@ pub(super) async fn redrive(
                 .0
         }
     };
-    let moved = run_redrive(&state, reason.clone(), window, spread).await?;
+    let confirmed: i64 = body
+        .count
+        .as_deref()
+        .and_then(|count| count.parse().ok())
+        .filter(|n| (0..=operations::MAX_REDRIVE_LIMIT).contains(n))
+        .ok_or_else(|| PageError::bad_request("count: the number the confirmation page showed"))?;
+    let moved = match confirmed {
+        0 => 0,
+        _ => run_redrive(&state, reason.clone(), window, spread, confirmed).await?,
+    };
     tracing::info!(%reason, moved, "redrive from the console");
     Ok(html_response(
         StatusCode::OK,

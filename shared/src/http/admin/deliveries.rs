@@ -45,7 +45,7 @@ pub(super) async fn show(State(state): State<ConsoleState>) -> Result<Response, 
                             td.num { (e.delivered) }
                             td.num { (e.dead) }
                             td.num { (e.oldest_pending_age_seconds.map(|s| format!("{s:.0}")).unwrap_or_default()) }
-                            td { (e.disabled_reason.as_deref().or(e.last_error.as_deref()).unwrap_or("")) }
+                            td { (e.why().unwrap_or("")) }
                         }
                     }
                 }

@@ -67,7 +67,10 @@ SELECT c.id, c.subscription_id, c.event_id, c.attempts, c.claim_token, c.created
        CASE WHEN s.previous_secret_until > now() THEN s.previous_secret END,
        extract(epoch FROM now() - coalesce(s.failing_since, now()))::float8,
        c.ticket_id, r.is_urgent, r.department, r.urgency_score,
-       r.model_version, r.prompt_version, r.policy_version, r.computed_at,
+       r.model_version, r.prompt_version, r.policy_version,
+       -- As the read side shows it (reads/read.rs): a duplicate's result was computed for
+       -- someone else's ticket, before this one existed, and its event must not say so.
+       greatest(r.computed_at, t.created_at),
        CASE WHEN s.include_text THEN t.subject END,
        CASE WHEN s.include_text THEN t.message END
 FROM claimed c
@@ -245,7 +248,8 @@ const MARK_FAILING: &str =
     "UPDATE subscription SET failing_since = now() WHERE id = $1 AND failing_since IS NULL";
 
 /// Disables the endpoint and gives up its other waiting deliveries: they stay in the table,
-/// reported by `triage deliveries`, and come back with a replay.
+/// reported by `triage deliveries`, and come back with a replay. `$2`: the reason its owner
+/// reads; `$3`: the operator's, in full.
 const DISABLE_ENDPOINT: &str = r#"
 WITH disabled AS (
     UPDATE subscription SET disabled_at = now(), disabled_reason = $2
@@ -254,7 +258,7 @@ WITH disabled AS (
 )
 UPDATE delivery
 SET status = 'dead', finished_at = now(), error_class = 'endpoint_disabled',
-    last_error = $2
+    last_error = $3
 WHERE subscription_id IN (SELECT id FROM disabled) AND status = 'pending'
 "#;
 
@@ -289,11 +293,13 @@ impl ClaimedDelivery {
         Ok(fencing)
     }
 
-    /// Gives this delivery up and disables its endpoint.
+    /// Gives this delivery up and disables its endpoint: `reason` for the operator, `shown`
+    /// for the subscription's owner ([`super::decision::Decision::Disable`]).
     pub async fn disable_endpoint(
         &self,
         client: &impl GenericClient,
         reason: &str,
+        shown: &str,
     ) -> Result<Fencing> {
         let fencing = self
             .lease
@@ -301,7 +307,10 @@ impl ClaimedDelivery {
             .await?;
         if fencing == Fencing::Held {
             client
-                .execute(DISABLE_ENDPOINT, &[&self.subscription_id, &bounded(reason)])
+                .execute(
+                    DISABLE_ENDPOINT,
+                    &[&self.subscription_id, &shown, &bounded(reason)],
+                )
                 .await?;
         }
         Ok(fencing)

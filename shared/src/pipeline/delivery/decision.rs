@@ -24,9 +24,13 @@ pub enum Decision {
         after: Duration,
         error: String,
     },
-    /// Disable the endpoint (and give up its pending deliveries), with the reason.
+    /// Disable the endpoint (and give up its pending deliveries): `reason` in full for the
+    /// operator (the delivery's last error, the log), `shown` for the subscription's owner,
+    /// who reads it back and must not learn from it where the service's own network resolves
+    /// names (a private address is an oracle for the VPC's DNS).
     Disable {
         reason: String,
+        shown: &'static str,
     },
 }
 
@@ -44,9 +48,12 @@ pub fn decide(
         Attempt::Acknowledged => Decision::Delivered,
         Attempt::Refused(why) => Decision::Disable {
             reason: format!("refused: {why}"),
+            shown: "refused: the endpoint's address may not be called (private, loopback or \
+                    link-local, or not https)",
         },
         Attempt::Failed(error) if failing_for >= retry_window => Decision::Disable {
             reason: format!("failing for {}s (last: {error})", failing_for.as_secs()),
+            shown: "failing for longer than the retry window",
         },
         Attempt::Failed(error) => Decision::Retry {
             after: backoff::delay(schedule, seed, attempts),

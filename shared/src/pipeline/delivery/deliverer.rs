@@ -21,7 +21,7 @@ use super::{
     webhook::WebhookClient,
 };
 use crate::{
-    config::Config,
+    config::{Config, DeliveryPolicy},
     db,
     domain::error::{ConfigError, Result},
     pipeline::{limits::backoff::Schedule, outbox::Fencing, worker},
@@ -30,6 +30,22 @@ use crate::{
 
 /// How often an invocation with deliveries in flight looks for newly ready ones.
 const POLL: Duration = Duration::from_millis(50);
+
+/// An invocation that cannot hold one delivery (its request's timeout) claims nothing: it is
+/// refused, naming the setting, never run as an empty success (as the worker's,
+/// `worker::timing`).
+fn check_time_left(left: Duration, policy: &DeliveryPolicy) -> Result<(), ConfigError> {
+    if left <= policy.timeout + POLL {
+        return Err(ConfigError::invalid(
+            "TRIAGE_WEBHOOK_TIMEOUT_SECONDS",
+            format!(
+                "one delivery ({:?}) does not fit in the {left:?} this invocation has: raise the invocation's time (TRIAGE_INVOCATION_SECONDS, or the function's timeout) or lower TRIAGE_WEBHOOK_TIMEOUT_SECONDS",
+                policy.timeout
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// What one invocation did; also the deliverer Lambda's response.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -98,6 +114,7 @@ impl Deliverer {
         stop: &CancellationToken,
     ) -> Result<Report> {
         let policy = &self.config.delivery;
+        check_time_left(deadline.saturating_duration_since(Instant::now()), policy)?;
         let mut report = Report::default();
         // Deliveries run as tasks of their own, so they progress (and give their connection
         // back) while the claim waits for one; dropping the set (a killed invocation) aborts
@@ -271,11 +288,11 @@ impl Deliverer {
                 metric::delivery("retry");
                 delivery.retry(&client, *after, error).await
             }
-            Decision::Disable { reason } => {
+            Decision::Disable { reason, shown } => {
                 metric::delivery("refused");
                 metric::endpoint_disabled();
                 tracing::warn!(subscription = %delivery.subscription_id, %reason, "endpoint disabled");
-                delivery.disable_endpoint(&client, reason).await
+                delivery.disable_endpoint(&client, reason, shown).await
             }
         }
     }

@@ -28,6 +28,16 @@ pub struct EndpointReport {
     pub last_error: Option<String>,
 }
 
+impl EndpointReport {
+    /// Why the endpoint fails or was disabled, as the operator reads it: the last error in
+    /// full (a refused address included), else the reason its owner is shown.
+    pub fn why(&self) -> Option<&str> {
+        self.last_error
+            .as_deref()
+            .or(self.disabled_reason.as_deref())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeliveriesReport {
     pub oldest_undelivered_age_seconds: Option<f64>,

@@ -49,8 +49,14 @@ macro_rules! announce_done {
             $crate::pipeline::outbox::announce::event_id!("te.ticket_id", "te.idempotency_key"),
             r#"
     FROM done
-    JOIN ticket_evaluation te ON te.idempotency_key = done.idempotency_key
-    JOIN ticket t ON t.id = te.ticket_id AND t.workload = 'production'
+    -- Key to links to tickets, each a lookup whatever the statistics say (OFFSET 0 keeps the
+    -- planner from reordering them): with a fresh deployment's tables analyzed while empty, it
+    -- scanned every ticket for each result stored (docs/database.md).
+    CROSS JOIN LATERAL (
+        SELECT ticket_id, idempotency_key, prompt_version, model_version, created_at
+        FROM ticket_evaluation WHERE idempotency_key = done.idempotency_key OFFSET 0) te
+    CROSS JOIN LATERAL (
+        SELECT owner FROM ticket WHERE id = te.ticket_id AND workload = 'production' OFFSET 0) t
     "#,
             $crate::pipeline::outbox::announce::subscribers_of_t!(),
             r#"

@@ -166,6 +166,7 @@ async fn a_redrive_post_from_another_site_or_without_its_csrf_token_changes_noth
         "the dry run counts: {page}"
     );
     let (cookie, token) = form_tokens(&confirm, None).await;
+    assert!(page.contains(r#"name="count" value="3""#), "{page}");
     let post = |cookie: Option<String>, token: &str, site: &str| {
         let mut request = client()
             .post(format!("{base}/admin/dead-letters/redrive"))
@@ -174,6 +175,7 @@ async fn a_redrive_post_from_another_site_or_without_its_csrf_token_changes_noth
                 ("csrf", token),
                 ("reason", "content_policy"),
                 ("spread", "0s"),
+                ("count", "3"),
             ]);
         if let Some(cookie) = cookie {
             request = request.header(header::COOKIE, cookie);
@@ -204,10 +206,19 @@ async fn a_redrive_post_from_another_site_or_without_its_csrf_token_changes_noth
     assert_eq!(evil_origin.status(), 403);
     assert_eq!(app.status_counts().await.get("dead"), Some(&3));
 
+    // Two more die after the operator saw the count: the confirmed three move, they stay.
+    app.ingest_many(&[("late 0".into(), "m".into()), ("late 1".into(), "m".into())])
+        .await;
+    app.exec(
+        "UPDATE evaluation_outbox SET status = 'dead', error_class = 'content_policy',
+         finished_at = now(), last_error = 'refused' WHERE status = 'pending'",
+    )
+    .await;
     let done = post(Some(cookie), &token, "same-origin").await.unwrap();
     assert_eq!(done.status(), 200);
     assert!(done.text().await.unwrap().contains(r#"data-moved="3""#));
     assert_eq!(app.status_counts().await.get("pending"), Some(&3));
+    assert_eq!(app.status_counts().await.get("dead"), Some(&2));
     // Audited like `triage redrive`, as the console's operator; the forged posts left no row.
     let audited = "SELECT count(*) FROM operation_audit WHERE op = 'redrive' AND NOT (parameters->>'dry_run')::bool AND principal LIKE 'console, os-user %'";
     assert_eq!(app.count(audited).await, 1);
