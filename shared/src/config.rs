@@ -189,6 +189,8 @@ pub struct DeliveryPolicy {
     /// In flight at once per endpoint (`TRIAGE_DELIVERY_PER_ENDPOINT`): bounds the rate an
     /// endpoint sees, and what a slow one can hold of the deliverer.
     pub per_endpoint: i64,
+    /// Webhook subscriptions one caller may have (`TRIAGE_SUBSCRIPTIONS_PER_CALLER`).
+    pub subscriptions_per_caller: i64,
     pub lease: Duration,
     /// One webhook request, connection included.
     pub timeout: Duration,
@@ -209,7 +211,10 @@ impl Default for DeliveryPolicy {
             batch_size: 100,
             concurrency: 32,
             per_endpoint: 4,
-            lease: Duration::from_secs(60),
+            subscriptions_per_caller: 10,
+            // A claimed delivery starts at once and ends within its timeout: twice that is
+            // room for its write, and how long a dead deliverer's rows hold their endpoints.
+            lease: Duration::from_secs(20),
             timeout: Duration::from_secs(10),
             backoff_base: Duration::from_secs(5),
             backoff_max: Duration::from_secs(3600),
@@ -443,6 +448,10 @@ impl Config {
                     batch_size: env.number("TRIAGE_DELIVERY_BATCH_SIZE", d.batch_size)?,
                     concurrency: env.number("TRIAGE_DELIVERY_CONCURRENCY", d.concurrency)?,
                     per_endpoint: env.number("TRIAGE_DELIVERY_PER_ENDPOINT", d.per_endpoint)?,
+                    subscriptions_per_caller: env.number(
+                        "TRIAGE_SUBSCRIPTIONS_PER_CALLER",
+                        d.subscriptions_per_caller,
+                    )?,
                     lease: env.seconds("TRIAGE_DELIVERY_LEASE_SECONDS", d.lease)?,
                     timeout: env.seconds("TRIAGE_WEBHOOK_TIMEOUT_SECONDS", d.timeout)?,
                     backoff_base: env

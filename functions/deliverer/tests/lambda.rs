@@ -11,7 +11,7 @@ use axum::{extract::State, http::HeaderMap, routing::post, Router};
 use testkit::lambda::{events, Function, RuntimeApi};
 use tokio_util::sync::CancellationToken;
 use triage::{
-    config::Config,
+    config::{Config, DeliveryPolicy},
     db,
     evaluate::AnyProvider,
     pipeline::{
@@ -52,9 +52,14 @@ async fn a_doorbell_from_the_scalers_queue_runs_one_deliverer_invocation_like_a_
     db::migrate(&config.database).await.unwrap();
     let pool = db::pool(&config.database).unwrap();
     let (hook, received) = receiver().await;
-    let allowed = ["127.0.0.1".to_string()];
-    subscription::create(&pool, Some(Submitter::LOCAL.owner), &hook, false, &allowed)
+    let delivery = DeliveryPolicy {
+        allowed_hosts: vec!["127.0.0.1".to_string()],
+        ..DeliveryPolicy::default()
+    };
+    subscription::create(&pool, Some(Submitter::LOCAL.owner), &hook, false, &delivery)
         .await
+        .unwrap()
+        .created()
         .unwrap();
     let (subject, message) = ("Zanzibar invoice", "Quokka account locked since Tuesday");
     let ticket = NewTicket {

@@ -14,7 +14,7 @@ use aws_sdk_sqs::{
 use testkit::lambda::{events, Function, RuntimeApi};
 use tokio_util::sync::CancellationToken;
 use triage::{
-    config::Config,
+    config::{Config, DeliveryPolicy},
     db,
     evaluate::AnyProvider,
     pipeline::{
@@ -183,15 +183,20 @@ async fn each_tick_starts_deliverers_for_waiting_deliveries_up_to_their_cap_on_t
 
     // One endpoint, three results: it has room for two at once, so one deliverer serves it.
     let hook = |port: u16| format!("https://127.0.0.1:{port}/hook");
-    let allowed = ["127.0.0.1".to_string()];
+    let delivery = DeliveryPolicy {
+        allowed_hosts: vec!["127.0.0.1".to_string()],
+        ..DeliveryPolicy::default()
+    };
     subscription::create(
         &pool,
         Some(Submitter::LOCAL.owner),
         &hook(9),
         false,
-        &allowed,
+        &delivery,
     )
     .await
+    .unwrap()
+    .created()
     .unwrap();
     add_tickets(&pool, &config, 0..3).await;
     evaluate_all(&pool, &config).await;
@@ -215,9 +220,11 @@ async fn each_tick_starts_deliverers_for_waiting_deliveries_up_to_their_cap_on_t
             Some(Submitter::LOCAL.owner),
             &hook(port),
             false,
-            &allowed,
+            &delivery,
         )
         .await
+        .unwrap()
+        .created()
         .unwrap();
     }
     add_tickets(&pool, &config, 3..4).await;

@@ -16,6 +16,10 @@ use crate::pipeline::ingest::Submitter;
 /// The JWT scope that lets a support tool read every ticket, not only its own (the route's own
 /// read scope is still needed to reach it).
 pub const READ_ALL_SCOPE: &str = "triage/tickets.read_all";
+/// The JWT scopes of a caller's webhook subscriptions: creating, deleting and rotating them
+/// (an `include_text` webhook reads the caller's tickets), and listing them (write lists too).
+pub const SUBSCRIPTIONS_WRITE_SCOPE: &str = "triage/subscriptions.write";
+pub const SUBSCRIPTIONS_READ_SCOPE: &str = "triage/subscriptions.read";
 
 /// The authenticated principal, or the local server's caller. A request that came through API
 /// Gateway names its principal, or is a 401.
@@ -24,13 +28,53 @@ pub struct Caller {
     /// `None`: the local server's caller.
     principal: Option<String>,
     read_all: bool,
+    /// The JWT's scopes; `None` for IAM callers (their policy on the route decides) and the
+    /// local server's (its guard decides).
+    scopes: Option<Vec<String>>,
+}
+
+/// What a subscription route needs of the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionAccess {
+    Read,
+    Write,
 }
 
 impl Caller {
     pub const LOCAL: Caller = Caller {
         principal: None,
         read_all: false,
+        scopes: None,
     };
+
+    /// Refuses a JWT caller without the subscriptions scope `access` needs (403). Checked here
+    /// as well as on the template's routes: a route deployed without its scopes (or reached
+    /// through `$default`) must not open subscriptions to any token of the audience.
+    pub fn may_use_subscriptions(&self, access: SubscriptionAccess) -> Result<(), Problem> {
+        let Some(scopes) = &self.scopes else {
+            return Ok(());
+        };
+        let has = |scope: &str| scopes.iter().any(|s| s == scope);
+        let allowed = match access {
+            SubscriptionAccess::Write => has(SUBSCRIPTIONS_WRITE_SCOPE),
+            SubscriptionAccess::Read => {
+                has(SUBSCRIPTIONS_READ_SCOPE) || has(SUBSCRIPTIONS_WRITE_SCOPE)
+            }
+        };
+        if allowed {
+            return Ok(());
+        }
+        let needed = match access {
+            SubscriptionAccess::Write => SUBSCRIPTIONS_WRITE_SCOPE.to_string(),
+            SubscriptionAccess::Read => {
+                format!("{SUBSCRIPTIONS_READ_SCOPE} or {SUBSCRIPTIONS_WRITE_SCOPE}")
+            }
+        };
+        Err(Problem::new(
+            axum::http::StatusCode::FORBIDDEN,
+            format!("this token lacks the scope {needed}"),
+        ))
+    }
 
     /// From the request context lambda_http attaches to each request:
     /// - IAM (SigV4): the user ARN, with an assumed role's session name dropped, so a
@@ -49,6 +93,7 @@ impl Caller {
                 Ok(Caller {
                     principal: Some(principal),
                     read_all: has_scope(authorizer, READ_ALL_SCOPE),
+                    scopes: jwt_scopes(authorizer),
                 })
             }
             Some(_) => Err(unauthenticated()),
@@ -104,22 +149,31 @@ fn principal(
     Some(format!("jwt {issuer} {subject}"))
 }
 
-/// Whether the token carries `scope`: in `scopes` (API Gateway fills it for routes with
-/// authorization scopes) or in the space-separated `scope` claim (`scp` for some issuers).
+/// The token's scopes: in `scopes` (API Gateway fills it for routes with authorization scopes)
+/// and in the space-separated `scope` claim (`scp` for some issuers). `None` without a JWT.
+fn jwt_scopes(
+    authorizer: &lambda_http::aws_lambda_events::apigw::ApiGatewayRequestAuthorizer,
+) -> Option<Vec<String>> {
+    let jwt = authorizer.jwt.as_ref()?;
+    let listed = jwt.scopes.iter().flatten().cloned();
+    let claimed = ["scope", "scp"]
+        .iter()
+        .filter_map(|name| jwt.claims.get(*name))
+        .flat_map(|v| {
+            v.split([' ', ','])
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        })
+        .collect::<Vec<_>>();
+    Some(listed.chain(claimed).collect())
+}
+
+/// Whether the token carries `scope`.
 fn has_scope(
     authorizer: &lambda_http::aws_lambda_events::apigw::ApiGatewayRequestAuthorizer,
     scope: &str,
 ) -> bool {
-    let Some(jwt) = authorizer.jwt.as_ref() else {
-        return false;
-    };
-    let listed = jwt.scopes.iter().flatten().any(|s| s == scope);
-    let claimed = ["scope", "scp"].iter().any(|name| {
-        jwt.claims
-            .get(*name)
-            .is_some_and(|v| v.split([' ', ',']).any(|s| s == scope))
-    });
-    listed || claimed
+    jwt_scopes(authorizer).is_some_and(|scopes| scopes.iter().any(|s| s == scope))
 }
 
 fn unauthenticated() -> Problem {
@@ -160,6 +214,7 @@ mod tests {
         let named = |p: &str| Caller {
             principal: Some(p.into()),
             read_all: false,
+            scopes: None,
         };
         let alice = named("iam arn:aws:iam::1:user/alice");
         let bob = named("iam arn:aws:iam::1:user/bob");
@@ -178,6 +233,7 @@ mod tests {
         let caller = Caller {
             principal: Some("jwt i s".into()),
             read_all: false,
+            scopes: Some(Vec::new()),
         };
         assert_eq!(caller.reads(), Some(caller.owner()));
         let support = Caller {
@@ -186,5 +242,33 @@ mod tests {
         };
         assert_eq!(support.reads(), None);
         assert_eq!(Caller::LOCAL.reads().as_deref(), Some("local"));
+    }
+
+    #[test]
+    fn a_jwt_uses_subscriptions_only_with_their_scope_and_iam_and_local_callers_by_their_guards() {
+        let jwt = |scopes: &[&str]| Caller {
+            principal: Some("jwt i s".into()),
+            read_all: false,
+            scopes: Some(scopes.iter().map(|s| s.to_string()).collect()),
+        };
+        let (read, write) = (SubscriptionAccess::Read, SubscriptionAccess::Write);
+        let cases = [
+            (jwt(&[]), read, false),
+            (jwt(&[]), write, false),
+            (
+                jwt(&["triage/tickets.write", "triage/tickets.read"]),
+                write,
+                false,
+            ),
+            (jwt(&[SUBSCRIPTIONS_READ_SCOPE]), read, true),
+            (jwt(&[SUBSCRIPTIONS_READ_SCOPE]), write, false),
+            (jwt(&[SUBSCRIPTIONS_WRITE_SCOPE]), read, true),
+            (jwt(&[SUBSCRIPTIONS_WRITE_SCOPE]), write, true),
+            (Caller::LOCAL, write, true),
+        ];
+        for (caller, access, allowed) in cases {
+            let answer = caller.may_use_subscriptions(access);
+            assert_eq!(answer.is_ok(), allowed, "{caller:?} {access:?}");
+        }
     }
 }

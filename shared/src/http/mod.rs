@@ -22,7 +22,7 @@ use axum::{
 };
 use deadpool_postgres::Pool;
 
-pub use caller::{Caller, READ_ALL_SCOPE};
+pub use caller::{Caller, READ_ALL_SCOPE, SUBSCRIPTIONS_READ_SCOPE, SUBSCRIPTIONS_WRITE_SCOPE};
 pub use problem::Problem;
 
 use crate::config::Config;

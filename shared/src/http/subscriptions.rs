@@ -5,18 +5,17 @@
 use axum::{
     body::Bytes,
     extract::{
-        rejection::{BytesRejection, PathRejection},
-        Path, State,
+        rejection::{BytesRejection, PathRejection, QueryRejection},
+        Path, Query, State,
     },
     http::{header, HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
     Json,
 };
 use serde::Deserialize;
-use serde_json::json;
 use uuid::Uuid;
 
-use super::{tickets::require_json, AppState, Caller, Problem};
+use super::{caller::SubscriptionAccess, tickets::require_json, AppState, Caller, Problem};
 use crate::pipeline::delivery::subscription;
 
 /// Longest accepted endpoint URL.
@@ -37,6 +36,7 @@ pub async fn create(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
+    caller.may_use_subscriptions(SubscriptionAccess::Write)?;
     require_json(&headers)?;
     let body = body.map_err(|rejection| Problem::new(rejection.status(), rejection.body_text()))?;
     let body: SubscriptionBody = serde_json::from_slice(&body)
@@ -46,14 +46,25 @@ pub async fn create(
             "url exceeds {MAX_URL_LEN} characters"
         )));
     }
-    let created = subscription::create(
+    let created = match subscription::create(
         &state.pool,
         Some(caller.owner().as_str()),
         &body.url,
         body.include_text,
-        &state.config.delivery.allowed_hosts,
+        &state.config.delivery,
     )
-    .await?;
+    .await?
+    {
+        subscription::Creation::Created(created) => created,
+        subscription::Creation::AtLimit { limit } => {
+            return Err(Problem::new(
+                StatusCode::CONFLICT,
+                format!(
+                "you have {limit} subscriptions, the most one caller may have: delete one first"
+            ),
+            ))
+        }
+    };
     let location = format!("/subscriptions/{}", created.subscription.id);
     let mut response = (StatusCode::CREATED, Json(created)).into_response();
     if let Ok(location) = HeaderValue::from_str(&location) {
@@ -62,9 +73,36 @@ pub async fn create(
     Ok(response)
 }
 
-pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, Problem> {
-    let subscriptions = subscription::list(&state.pool, Some(caller.owner().as_str())).await?;
-    Ok(Json(json!({ "subscriptions": subscriptions })).into_response())
+/// A page of the listing: `after` (the `next` of the page before), `limit` (1 to 100).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    after: Option<Uuid>,
+    limit: Option<i64>,
+}
+
+/// The most, and the default, a page holds.
+const PAGE_LIMIT: i64 = 100;
+
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Response, Problem> {
+    caller.may_use_subscriptions(SubscriptionAccess::Read)?;
+    let Query(page) = query.map_err(|r| Problem::bad_request(r.body_text()))?;
+    let limit = page.limit.unwrap_or(PAGE_LIMIT);
+    if !(1..=PAGE_LIMIT).contains(&limit) {
+        return Err(Problem::bad_request(format!("limit: 1 to {PAGE_LIMIT}")));
+    }
+    let page = subscription::list(
+        &state.pool,
+        Some(caller.owner().as_str()),
+        page.after,
+        limit,
+    )
+    .await?;
+    Ok(Json(page).into_response())
 }
 
 pub async fn delete(
@@ -72,6 +110,7 @@ pub async fn delete(
     caller: Caller,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Problem> {
+    caller.may_use_subscriptions(SubscriptionAccess::Write)?;
     let id = parse_id(id)?;
     if subscription::delete(&state.pool, Some(caller.owner().as_str()), id).await? {
         Ok(StatusCode::NO_CONTENT.into_response())
@@ -85,6 +124,7 @@ pub async fn rotate(
     caller: Caller,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Problem> {
+    caller.may_use_subscriptions(SubscriptionAccess::Write)?;
     let id = parse_id(id)?;
     match subscription::rotate(&state.pool, Some(caller.owner().as_str()), id).await? {
         Some(rotated) => Ok(Json(rotated).into_response()),

@@ -241,6 +241,9 @@ async fn execute(
                 batch_size: BATCH_SIZE,
                 dry_run,
             };
+            for model in redrive::models(pool, &selection).await? {
+                priced(config, &model.parse()?)?;
+            }
             if !dry_run && !confirm {
                 let preview = redrive::Selection {
                     dry_run: true,

@@ -49,6 +49,23 @@ ORDER BY finished_at, id
 LIMIT $5
 "#;
 
+/// The models of the dead letters a selection covers (its limit aside): a redrive, like a
+/// reprocess, is refused for work the daily budget could not count.
+const MODELS: &str = r#"
+SELECT DISTINCT model_version
+FROM evaluation_outbox
+WHERE status = 'dead' AND workload = 'production'
+  AND ($1::text IS NULL OR error_class = $1)
+  AND ($2::float8 IS NULL OR finished_at > now() - make_interval(secs => $2))
+"#;
+
+pub async fn models(pool: &Pool, selection: &Selection) -> Result<Vec<String>> {
+    let client = db::client(pool).await?;
+    let since = selection.since.map(|d| d.as_secs_f64());
+    let rows = client.query(MODELS, &[&selection.reason, &since]).await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
 /// `status = 'dead'` is re-checked under the row lock: a job a concurrent redrive already
 /// moved is skipped, so the counts are exact. Redriven work goes to the chosen lane (bulk
 /// unless asked: it then never makes new tickets wait).

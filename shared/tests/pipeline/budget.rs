@@ -272,6 +272,46 @@ async fn an_unpriced_model_is_refused_for_reprocess_and_promote_under_a_budget()
     assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 0);
 }
 
+#[tokio::test]
+async fn an_unpriced_models_dead_letters_are_refused_for_redrive_under_a_budget() {
+    let app = spawn_app_with(|config| {
+        config.worker.daily_budget_usd = Some(1.0);
+        config.provider.prices = PriceTable::parse(CENTS_PER_CALL).unwrap();
+    })
+    .await;
+    app.ingest_many(&[("a".into(), "b".into()), ("c".into(), "d".into())])
+        .await;
+    app.exec(
+        "UPDATE evaluation_outbox SET status = 'dead', finished_at = now(), error_class = 'provider_fatal';
+         UPDATE evaluation_outbox SET model_version = 'gpt-unpriced@low' WHERE id = (SELECT min(id) FROM evaluation_outbox)",
+    )
+    .await;
+    let refused = try_op(&app, json!({"op": "redrive", "confirm": true}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, triage::Error::InvalidRequest(_))
+            && refused.to_string().contains("gpt-unpriced"),
+        "{refused}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'dead'")
+            .await,
+        2,
+        "nothing moved"
+    );
+    // The priced model's alone (another reason) moves, as before.
+    app.exec("UPDATE evaluation_outbox SET error_class = 'other' WHERE model_version = 'gpt-unpriced@low'")
+        .await;
+    let moved = try_op(&app, json!({"op": "redrive", "reason": "provider_fatal"})).await;
+    assert!(moved.is_ok(), "{moved:?}");
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox WHERE status = 'pending'")
+            .await,
+        1
+    );
+}
+
 /// The running total, driven through the ledger's own functions on one claimed job.
 mod running_total {
     use std::time::Duration;

@@ -23,7 +23,7 @@ use triage::{
     config::Config,
     evaluate::Evaluation,
     pipeline::{
-        delivery::{subscription, Deliverer},
+        delivery::{claimed, subscription, Deliverer},
         ingest::{self, NewTicket, Submitter},
         outbox::claim::{self, Serves},
         sweep,
@@ -206,10 +206,12 @@ pub(crate) async fn subscribe(
         Some(owner.unwrap_or(Submitter::LOCAL.owner)),
         url,
         false,
-        &app.config.delivery.allowed_hosts,
+        &app.config.delivery,
     )
     .await
     .unwrap()
+    .created()
+    .expect("under the limit")
 }
 
 pub(crate) async fn ingest(app: &TestApp, owner: Option<&str>, subject: &str) -> String {
@@ -233,6 +235,34 @@ pub(crate) async fn ingest(app: &TestApp, owner: Option<&str>, subject: &str) ->
 impl TestApp {
     fn deliverer(&self) -> Deliverer {
         Deliverer::new(self.pool.clone(), self.config.clone()).unwrap()
+    }
+
+    /// A deliverer killed (its invocation dropped) while two deliveries are in flight, then
+    /// the wait until their leases have expired: what a crashed Lambda leaves behind.
+    async fn kill_a_deliverer_with_two_in_flight(&self) {
+        let deliverer = self.deliverer();
+        let killed = tokio::spawn(async move {
+            deliverer
+                .run_invocation(
+                    Instant::now() + Duration::from_secs(30),
+                    &CancellationToken::new(),
+                )
+                .await
+        });
+        self.wait_until(
+            "SELECT count(*) FROM delivery WHERE status = 'processing'",
+            |n| n == 2,
+            "both deliveries in flight",
+        )
+        .await;
+        killed.abort();
+        assert!(killed.await.unwrap_err().is_cancelled());
+        self.wait_until(
+            "SELECT count(*) FROM delivery WHERE status = 'processing' AND locked_until < now()",
+            |n| n == 2,
+            "the leases never expired",
+        )
+        .await;
     }
 
     /// Deliverer invocations until nothing is pending or in flight, or panics after `limit`.
@@ -333,30 +363,8 @@ async fn a_deliverer_killed_mid_delivery_loses_nothing() {
     }
     app.drain(&app.worker(), Duration::from_secs(10)).await;
 
-    let deliverer = app.deliverer();
-    let killed = tokio::spawn(async move {
-        deliverer
-            .run_invocation(
-                Instant::now() + Duration::from_secs(30),
-                &CancellationToken::new(),
-            )
-            .await
-    });
-    app.wait_until(
-        "SELECT count(*) FROM delivery WHERE status = 'processing'",
-        |n| n == 2,
-        "both deliveries in flight",
-    )
-    .await;
-    killed.abort();
-    assert!(killed.await.unwrap_err().is_cancelled());
+    app.kill_a_deliverer_with_two_in_flight().await;
 
-    app.wait_until(
-        "SELECT count(*) FROM delivery WHERE status = 'processing' AND locked_until < now()",
-        |n| n == 2,
-        "the leases never expired",
-    )
-    .await;
     let swept = sweep::return_expired_leases(&app.pool, &app.config.worker)
         .await
         .unwrap();
@@ -365,6 +373,59 @@ async fn a_deliverer_killed_mid_delivery_loses_nothing() {
     assert_eq!(receiver.ticket_ids().len(), 2);
     assert!(receiver.attempts().values().all(|&n| n == 2));
     verify_with_reference_library(&sub.secret, &receiver.received());
+}
+
+#[tokio::test]
+async fn a_dead_deliverers_expired_leases_do_not_hold_its_endpoints_room_until_the_sweeper() {
+    // Two in flight per endpoint: a deliverer killed with both in flight held the endpoint
+    // until the sweeper's tick returned its rows, however long after their leases ended.
+    let app = spawn_app_with(|config| {
+        fast_delivery(config);
+        config.delivery.per_endpoint = 2;
+    })
+    .await;
+    // The first two requests hang (the deliverer is killed with them in flight); the rest pass.
+    let requests = std::sync::atomic::AtomicUsize::new(0);
+    let receiver = Receiver::start(move |_| {
+        match requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 | 1 => Answer::Hang,
+            _ => Answer::Status(200),
+        }
+    })
+    .await;
+    subscribe(&app, None, &receiver.url).await;
+    for subject in ["One", "Two"] {
+        ingest(&app, None, subject).await;
+    }
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    app.kill_a_deliverer_with_two_in_flight().await;
+
+    // New results for the same endpoint: the next deliverer sends them at once, no sweep first.
+    let later: Vec<String> = [
+        ingest(&app, None, "Three").await,
+        ingest(&app, None, "Four").await,
+    ]
+    .into();
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    let report = app
+        .deliverer()
+        .run_invocation(
+            Instant::now() + Duration::from_secs(5),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.delivered, 2, "{report:?}");
+    let mut sent = receiver.ticket_ids();
+    sent.retain(|id| later.contains(id));
+    assert_eq!(sent.len(), 2);
+    // The dead deliverer's two come back with the sweeper and are delivered: none lost.
+    let swept = sweep::return_expired_leases(&app.pool, &app.config.worker)
+        .await
+        .unwrap();
+    assert_eq!(swept.delivery_leases_returned, 2);
+    app.deliver_all(Duration::from_secs(10)).await;
+    assert_eq!(receiver.ticket_ids().len(), 4);
 }
 
 #[tokio::test]
@@ -995,4 +1056,142 @@ async fn an_invocation_too_short_for_one_delivery_is_refused_naming_the_setting_
         "nothing claimed"
     );
     assert!(receiver.received().is_empty());
+}
+
+#[tokio::test]
+async fn one_caller_may_have_ten_subscriptions_even_when_creating_them_all_at_once() {
+    let app = spawn().await;
+    let created = futures::future::join_all((0..12).map(|i| {
+        subscription::create(
+            &app.pool,
+            Some("alice"),
+            Box::leak(format!("http://127.0.0.1:9/hook/{i}").into_boxed_str()),
+            false,
+            &app.config.delivery,
+        )
+    }))
+    .await;
+    let made = created
+        .into_iter()
+        .filter(|c| matches!(c, Ok(subscription::Creation::Created(_))))
+        .count();
+    assert_eq!(made, 10, "the default limit, however many arrive together");
+    assert_eq!(
+        app.count("SELECT count(*) FROM subscription WHERE owner = 'alice'")
+            .await,
+        10
+    );
+    // Another caller is not held by alice's.
+    subscribe(&app, Some("bob"), "http://127.0.0.1:9/hook/bob").await;
+
+    // Through the API: a 409 saying what to do, and nothing written.
+    let body = json!({ "url": "http://127.0.0.1:9/hook/more" }).to_string();
+    let mut event = testkit::lambda::events::http_api("POST", "/subscriptions", Some(&body));
+    event["requestContext"]["authorizer"] = iam("arn:aws:iam::123456789012:user/carol");
+    for expected in std::iter::repeat_n(201, 10).chain([409]) {
+        let (status, answer) = send(&app, event.to_string()).await;
+        assert_eq!(status, expected, "{answer}");
+        if status == 409 {
+            assert!(
+                answer["detail"].as_str().unwrap().contains("delete one"),
+                "{answer}"
+            );
+        }
+    }
+    assert_eq!(app.count("SELECT count(*) FROM subscription").await, 21);
+}
+
+#[tokio::test]
+async fn the_subscription_list_comes_in_pages() {
+    let app = spawn().await;
+    for i in 0..5 {
+        subscribe(&app, None, &format!("http://127.0.0.1:9/hook/{i}")).await;
+    }
+    let state = app.state();
+    let page = |query: String| {
+        let state = state.clone();
+        async move {
+            let request = axum::http::Request::get(format!("/subscriptions{query}"))
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let response = tower::ServiceExt::oneshot(triage::http::router(state), request)
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let bytes = http_body_util::BodyExt::collect(response.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            (status, serde_json::from_slice::<Value>(&bytes).unwrap())
+        }
+    };
+    let (mut seen, mut after) = (Vec::new(), String::new());
+    let mut sizes = Vec::new();
+    loop {
+        let (status, body) = page(format!("?limit=2{after}")).await;
+        assert_eq!(status, 200, "{body}");
+        let ids: Vec<String> = body["subscriptions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["url"].as_str().unwrap().to_string())
+            .collect();
+        sizes.push(ids.len());
+        seen.extend(ids);
+        match body["next"].as_str() {
+            Some(next) => after = format!("&after={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(sizes, [2, 2, 1]);
+    let expected: Vec<String> = (0..5)
+        .map(|i| format!("http://127.0.0.1:9/hook/{i}"))
+        .collect();
+    assert_eq!(seen, expected, "oldest first, each once");
+    for bad in ["?limit=0", "?limit=101", "?after=not-a-uuid", "?page=2"] {
+        assert_eq!(page(bad.to_string()).await.0, 400, "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn one_owners_ten_thousand_waiting_deliveries_do_not_delay_anothers_one() {
+    let app = spawn().await;
+    for i in 0..3 {
+        subscribe(&app, Some("busy"), &format!("http://127.0.0.1:9/hook/{i}")).await;
+    }
+    let quiet = subscribe(&app, Some("quiet"), "http://127.0.0.1:9/hook/quiet").await;
+    let ticket = ingest(&app, Some("busy"), "Backlog").await;
+    ingest(&app, Some("quiet"), "One question").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    // 10,000 more waiting for the busy owner's three endpoints, all older than the quiet one's.
+    app.exec(&format!(
+        "INSERT INTO delivery (subscription_id, event_id, ticket_id, idempotency_key, available_at)
+         SELECT s.id, 'evt_' || s.id || '_' || i, d.ticket_id, d.idempotency_key,
+                now() - interval '1 hour'
+         FROM subscription s, generate_series(1, 3334) i,
+              (SELECT ticket_id, idempotency_key FROM delivery WHERE ticket_id = '{ticket}' LIMIT 1) d
+         WHERE s.owner = 'busy'"
+    ))
+    .await;
+    let waiting = |owner: &'static str| {
+        format!(
+            "SELECT count(*) FROM delivery d JOIN subscription s ON s.id = d.subscription_id
+             WHERE d.status = 'pending' AND s.owner = '{owner}'"
+        )
+    };
+    assert!(app.count(&waiting("busy")).await > 10_000);
+    assert_eq!(app.count(&waiting("quiet")).await, 1);
+
+    // A claim of 8, 4 per endpoint: the busy owner alone could fill it with its oldest.
+    let client = app.pool.get().await.unwrap();
+    let claimed = claimed::claim(&client, "deliverer-test", 8, Duration::from_secs(30), 4)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 8);
+    assert!(
+        claimed
+            .iter()
+            .any(|d| d.subscription_id == quiet.subscription.id),
+        "the quiet owner's delivery waits behind the busy owner's backlog"
+    );
 }

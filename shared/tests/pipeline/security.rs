@@ -413,3 +413,85 @@ async fn the_sweeper_forgets_quota_counts_of_past_days() {
         .get(0);
     assert_eq!(left, "local", "today's count stays, the old day goes");
 }
+
+#[tokio::test]
+async fn subscriptions_need_their_own_scope_in_jwt_mode_whatever_else_the_token_may_do() {
+    let app = spawn_app_with(|c| c.delivery.allowed_hosts = vec!["127.0.0.1".into()]).await;
+    let body = json!({"url": "http://127.0.0.1:9/hook", "include_text": true}).to_string();
+    let create = |who: Value| {
+        let (app, body) = (&app, body.clone());
+        async move { send_as(app, &who, "POST", "/subscriptions", Some(&body), None).await }
+    };
+    // A token for the audience that may write tickets, or none at all: no webhook, which would
+    // read the caller's ticket text without tickets.read.
+    for scope in [
+        "",
+        "triage/tickets.write triage/tickets.read",
+        http::SUBSCRIPTIONS_READ_SCOPE,
+    ] {
+        let (status, _, problem) = create(jwt("alice", scope)).await;
+        assert_eq!(status, 403, "{scope}: {problem}");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains(http::SUBSCRIPTIONS_WRITE_SCOPE),
+            "{problem}"
+        );
+    }
+    assert_eq!(app.count("SELECT count(*) FROM subscription").await, 0);
+
+    let (status, _, created) = create(jwt("alice", http::SUBSCRIPTIONS_WRITE_SCOPE)).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_string();
+    let reader = jwt("alice", http::SUBSCRIPTIONS_READ_SCOPE);
+    let (status, _, listed) = send_as(&app, &reader, "GET", "/subscriptions", None, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["subscriptions"].as_array().unwrap().len(), 1);
+    let tickets_only = jwt("alice", "triage/tickets.write triage/tickets.read");
+    for (method, path) in [
+        ("GET", "/subscriptions".to_string()),
+        ("DELETE", format!("/subscriptions/{id}")),
+        ("POST", format!("/subscriptions/{id}/rotate")),
+    ] {
+        let (status, _, _) = send_as(&app, &tickets_only, method, &path, None, None).await;
+        assert_eq!(status, 403, "{method} {path}");
+    }
+    for (method, path) in [
+        ("DELETE", format!("/subscriptions/{id}")),
+        ("POST", format!("/subscriptions/{id}/rotate")),
+    ] {
+        let (status, _, _) = send_as(&app, &reader, method, &path, None, None).await;
+        assert_eq!(status, 403, "a reader: {method} {path}");
+    }
+    assert_eq!(app.count("SELECT count(*) FROM subscription").await, 1);
+    // IAM callers are authorized by their policy on the route, as for tickets.
+    let (status, _, _) = create(iam("alice")).await;
+    assert_eq!(status, 201);
+}
+
+#[test]
+fn in_jwt_mode_the_template_gives_each_subscription_route_its_scope() {
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let route = |key: &str| {
+        let start = template.find(&format!("RouteKey: {key}\n")).expect(key);
+        template[start..]
+            .lines()
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let write =
+        "AuthorizationScopes: !If [UseJwt, [triage/subscriptions.write], !Ref AWS::NoValue]";
+    for key in [
+        "POST /subscriptions",
+        "DELETE /subscriptions/{id}",
+        "POST /subscriptions/{id}/rotate",
+    ] {
+        assert!(route(key).contains(write), "{key}: {}", route(key));
+    }
+    assert!(route("GET /subscriptions").contains(
+        "AuthorizationScopes: !If [UseJwt, [triage/subscriptions.read, triage/subscriptions.write], !Ref AWS::NoValue]"
+    ));
+}

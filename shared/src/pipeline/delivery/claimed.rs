@@ -19,7 +19,10 @@ use crate::{
 };
 
 /// What endpoint `s` may still have in flight: `$per_endpoint` (a bus, that many batches of
-/// ten) less those already processing. The claim and the deliverers' backlog both bound by it.
+/// ten) less those in flight under a live lease. The claim and the deliverers' backlog both
+/// bound by it. A lease past its time is no delivery in flight (its deliverer died, or it
+/// would have written its outcome): counting it held the endpoint's whole allowance for a dead
+/// deliverer until the sweeper's next tick returned its rows.
 macro_rules! room {
     ($per_endpoint:literal) => {
         concat!(
@@ -27,14 +30,15 @@ macro_rules! room {
             $per_endpoint,
             r#"::bigint * (CASE WHEN s.kind = 'eventbridge' THEN 10 ELSE 1 END)
                    - (SELECT count(*) FROM delivery busy
-                      WHERE busy.subscription_id = s.id AND busy.status = 'processing'), 0)"#
+                      WHERE busy.subscription_id = s.id AND busy.status = 'processing'
+                        AND busy.locked_until >= now()), 0)"#
         )
     };
 }
 
 /// The claim: per live endpoint, its oldest ready deliveries up to its [`room!`], so a slow
-/// endpoint fills only its own slots and the others keep being served. `SKIP LOCKED` gives
-/// concurrent deliverers disjoint rows.
+/// endpoint fills only its own slots and the others keep being served, and owners take turns.
+/// `SKIP LOCKED` gives concurrent deliverers disjoint rows.
 const CLAIM: &str = concat!(
     r#"
 WITH claimed AS (
@@ -55,8 +59,10 @@ WITH claimed AS (
             FOR UPDATE SKIP LOCKED
         ) d
         WHERE s.disabled_at IS NULL
-        -- Oldest first across endpoints, so none waits behind the others' turns.
-        ORDER BY d.available_at
+        -- Owners in turn, each one's oldest first: one owner's backlog across its endpoints
+        -- never fills the claim ahead of another owner's one delivery (the buses, no owner,
+        -- take a turn as one).
+        ORDER BY row_number() OVER (PARTITION BY s.owner ORDER BY d.available_at), d.available_at
         LIMIT $3
     )
     RETURNING id, subscription_id, ticket_id, event_id, idempotency_key, attempts, claim_token,

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::{address, webhook};
 use crate::{
+    config::DeliveryPolicy,
     db,
     domain::error::{InvalidRequest, Result},
 };
@@ -53,17 +54,55 @@ fn from_row(row: &tokio_postgres::Row) -> Subscription {
     }
 }
 
+/// What a creation came to.
+#[derive(Debug)]
+pub enum Creation {
+    Created(Created),
+    /// The owner has `limit` subscriptions already (`TRIAGE_SUBSCRIPTIONS_PER_CALLER`):
+    /// nothing was written.
+    AtLimit {
+        limit: i64,
+    },
+}
+
+impl Creation {
+    /// The subscription made, or `None` at the limit.
+    pub fn created(self) -> Option<Created> {
+        match self {
+            Creation::Created(created) => Some(created),
+            Creation::AtLimit { .. } => None,
+        }
+    }
+}
+
+/// Every result fans out to each of its owner's subscriptions: the cap bounds what one caller
+/// can multiply deliveries by (and aim the service at other hosts with).
+const COUNT_OWNERS: &str =
+    "SELECT count(*) FROM subscription WHERE kind = 'webhook' AND owner IS NOT DISTINCT FROM $1";
+/// One owner's creations one at a time (for the transaction), so two at once cannot both
+/// pass the count.
+const LOCK_OWNER: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('subscription/' || coalesce($1, ''), 0))";
+
 pub async fn create(
     pool: &Pool,
     owner: Option<&str>,
     url: &str,
     include_text: bool,
-    allowed_hosts: &[String],
-) -> Result<Created> {
-    let url = address::check_url(url, allowed_hosts)
+    policy: &DeliveryPolicy,
+) -> Result<Creation> {
+    let url = address::check_url(url, &policy.allowed_hosts)
         .map_err(|refused| InvalidRequest::new("url", refused.to_string()))?;
     let secret = webhook::new_secret();
-    let client = db::client(pool).await?;
+    let mut client = db::client(pool).await?;
+    let client = client.transaction().await?;
+    client.execute(LOCK_OWNER, &[&owner]).await?;
+    let have: i64 = client.query_one(COUNT_OWNERS, &[&owner]).await?.get(0);
+    if have >= policy.subscriptions_per_caller {
+        return Ok(Creation::AtLimit {
+            limit: policy.subscriptions_per_caller,
+        });
+    }
     let row = client
         .query_one(
             &format!(
@@ -79,24 +118,53 @@ pub async fn create(
             ],
         )
         .await?;
-    Ok(Created {
+    client.commit().await?;
+    Ok(Creation::Created(Created {
         subscription: from_row(&row),
         secret,
-    })
+    }))
 }
 
-pub async fn list(pool: &Pool, owner: Option<&str>) -> Result<Vec<Subscription>> {
+/// One page of a listing: at most the page's size, oldest first, and where the next starts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Page {
+    pub subscriptions: Vec<Subscription>,
+    /// The id to pass as `after` for the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<Uuid>,
+}
+
+/// The owner's subscriptions after the one with id `after` (none: from the first), at most
+/// `limit`, oldest first (ties by id).
+pub async fn list(
+    pool: &Pool,
+    owner: Option<&str>,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<Page> {
     let client = db::client(pool).await?;
     let rows = client
         .query(
             &format!(
                 "SELECT {COLUMNS} FROM subscription
-                 WHERE kind = 'webhook' AND owner IS NOT DISTINCT FROM $1 ORDER BY created_at"
+                 WHERE kind = 'webhook' AND owner IS NOT DISTINCT FROM $1
+                   AND ($2::uuid IS NULL OR (created_at, id) > (
+                        SELECT created_at, id FROM subscription WHERE id = $2))
+                 ORDER BY created_at, id
+                 LIMIT $3::bigint + 1"
             ),
-            &[&owner],
+            &[&owner, &after, &limit],
         )
         .await?;
-    Ok(rows.iter().map(from_row).collect())
+    let mut subscriptions: Vec<Subscription> = rows.iter().map(from_row).collect();
+    let next = (subscriptions.len() as i64 > limit).then(|| {
+        subscriptions.truncate(limit as usize);
+        subscriptions.last().map(|s| s.id)
+    });
+    Ok(Page {
+        subscriptions,
+        next: next.flatten(),
+    })
 }
 
 /// Deletes the owner's subscription and its deliveries; `false` when it has none by that id.
