@@ -128,6 +128,10 @@ pub mod metric {
     pub fn abandoned() {
         counter!("outbox.abandoned").increment(1);
     }
+    /// A job sent back because, under a daily budget, its model has no price.
+    pub fn unpriced() {
+        counter!("outbox.unpriced").increment(1);
+    }
     /// A worker invocation refused because its times do not fit (`setting` is the one to change).
     pub fn invocation_refused(setting: &str) {
         counter!("worker.invocation_refused", "setting" => setting.to_string()).increment(1);

@@ -156,6 +156,53 @@ async fn with_room_in_the_budget_one_invocation_drains_the_queue_after_costing_i
     );
 }
 
+#[tokio::test]
+async fn under_a_budget_a_job_whose_model_has_no_price_is_not_evaluated_but_waits() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.provider.prices = PriceTable::parse(CENTS_PER_CALL).unwrap();
+        config.worker.daily_budget_usd = Some(100.0);
+    })
+    .await;
+    post_unique(&app, 2).await;
+    // One job queued for a model that has no price (queued before the budget was set, or
+    // before its price was removed).
+    app.exec(
+        "UPDATE evaluation_outbox SET model_version = 'gpt-unpriced@low'
+         WHERE id = (SELECT min(id) FROM evaluation_outbox)",
+    )
+    .await;
+    let report = app.run_worker_once(&app.worker()).await;
+    assert_eq!((report.evaluated, report.released), (1, 1), "{report:?}");
+    assert_eq!(
+        fake.billed_calls().len(),
+        1,
+        "no call for the unpriced model"
+    );
+    let waiting = app
+        .row(
+            "SELECT status, attempts, available_at > now() + interval '4 minutes', last_error
+             FROM evaluation_outbox WHERE model_version = 'gpt-unpriced@low'",
+        )
+        .await;
+    assert_eq!(waiting.get::<_, String>(0), "pending");
+    assert_eq!(waiting.get::<_, i32>(1), 0, "its attempt given back");
+    assert!(
+        waiting.get::<_, bool>(2),
+        "it waits, not claimed again at once"
+    );
+    assert!(
+        waiting.get::<_, String>(3).contains("TRIAGE_PRICES"),
+        "the reason is reported on the job"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_call WHERE model_version = 'gpt-unpriced@low'")
+            .await,
+        0,
+        "nothing in the ledger for it"
+    );
+}
+
 /// Input at $100 per million tokens, output free: a call costs what its ticket's size says.
 const PRICED_BY_SIZE: &str = "gpt-6-luna=100/0";
 

@@ -28,7 +28,13 @@ pub enum Turn<'a> {
     NoBudget { opens_in: Duration },
     /// This build does not know the job's prompt version, and no result answers it.
     UnknownPrompt,
+    /// No call was started: a daily budget is set and the job's model has no price, so its
+    /// spend could not be counted. It waits for one (TRIAGE_PRICES), its attempt given back.
+    Unpriced,
 }
+
+/// How long a job whose model has no price waits before it is looked at again.
+pub const UNPRICED_WAIT: Duration = Duration::from_secs(300);
 
 /// What to write.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,6 +72,7 @@ pub fn disposition<'a>(
         Turn::Answered(evaluation) => return Disposition::Complete(evaluation),
         Turn::NotStarted => return release(false, Duration::ZERO),
         Turn::NoBudget { opens_in } => return release(false, opens_in),
+        Turn::Unpriced => return release(false, UNPRICED_WAIT),
         Turn::UnknownPrompt => {
             return Disposition::DeadLetter {
                 reason: "unknown_prompt_version",
@@ -281,6 +288,11 @@ mod tests {
             Disposition::Complete(&evaluation)
         );
         assert_eq!(decide(Turn::NotStarted), held(0));
+        assert_eq!(
+            decide(Turn::Unpriced),
+            held(UNPRICED_WAIT.as_secs()),
+            "no price under a budget: it waits, attempt given back"
+        );
         assert_eq!(
             decide(Turn::NoBudget {
                 opens_in: Duration::from_secs(3)

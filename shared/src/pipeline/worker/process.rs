@@ -57,7 +57,22 @@ impl<P: Provider> Worker<P> {
     ) -> Result<Outcome> {
         if holds.any() || !self.call_fits(deadline) {
             grant.started(job.id);
-            return self.give_back(&job, deadline, holds).await;
+            return self
+                .give_back(&job, deadline, holds, Turn::NotStarted, "")
+                .await;
+        }
+        // Under a budget, a call whose price is unknown could not be counted: it is not made.
+        let (budget, prices) = (
+            self.config.worker.daily_budget_usd,
+            &self.config.provider.prices,
+        );
+        if let Some(reason) = budget::unpriced(budget, prices, &job.versions.model_version) {
+            grant.started(job.id);
+            metric::unpriced();
+            tracing::warn!(%reason, "the job waits for its model's price");
+            return self
+                .give_back(&job, deadline, holds, Turn::Unpriced, &reason)
+                .await;
         }
         let begun = self.start(&job, deadline, holds, calls).await;
         // Its ledger row carries its estimate now, or it has none.
@@ -68,7 +83,9 @@ impl<P: Provider> Worker<P> {
             // No call without its ledger row: the job goes back once the database does.
             Err(error) if error.is_unavailable() => {
                 holds.database_away.store(true, Ordering::Relaxed);
-                return self.give_back(&job, deadline, holds).await;
+                return self
+                    .give_back(&job, deadline, holds, Turn::NotStarted, "")
+                    .await;
             }
             Err(error) => return Err(error),
         };
@@ -290,22 +307,22 @@ impl<P: Provider> Worker<P> {
         Ok(Begun::Finished(outcome))
     }
 
-    /// A job that gets no call (paused, out of time, database away) goes back with its
-    /// attempt; if the database stays away past the deadline, its lease hands it on.
+    /// A job that gets no call (paused, out of time, database away, no price under a budget)
+    /// goes back with its attempt, as `turn` decides and with `error` as its last error; if the
+    /// database stays away past the deadline, its lease hands it on.
     async fn give_back(
         &self,
         job: &ClaimedJob,
         deadline: Instant,
         holds: &Holds,
+        turn: Turn<'_>,
+        error: &str,
     ) -> Result<Outcome> {
         let settled = settle(
             &self.pool,
             deadline,
             &holds.database_away,
-            |client| async move {
-                self.carry_out(&client, job, Turn::NotStarted, false, "")
-                    .await
-            },
+            |client| async move { self.carry_out(&client, job, turn, false, error).await },
         )
         .await?;
         Ok(abandoned_unless_written(
