@@ -21,6 +21,21 @@ impl LocalPostgres {
     }
 }
 
+impl LocalPostgres {
+    /// The URL without its password, for the terminal: the master login's password is a
+    /// secret like any other (it is in the cluster's directory).
+    pub fn shown_url(&self) -> String {
+        match self.url.split_once("://").and_then(|(scheme, rest)| {
+            let (login, host) = rest.split_once('@')?;
+            let user = login.split(':').next()?;
+            Some(format!("{scheme}://{user}:***@{host}"))
+        }) {
+            Some(shown) => shown,
+            None => self.url.clone(),
+        }
+    }
+}
+
 impl Drop for LocalPostgres {
     fn drop(&mut self) {
         let _ = run(&["stop", &self.dir.path().to_string_lossy()]);

@@ -162,7 +162,7 @@ async fn main() -> anyhow::Result<()> {
             let _local = if config.database.url.expose_secret().is_empty() {
                 let pg = local_postgres::LocalPostgres::start()?;
                 config.database.url = Secret::from(pg.url.clone());
-                eprintln!("triage dev: throwaway PostgreSQL at {}", pg.url);
+                eprintln!("triage dev: throwaway PostgreSQL at {}", pg.shown_url());
                 Some(pg)
             } else {
                 None

@@ -308,11 +308,19 @@ async fn limits_one_worker_hears_in_the_headers_pace_every_worker_of_the_fleet()
     assert_eq!(app.status_counts().await.get("done"), Some(&4));
     assert_eq!(refused(&fake), 0, "no call fired past the announced limit");
     assert_eq!(fake.billed_calls().len(), 4);
-    let calls = fake.calls();
-    let span = calls[3].at - calls[1].at;
+    // The slots the shared limit gave the three calls (their ledger rows start at their slot),
+    // not their arrival at the provider, which a loaded machine delays unevenly: a late first
+    // arrival shortened the measured span below the pace (861 ms, 890 ms under a parallel build).
+    let span: f64 = app
+        .row(
+            "SELECT extract(epoch FROM max(started_at) - min(started_at))::float8
+             FROM (SELECT started_at FROM provider_call ORDER BY started_at DESC LIMIT 3) last",
+        )
+        .await
+        .get(0);
     assert!(
-        span >= Duration::from_millis(900),
-        "three calls at 120 a minute after one: {span:?}, not at once"
+        span >= 0.9,
+        "three calls at 120 a minute after one: {span:.3} s, not at once"
     );
 }
 
