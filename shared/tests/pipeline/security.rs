@@ -342,15 +342,23 @@ fn the_deployed_default_prompt_is_triage_v5_which_keeps_ticket_text_out_of_the_i
     assert_eq!(config.versions.prompt, "triage-v5");
 }
 
-#[test]
-fn the_api_function_has_reserved_concurrency_so_it_cannot_exhaust_the_databases_connections() {
-    let template =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
-    let api = template
+fn template() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap()
+}
+
+/// The template's ApiFunction resource.
+fn api_function(template: &str) -> &str {
+    template
         .split("\n  ApiFunction:\n")
         .nth(1)
         .and_then(|rest| rest.split("\n  ApiLogGroup:").next())
-        .expect("the ApiFunction resource");
+        .expect("the ApiFunction resource")
+}
+
+#[test]
+fn the_api_function_has_reserved_concurrency_so_it_cannot_exhaust_the_databases_connections() {
+    let template = template();
+    let api = api_function(&template);
     assert!(
         api.contains("ReservedConcurrentExecutions: !Ref ApiReservedConcurrency"),
         "{api}"
@@ -363,13 +371,8 @@ fn the_api_function_has_reserved_concurrency_so_it_cannot_exhaust_the_databases_
 
 #[test]
 fn the_deployed_api_gets_the_per_caller_quota_from_its_parameter() {
-    let template =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
-    let api = template
-        .split("\n  ApiFunction:\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n  ApiLogGroup:").next())
-        .expect("the ApiFunction resource");
+    let template = template();
+    let api = api_function(&template);
     assert!(
         api.contains(
             "TRIAGE_CALLER_DAILY_TICKETS: !If [HasCallerDailyTickets, !Ref CallerDailyTickets, !Ref AWS::NoValue]"
@@ -472,8 +475,7 @@ async fn subscriptions_need_their_own_scope_in_jwt_mode_whatever_else_the_token_
 
 #[test]
 fn in_jwt_mode_the_template_gives_each_subscription_route_its_scope() {
-    let template =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let template = template();
     let route = |key: &str| {
         let start = template.find(&format!("RouteKey: {key}\n")).expect(key);
         template[start..]

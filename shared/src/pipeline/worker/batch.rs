@@ -16,7 +16,7 @@ use std::{
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
 
-use super::{process::dedup_hit, Worker, WRITE_MARGIN};
+use super::{write::dedup_hit, Worker, WRITE_MARGIN};
 use crate::{
     db,
     domain::error::Result,

@@ -16,6 +16,7 @@ mod process;
 mod run;
 mod settle;
 mod timing;
+mod write;
 
 use std::{
     collections::{HashMap, VecDeque},

@@ -12,9 +12,9 @@ use std::{
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::{
-    disposition,
-    settle::{settle, Settled},
-    Disposition, Holds, Outcome, Turn, Worker, WRITE_MARGIN,
+    settle::settle,
+    write::{abandoned_unless_written, dedup_hit},
+    Holds, Outcome, Turn, Worker, WRITE_MARGIN,
 };
 use crate::{
     db,
@@ -27,7 +27,7 @@ use crate::{
     pipeline::{
         ledger::{self, CallId, CallOutcome, CallRecord, Start, Withdrawal},
         limits::{breaker, budget},
-        outbox::{ClaimedJob, Fencing, Lane},
+        outbox::{ClaimedJob, Lane},
     },
     telemetry::metric,
 };
@@ -307,30 +307,6 @@ impl<P: Provider> Worker<P> {
         Ok(Begun::Finished(outcome))
     }
 
-    /// A job that gets no call (paused, out of time, database away, no price under a budget)
-    /// goes back with its attempt, as `turn` decides and with `error` as its last error; if the
-    /// database stays away past the deadline, its lease hands it on.
-    async fn give_back(
-        &self,
-        job: &ClaimedJob,
-        deadline: Instant,
-        holds: &Holds,
-        turn: Turn<'_>,
-        error: &str,
-    ) -> Result<Outcome> {
-        let settled = settle(
-            &self.pool,
-            deadline,
-            &holds.database_away,
-            |client| async move { self.carry_out(&client, job, turn, false, error).await },
-        )
-        .await?;
-        Ok(abandoned_unless_written(
-            settled,
-            "no call was made: the lease will return the job",
-        ))
-    }
-
     /// A billed answer: ledger (with the token correction), the rate limit's hold, the breaker
     /// and the job's write pipelined on one connection (one round trip). Each is safe to repeat
     /// after a blink: the ledger's finish applies its corrections only once. Hold and breaker
@@ -437,88 +413,5 @@ impl<P: Provider> Worker<P> {
         };
         self.carry_out(&client, job, turn, breaker_open, &error.to_string())
             .await
-    }
-
-    /// Decides what becomes of the job and writes it through the job's fenced method.
-    async fn carry_out(
-        &self,
-        client: &db::Client,
-        job: &ClaimedJob,
-        turn: Turn<'_>,
-        breaker_open: bool,
-        error: &str,
-    ) -> Result<Outcome> {
-        let decided = disposition(
-            turn,
-            job.attempts,
-            breaker_open,
-            &self.config.worker,
-            &job.key,
-        );
-        let (fencing, outcome) = match decided {
-            Disposition::Complete(evaluation) => (
-                job.complete(client, evaluation, &self.config.versions.policy)
-                    .await?,
-                Outcome::Evaluated,
-            ),
-            Disposition::Reschedule { delay, reason } => (
-                job.reschedule(client, delay, error, reason).await?,
-                Outcome::Rescheduled { reason },
-            ),
-            Disposition::Release { delay, .. } => {
-                let error = (!error.is_empty()).then_some(error);
-                (job.release(client, delay, error).await?, Outcome::Released)
-            }
-            Disposition::DeadLetter { reason } => {
-                let error = match reason {
-                    "attempts_exhausted" => {
-                        format!(
-                            "max attempts ({}): {error}",
-                            self.config.worker.max_attempts
-                        )
-                    }
-                    _ => error.to_string(),
-                };
-                (
-                    job.dead_letter(client, &error, reason).await?,
-                    Outcome::DeadLettered { reason },
-                )
-            }
-        };
-        Ok(fenced(fencing, outcome))
-    }
-}
-
-/// What a settled write came to; a write the database never took leaves the job to its lease.
-fn abandoned_unless_written(settled: Settled<Outcome>, consequence: &str) -> Outcome {
-    match settled {
-        Settled::Written(outcome) => outcome,
-        Settled::DatabaseAway(error) => {
-            tracing::error!(error = %error.report(), consequence, "database away until the lease ran out: nothing written");
-            Outcome::Abandoned
-        }
-    }
-}
-
-pub(super) async fn dedup_hit(client: &db::Client, job: &ClaimedJob) -> Result<Outcome> {
-    tracing::info!("result exists: no call");
-    Ok(fenced(
-        job.complete_from_existing_result(client).await?,
-        Outcome::DedupHit,
-    ))
-}
-
-/// The outcome of a fenced write: what was meant, or [`Outcome::Fenced`] when the lease was
-/// lost and nothing was written.
-fn fenced(fencing: Fencing, outcome: Outcome) -> Outcome {
-    match fencing {
-        Fencing::Held => outcome,
-        Fencing::Lost => {
-            tracing::warn!(
-                ?outcome,
-                "lease lost: another worker holds the job; nothing written"
-            );
-            Outcome::Fenced
-        }
     }
 }
