@@ -273,6 +273,8 @@ struct Script {
     flex_calls: u32,
     /// How long a batch runs before it ends.
     batch_delay: Duration,
+    /// Deleting a file or a batch fails (500) while set.
+    deletes_fail: bool,
     /// Classifier mode: `Classify` answers from these labels (see [`classifier`]).
     labels: Option<classifier::Classifier>,
 }
@@ -473,9 +475,20 @@ impl FakeProvider {
         self.shared.script().batch_delay = delay;
     }
 
+    /// From now on deleting a file or a batch fails with a 500, or works again.
+    pub fn set_deletes_fail(&self, fail: bool) {
+        self.shared.script().deletes_fail = fail;
+    }
+
     /// Every batch created so far, oldest first.
     pub fn batches(&self) -> Vec<BatchSummary> {
         self.shared.batches().summaries()
+    }
+
+    /// The ids of the files and batches that still hold `text`: what erasing it at the
+    /// provider has left to delete.
+    pub fn holding(&self, text: &str) -> Vec<String> {
+        self.shared.batches().holding(text)
     }
 
     /// From now on only calls with this API key (bearer token for OpenAI, `x-api-key` for

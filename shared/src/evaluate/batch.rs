@@ -3,6 +3,10 @@
 //! submitting, polling, cancelling, listing and reading results; which jobs go into a batch,
 //! and what each result does to its job, is the pipeline's.
 //!
+//! The provider keeps the lines' text (OpenAI in the input file and the answers in the output
+//! and error files, Anthropic in the batch) until [`BatchClient::delete`] removes it, which
+//! the pipeline does once a batch is collected (docs/cost.md, "Batch tier").
+//!
 //! Every request is one HTTP request (no hidden retries). A submission carries the caller's
 //! `reference`, which the provider echoes back (OpenAI: the batch's `metadata` and the input
 //! file's name; Anthropic: the `custom_id`s, which the caller builds from it), so a batch sent
@@ -48,6 +52,8 @@ pub struct Batch {
     pub counts: (i64, i64),
     /// Where the results are read from: OpenAI's output and error files.
     pub(super) files: Vec<String>,
+    /// OpenAI's input file: the lines as sent.
+    pub(super) input_file: Option<String>,
 }
 
 /// What became of one line.
@@ -141,6 +147,26 @@ impl BatchClient {
         }
     }
 
+    /// Deletes what the provider keeps of an ended batch's text: OpenAI's input, output and
+    /// error files (the batch object itself holds none, and cannot be deleted), Anthropic's
+    /// batch with its requests and results. What is gone already counts as deleted, so a
+    /// deletion cut short is simply done again.
+    pub async fn delete(&self, batch: &Batch) -> Result<(), ProviderError> {
+        let paths: Vec<String> = match self.kind {
+            ProviderKind::Anthropic => vec![format!("{}/{}", self.path(), id_segment(&batch.id)?)],
+            _ => batch
+                .input_file
+                .iter()
+                .chain(&batch.files)
+                .map(|file| Ok(format!("files/{}", id_segment(file)?)))
+                .collect::<Result<_, ProviderError>>()?,
+        };
+        for path in paths {
+            delete(&self.connection, &path).await?;
+        }
+        Ok(())
+    }
+
     fn path(&self) -> &'static str {
         match self.kind {
             ProviderKind::Anthropic => anthropic::batch::PATH,
@@ -167,6 +193,18 @@ impl BatchClient {
             ProviderKind::Anthropic => anthropic::batch::parse(batch),
             _ => openai::batch::parse(batch),
         }
+    }
+}
+
+/// One `DELETE`; a 404 means it is gone already.
+pub(super) async fn delete(connection: &Connection, path: &str) -> Result<(), ProviderError> {
+    let timeout = connection.call_timeout();
+    match connection
+        .send(Method::DELETE, path, Body::Empty, timeout)
+        .await
+    {
+        Err(error) if error.http_status != Some(404) => Err(error),
+        _ => Ok(()),
     }
 }
 

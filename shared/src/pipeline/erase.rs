@@ -3,6 +3,8 @@
 //! ticket, handed over to it; a result and job no ticket refers to any more go
 //! too, so erasing every ticket of a content leaves neither its text nor its content key.
 //! Their ledger rows stay without the key (cost, tokens, model, time): the spend survives.
+//! A provider batch that holds an erased text is deleted by the worker once collected (within
+//! its 24-hour window and a tick); the report names each such batch and when.
 //! Run by `triage erase` / the ops Lambda, and by the sweeper for ticket retention
 //! (`TRIAGE_TICKET_RETENTION_SECONDS`), in batches.
 
@@ -15,7 +17,10 @@ use uuid::Uuid;
 use crate::{
     db,
     domain::{error::Result, ticket::TicketId},
-    pipeline::ledger,
+    pipeline::{
+        ledger,
+        outbox::submission::{self, HeldAtProvider},
+    },
 };
 
 /// What an erasure removed.
@@ -32,6 +37,9 @@ pub struct Erased {
     pub ledger_rows: i64,
     /// Results and jobs handed over to another ticket of the same content.
     pub kept_for_other_tickets: i64,
+    /// Provider batches that still hold an erased text, each with the time by which the
+    /// worker deletes it there.
+    pub held_at_provider: Vec<HeldAtProvider>,
 }
 
 impl Erased {
@@ -43,6 +51,7 @@ impl Erased {
         self.jobs += other.jobs;
         self.ledger_rows += other.ledger_rows;
         self.kept_for_other_tickets += other.kept_for_other_tickets;
+        self.held_at_provider.extend(other.held_at_provider);
     }
 }
 
@@ -81,7 +90,8 @@ SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM results)
 
 /// Keys no ticket links to any more lose their job and result (their ledger rows their key,
 /// [`ledger::forget_keys`]); whatever still names an erased ticket goes too (nothing should,
-/// the foreign keys would refuse the delete). Returns the orphaned keys.
+/// the foreign keys would refuse the delete). Returns the orphaned keys, and the batch
+/// submissions the dropped jobs were sent in.
 const DROP_ORPHANS: &str = r#"
 WITH orphan AS (
     SELECT k FROM unnest($1::text[]) k
@@ -89,14 +99,16 @@ WITH orphan AS (
 ), jobs AS (
     DELETE FROM evaluation_outbox
     WHERE idempotency_key IN (SELECT k FROM orphan) OR ticket_id = ANY($2)
-    RETURNING 1
+    RETURNING batch_submission_id
 ), results AS (
     DELETE FROM evaluation_result
     WHERE idempotency_key IN (SELECT k FROM orphan) OR ticket_id = ANY($2)
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM results),
-       (SELECT coalesce(array_agg(k), '{}') FROM orphan)
+       (SELECT coalesce(array_agg(k), '{}') FROM orphan),
+       (SELECT coalesce(array_agg(DISTINCT batch_submission_id), '{}') FROM jobs
+        WHERE batch_submission_id IS NOT NULL)
 "#;
 
 const DELETE_TICKETS: &str = "DELETE FROM ticket WHERE id = ANY($1) RETURNING id";
@@ -123,6 +135,8 @@ async fn erase_in(client: &impl GenericClient, tickets: &[TicketId]) -> Result<E
     let kept: i64 = client.query_one(HAND_OVER, &[&keys, &ids]).await?.get(0);
     let orphans = client.query_one(DROP_ORPHANS, &[&keys, &ids]).await?;
     let ledger_rows = ledger::forget_keys(client, &orphans.get::<_, Vec<String>>(2)).await?;
+    let held_at_provider =
+        submission::held_at_provider(client, &orphans.get::<_, Vec<i64>>(3)).await?;
     let deleted: Vec<Uuid> = client
         .query(DELETE_TICKETS, &[&ids])
         .await?
@@ -142,6 +156,7 @@ async fn erase_in(client: &impl GenericClient, tickets: &[TicketId]) -> Result<E
         jobs: orphans.get(0),
         ledger_rows,
         kept_for_other_tickets: kept,
+        held_at_provider,
     })
 }
 

@@ -233,8 +233,8 @@ async fn bulk_work_on_flex_is_priced_at_the_flex_rate_and_its_429_spends_no_atte
 }
 
 /// An app whose bulk lane goes to `api`'s batches on `fake`, with three bulk tickets waiting
-/// and one new ticket.
-async fn batch_app(fake: &FakeProvider, api: Api, budget_usd: Option<f64>) -> TestApp {
+/// (subjects "bulk 0" to "bulk 2") and one new ticket.
+pub(crate) async fn batch_app(fake: &FakeProvider, api: Api, budget_usd: Option<f64>) -> TestApp {
     fake.set_strict(true);
     let app = spawn_app_with_fake(fake, |config| {
         config.worker.bulk_tier = Tier::Batch;
@@ -263,7 +263,7 @@ async fn submission_states(client: &deadpool_postgres::Client) -> Vec<String> {
 }
 
 /// [`batch_app`] on `api`, whose bulk lane a worker has just sent as one batch.
-async fn one_batch_sent(api: Api) -> (FakeProvider, TestApp) {
+pub(crate) async fn one_batch_sent(api: Api) -> (FakeProvider, TestApp) {
     let fake = FakeProvider::start().await;
     let app = batch_app(&fake, api, None).await;
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -631,13 +631,20 @@ async fn a_batch_sent_after_its_submission_was_given_up_is_cancelled_so_its_cont
         made[0].cancelled,
         "the given-up submission's batch is cancelled"
     );
-    // Its jobs go out once more, in a batch of their own, which is the one that runs.
+    let first_input = fake.holding("bulk 0");
+    assert_eq!(first_input.len(), 1);
+    // Its jobs go out once more, in a batch of their own, which is the one that runs; the
+    // cancelled batch, ended meanwhile, has its input file deleted.
     app.exec("DROP TRIGGER give_up ON batch_submission").await;
-    assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
+    let report = worker.tend_batches(deadline).await.unwrap();
+    assert_eq!((report.submitted, report.deleted_at_provider), (1, 1));
     let made = fake.batches();
     assert_eq!(made.len(), 2);
     assert!(!made[1].cancelled);
     assert_eq!(made[1].custom_ids.len(), 3);
+    let held = fake.holding("bulk 0");
+    assert_eq!(held.len(), 1, "the running batch's input file only");
+    assert_ne!(held, first_input);
 }
 
 #[tokio::test]

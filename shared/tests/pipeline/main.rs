@@ -1,6 +1,7 @@
 //! Integration tests against a real PostgreSQL: one binary, one module per capability.
 
 mod audit;
+mod batch_text;
 mod budget;
 mod console;
 mod database_outage;

@@ -160,6 +160,16 @@ fn batch_client(api: Api, fake: &FakeProvider) -> BatchClient {
 
 /// Submits one line per subject, custom ids `{reference}-{n}`.
 async fn submit(client: &BatchClient, reference: &str, subjects: &[&str]) -> Batch {
+    try_submit(client, reference, subjects)
+        .await
+        .unwrap_or_else(|e| panic!("the strict fake refused our batch: {e}"))
+}
+
+async fn try_submit(
+    client: &BatchClient,
+    reference: &str,
+    subjects: &[&str],
+) -> Result<Batch, triage::evaluate::ProviderError> {
     let policy = policy();
     let prompt = Prompt::load("triage-v3", &policy).unwrap();
     let model = model();
@@ -174,10 +184,7 @@ async fn submit(client: &BatchClient, reference: &str, subjects: &[&str]) -> Bat
             request: request(subject, &prompt, &model, &policy),
         })
         .collect();
-    client
-        .submit(reference, &lines)
-        .await
-        .unwrap_or_else(|e| panic!("the strict fake refused our batch: {e}"))
+    client.submit(reference, &lines).await
 }
 
 /// Polls until the batch has ended (a condition awaited, bounded by `WAIT`).
@@ -274,6 +281,38 @@ async fn a_cancelled_batch_ends_with_every_line_not_run_and_nothing_billed() {
         assert!(fake.billed_calls().is_empty(), "{api:?}");
         assert!(fake.batches()[0].cancelled);
     }
+}
+
+#[tokio::test]
+async fn deleting_an_ended_batch_leaves_the_provider_no_copy_of_its_text_and_a_refused_one_leaves_no_file(
+) {
+    for api in BOTH {
+        let fake = FakeProvider::start().await;
+        fake.set_strict(true);
+        let client = batch_client(api, &fake);
+        let batch = submit(&client, "ref-kept", &["kept subject"]).await;
+        let batch = ended(&client, &batch.id).await;
+        assert!(!fake.holding("kept subject").is_empty(), "{api:?}");
+        client.delete(&batch).await.unwrap();
+        assert_eq!(
+            fake.holding("kept subject"),
+            Vec::<String>::new(),
+            "{api:?}"
+        );
+        // Gone already counts as deleted: a deletion cut short is done again.
+        client.delete(&batch).await.unwrap();
+    }
+    // OpenAI's batch over an uploaded file is refused (metadata values are at most 512
+    // characters): the file, which no batch will ever name, is deleted at once.
+    let fake = FakeProvider::start().await;
+    fake.set_strict(true);
+    let client = batch_client(Api::OpenAi, &fake);
+    let error = try_submit(&client, &"r".repeat(600), &["refused subject"])
+        .await
+        .unwrap_err();
+    assert_eq!(error.http_status, Some(400));
+    assert!(fake.batches().is_empty());
+    assert_eq!(fake.holding("refused subject"), Vec::<String>::new());
 }
 
 #[tokio::test]

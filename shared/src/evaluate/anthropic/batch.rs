@@ -51,6 +51,7 @@ pub fn parse(batch: &Value) -> Result<Batch, ProviderError> {
             count("errored") + count("canceled") + count("expired"),
         ),
         files: Vec::new(),
+        input_file: None,
     })
 }
 

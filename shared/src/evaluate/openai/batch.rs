@@ -10,7 +10,9 @@ use serde_json::{json, Value};
 
 use super::{error_signals, parse_completion, request_body};
 use crate::evaluate::{
-    batch::{json_lines, Batch, BatchLine, BatchRequest, BatchState, LineOutcome, REFERENCE_KEY},
+    batch::{
+        delete, json_lines, Batch, BatchLine, BatchRequest, BatchState, LineOutcome, REFERENCE_KEY,
+    },
     http_common::{id_segment, unexpected_body, Body, Connection},
     http_errors::{status_error, ErrorInfo},
     FailureKind, ProviderError, ProviderReply,
@@ -53,9 +55,23 @@ pub async fn submit(
         "completion_window": "24h",
         "metadata": {REFERENCE_KEY: reference},
     });
-    let batch = connection
+    let batch = match connection
         .send(Method::POST, PATH, Body::Json(create), timeout)
-        .await?;
+        .await
+    {
+        Ok(batch) => batch,
+        Err(error) => {
+            // Refused: no batch holds the file, so nothing would ever delete it. (Without an
+            // answer a batch may exist; adopted, it is deleted with its input file.)
+            if error.http_status.is_some() {
+                let path = format!("files/{}", id_segment(file_id)?);
+                if let Err(not_deleted) = delete(connection, &path).await {
+                    tracing::warn!(error = %not_deleted, file = file_id, "a refused batch's input file was not deleted");
+                }
+            }
+            return Err(error);
+        }
+    };
     parse(&serde_json::from_slice(&batch.body).map_err(|_| unexpected_body("a batch"))?)
 }
 
@@ -102,6 +118,7 @@ pub fn parse(batch: &Value) -> Result<Batch, ProviderError> {
             .iter()
             .filter_map(|name| batch[*name].as_str().map(str::to_owned))
             .collect(),
+        input_file: batch["input_file_id"].as_str().map(str::to_owned),
     })
 }
 

@@ -1,11 +1,13 @@
 //! Provider batch submissions (`batch_submission`): recorded with their jobs *before* the
 //! batch is sent, given the provider's batch id once it has answered, collected under a short
-//! lease of their own. The jobs of a submission stay `processing` under their claim's token,
-//! so every write to them is fenced like any other (see `worker::batch`).
+//! lease of their own, and tended once more after they close, until the provider's copy of
+//! their text is deleted. The jobs of a submission stay `processing` under their claim's
+//! token, so every write to them is fenced like any other (see `worker::batch`).
 
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
+use serde::Serialize;
 
 use super::{ClaimedJob, OutboxId};
 use crate::{domain::error::Result, pipeline::ledger::CallId};
@@ -13,7 +15,12 @@ use crate::{domain::error::Result, pipeline::ledger::CallId};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubmissionId(pub i64);
 
-/// A submission not yet collected.
+/// The lease of a job in a batch, the longest it stays in a submission's care: the batch's 24-hour
+/// window and an hour for its collection, so the sweeper never hands a job in a live batch
+/// to another worker.
+pub const BATCH_LEASE: Duration = Duration::from_secs(25 * 3600);
+
+/// A submission not yet collected, or closed with its text still at the provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Submission {
     pub id: SubmissionId,
@@ -22,6 +29,8 @@ pub struct Submission {
     /// `None` while it is being sent, or after its sender died before recording the answer.
     pub provider_batch_id: Option<String>,
     pub age: Duration,
+    /// Collected or abandoned: all that is left is deleting its text at the provider.
+    pub closed: bool,
 }
 
 impl Submission {
@@ -66,6 +75,7 @@ pub async fn record(
         reference: row.get(1),
         provider_batch_id: None,
         age: Duration::ZERO,
+        closed: false,
     })
 }
 
@@ -117,6 +127,76 @@ pub async fn close(client: &impl GenericClient, id: SubmissionId, collected: boo
     Ok(closed == 1)
 }
 
+/// The batch a given-up submission's sender made anyway (and cancelled): kept, so that its
+/// text is deleted at the provider like any other batch's.
+pub async fn sent_after_abandoned(
+    client: &impl GenericClient,
+    id: SubmissionId,
+    provider_batch_id: &str,
+) -> Result<()> {
+    client
+        .execute(
+            "UPDATE batch_submission SET provider_batch_id = $2 \
+             WHERE id = $1 AND state = 'abandoned' AND provider_batch_id IS NULL",
+            &[&id.0, &provider_batch_id],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The provider holds nothing of the submission's text any more.
+pub async fn deleted_at_provider(client: &impl GenericClient, id: SubmissionId) -> Result<()> {
+    client
+        .execute(
+            "UPDATE batch_submission SET provider_deleted_at = now(), polled_until = NULL \
+             WHERE id = $1",
+            &[&id.0],
+        )
+        .await?;
+    Ok(())
+}
+
+/// A provider batch that still holds text of tickets being erased.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeldAtProvider {
+    /// `None` while it is being sent.
+    pub batch: Option<String>,
+    /// When the worker deletes it at the latest (UTC, RFC 3339), if the provider is reachable:
+    /// a running batch ends within its 24-hour window and is collected and deleted by the
+    /// tick after; a closed one is deleted at the next tick.
+    pub deleted_by: String,
+}
+
+/// Of `submissions`, those whose text the provider still holds.
+pub async fn held_at_provider(
+    client: &impl GenericClient,
+    submissions: &[i64],
+) -> Result<Vec<HeldAtProvider>> {
+    let rows = client
+        .query(
+            r#"
+            SELECT provider_batch_id,
+                   to_char(CASE WHEN state IN ('sending', 'submitted')
+                                THEN created_at + make_interval(secs => $2)
+                                ELSE now() END AT TIME ZONE 'UTC',
+                           'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+            FROM batch_submission
+            WHERE id = ANY($1) AND provider_deleted_at IS NULL
+              AND (state IN ('sending', 'submitted') OR provider_batch_id IS NOT NULL)
+            ORDER BY id
+            "#,
+            &[&submissions, &BATCH_LEASE.as_secs_f64()],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| HeldAtProvider {
+            batch: row.get(0),
+            deleted_by: row.get(1),
+        })
+        .collect())
+}
+
 /// Ends this worker's turn with a submission, so the next tick may poll it again.
 pub async fn put_back(client: &impl GenericClient, id: SubmissionId) -> Result<()> {
     client
@@ -128,9 +208,10 @@ pub async fn put_back(client: &impl GenericClient, id: SubmissionId) -> Result<(
     Ok(())
 }
 
-/// Takes at most `limit` open submissions of `provider` that no other worker is polling, oldest
-/// first, each for `lease`: the submitted ones, and the ones still `sending` `sending_for` after
-/// their send began (their sender is gone or gave up).
+/// Takes at most `limit` submissions of `provider` that no other worker is polling, oldest
+/// first, each for `lease`: the submitted ones, the ones still `sending` `sending_for` after
+/// their send began (their sender is gone or gave up), and the closed ones whose batch's text
+/// is still at the provider.
 pub async fn take_open(
     client: &impl GenericClient,
     provider: &str,
@@ -148,14 +229,17 @@ pub async fn take_open(
                 WHERE provider = $1
                   AND (state = 'submitted'
                        OR (state = 'sending'
-                           AND coalesce(send_started_at, created_at) < now() - make_interval(secs => $3)))
+                           AND coalesce(send_started_at, created_at) < now() - make_interval(secs => $3))
+                       OR (state IN ('collected', 'abandoned') AND provider_batch_id IS NOT NULL
+                           AND provider_deleted_at IS NULL))
                   AND (polled_until IS NULL OR polled_until < now())
                 ORDER BY created_at
                 LIMIT $4
                 FOR UPDATE SKIP LOCKED
             )
             RETURNING id, reference, provider_batch_id,
-                      extract(epoch FROM now() - created_at)::float8
+                      extract(epoch FROM now() - created_at)::float8,
+                      state IN ('collected', 'abandoned')
             "#,
             &[
                 &provider,
@@ -172,6 +256,7 @@ pub async fn take_open(
             reference: row.get(1),
             provider_batch_id: row.get(2),
             age: Duration::from_secs_f64(row.get::<_, f64>(3).max(0.0)),
+            closed: row.get(4),
         })
         .collect())
 }

@@ -1,6 +1,7 @@
 //! The batch APIs, in each provider's own shapes: OpenAI's `/v1/files` (multipart upload with
 //! a `purpose`, content download) and `/v1/batches` (create, retrieve, cancel, list), and
-//! Anthropic's `/v1/messages/batches` (create, retrieve, cancel, list, results).
+//! Anthropic's `/v1/messages/batches` (create, retrieve, cancel, list, results), each with its
+//! deletion: what the provider holds of a ticket's text until the client deletes it.
 //!
 //! A batch ends when the scripted delay has passed since its creation, or once cancelled;
 //! ending is done lazily by the next request that looks at it. Then each line is answered as
@@ -9,9 +10,12 @@
 //! answers expires. In strict mode, request bodies are held to the published APIs, lines
 //! included (see `strict`).
 
+mod describe;
+mod files;
+
 use std::{
     collections::{HashMap, HashSet},
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use bytes::Bytes;
@@ -23,6 +27,8 @@ use crate::{
     server::{header_value, key_refused},
     strict, Api, Behavior, CallRecord, Shared,
 };
+use describe::{describe, unix_now};
+use files::{split, upload, File};
 
 /// One batch as a test sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,23 +41,28 @@ pub struct BatchSummary {
     pub input_filename: Option<String>,
     pub custom_ids: Vec<String>,
     pub cancelled: bool,
+    /// Anthropic: deleted by the client (gone from every route).
+    pub deleted: bool,
 }
 
 pub(crate) enum Route {
     UploadFile,
     FileContent(String),
+    DeleteFile(String),
     Create(Api),
     List(Api, Option<String>, usize),
     Get(Api, String),
     Cancel(Api, String),
     Results(String),
+    /// Anthropic's: only an ended batch may be deleted.
+    Delete(String),
 }
 
 impl Route {
     fn api(&self) -> Api {
         match self {
-            Route::UploadFile | Route::FileContent(_) => Api::OpenAi,
-            Route::Results(_) => Api::Anthropic,
+            Route::UploadFile | Route::FileContent(_) | Route::DeleteFile(_) => Api::OpenAi,
+            Route::Results(_) | Route::Delete(_) => Api::Anthropic,
             Route::Create(api)
             | Route::List(api, ..)
             | Route::Get(api, _)
@@ -80,6 +91,7 @@ pub(crate) fn route(method: &Method, uri: &Uri) -> Option<Route> {
     Some(match (method, segments.as_slice()) {
         (&Method::POST, ["files"]) => Route::UploadFile,
         (&Method::GET, ["files", file, "content"]) => Route::FileContent(id(file)),
+        (&Method::DELETE, ["files", file]) => Route::DeleteFile(id(file)),
         (&Method::POST, ["batches"]) => Route::Create(Api::OpenAi),
         (&Method::GET, ["batches"]) => list(Api::OpenAi, "after"),
         (&Method::GET, ["batches", batch]) => Route::Get(Api::OpenAi, id(batch)),
@@ -91,14 +103,9 @@ pub(crate) fn route(method: &Method, uri: &Uri) -> Option<Route> {
             Route::Cancel(Api::Anthropic, id(batch))
         }
         (&Method::GET, ["messages", "batches", batch, "results"]) => Route::Results(id(batch)),
+        (&Method::DELETE, ["messages", "batches", batch]) => Route::Delete(id(batch)),
         _ => return None,
     })
-}
-
-struct File {
-    filename: String,
-    purpose: String,
-    content: Vec<u8>,
 }
 
 struct Line {
@@ -109,7 +116,7 @@ struct Line {
     body: Value,
 }
 
-enum LineEnd {
+pub(super) enum LineEnd {
     /// What the synchronous endpoint would have sent.
     Replied {
         status: u16,
@@ -119,7 +126,7 @@ enum LineEnd {
     Cancelled,
 }
 
-struct FakeBatch {
+pub(super) struct FakeBatch {
     id: String,
     api: Api,
     created: Instant,
@@ -133,6 +140,7 @@ struct FakeBatch {
     ended: Option<Vec<LineEnd>>,
     output_file_id: Option<String>,
     error_file_id: Option<String>,
+    deleted: bool,
 }
 
 #[derive(Default)]
@@ -162,12 +170,40 @@ impl Batches {
                     .map(|f| f.filename.clone()),
                 custom_ids: b.lines.iter().map(|l| l.custom_id.clone()).collect(),
                 cancelled: b.cancelled,
+                deleted: b.deleted,
             })
             .collect()
     }
+
+    /// The files and batches that still hold `text` (as JSON writes it): OpenAI's files,
+    /// Anthropic's batches not deleted (their requests and results).
+    pub(crate) fn holding(&self, text: &str) -> Vec<String> {
+        let text = serde_json::to_string(text).unwrap_or_default();
+        let text = text.trim_matches('"').as_bytes();
+        let mut held: Vec<String> = self
+            .files
+            .iter()
+            .filter(|(_, file)| files::find_bytes(&file.content, text).is_some())
+            .map(|(id, _)| id.clone())
+            .collect();
+        held.extend(
+            self.batches
+                .iter()
+                .filter(|b| b.api == Api::Anthropic && !b.deleted)
+                .filter(|b| {
+                    b.lines.iter().any(|line| {
+                        let body = line.body.to_string();
+                        files::find_bytes(body.as_bytes(), text).is_some()
+                    })
+                })
+                .map(|b| b.id.clone()),
+        );
+        held.sort();
+        held
+    }
 }
 
-type Answer = (StatusCode, Bytes);
+pub(super) type Answer = (StatusCode, Bytes);
 
 /// Answers one batch request.
 pub(crate) fn handle(route: Route, headers: &HeaderMap, body: &Bytes, shared: &Shared) -> Answer {
@@ -176,6 +212,9 @@ pub(crate) fn handle(route: Route, headers: &HeaderMap, body: &Bytes, shared: &S
         let script = shared.script();
         if key_refused(&script, api, headers) {
             return refusal(api, Behavior::Unauthorized);
+        }
+        if script.deletes_fail && matches!(route, Route::DeleteFile(_) | Route::Delete(_)) {
+            return refusal(api, Behavior::Status(500));
         }
         (script.strict, script.batch_delay)
     };
@@ -189,6 +228,10 @@ pub(crate) fn handle(route: Route, headers: &HeaderMap, body: &Bytes, shared: &S
         Route::UploadFile => upload(batches, headers, body, strict),
         Route::FileContent(id) => match batches.files.get(&id) {
             Some(file) => (StatusCode::OK, Bytes::from(file.content.clone())),
+            None => not_found(Api::OpenAi, "file", &id),
+        },
+        Route::DeleteFile(id) => match batches.files.remove(&id) {
+            Some(_) => ok(json!({"id": id, "object": "file", "deleted": true})),
             None => not_found(Api::OpenAi, "file", &id),
         },
         Route::Create(api) => {
@@ -225,6 +268,7 @@ pub(crate) fn handle(route: Route, headers: &HeaderMap, body: &Bytes, shared: &S
                 ended: None,
                 output_file_id: None,
                 error_file_id: None,
+                deleted: false,
             };
             let answer = ok(describe(&batch, &host));
             batches.batches.push(batch);
@@ -233,7 +277,7 @@ pub(crate) fn handle(route: Route, headers: &HeaderMap, body: &Bytes, shared: &S
         Route::List(api, after, limit) => {
             let ids: Vec<usize> = (0..batches.batches.len())
                 .rev()
-                .filter(|i| batches.batches[*i].api == api)
+                .filter(|i| batches.batches[*i].api == api && !batches.batches[*i].deleted)
                 .collect();
             let start = match after {
                 Some(after) => match ids.iter().position(|i| batches.batches[*i].id == after) {
@@ -296,111 +340,28 @@ pub(crate) fn handle(route: Route, headers: &HeaderMap, body: &Bytes, shared: &S
             }
             None => not_found(Api::Anthropic, "batch", &id),
         },
+        Route::Delete(id) => match find(batches, Api::Anthropic, &id) {
+            Some(i) => {
+                end_if_due(batches, i, now, delay, shared);
+                let batch = &mut batches.batches[i];
+                if batch.ended.is_none() {
+                    let message = "Message Batch must be ended or canceled before deletion";
+                    return reject(Api::Anthropic, "message_batch_id", message);
+                }
+                batch.deleted = true;
+                ok(json!({"id": id, "type": "message_batch_deleted"}))
+            }
+            None => not_found(Api::Anthropic, "batch", &id),
+        },
     }
 }
 
+/// A batch of `api` not deleted.
 fn find(batches: &Batches, api: Api, id: &str) -> Option<usize> {
     batches
         .batches
         .iter()
-        .position(|b| b.api == api && b.id == id)
-}
-
-/// `POST /v1/files`: a multipart form with `purpose` and `file`.
-fn upload(batches: &mut Batches, headers: &HeaderMap, body: &Bytes, strict: bool) -> Answer {
-    let Some(mut form) = multipart(headers, body) else {
-        return reject(Api::OpenAi, "file", "expected a multipart/form-data body");
-    };
-    let Some((_, purpose)) = form.remove("purpose") else {
-        return reject(Api::OpenAi, "purpose", "'purpose' is a required property");
-    };
-    let purpose = String::from_utf8_lossy(&purpose).into_owned();
-    const PURPOSES: &[&str] = &[
-        "assistants",
-        "batch",
-        "fine-tune",
-        "vision",
-        "user_data",
-        "evals",
-    ];
-    if strict && !PURPOSES.contains(&purpose.as_str()) {
-        return reject(
-            Api::OpenAi,
-            "purpose",
-            &format!("'{purpose}' is not one of {PURPOSES:?}"),
-        );
-    }
-    let Some((Some(filename), content)) = form.remove("file") else {
-        return reject(Api::OpenAi, "file", "'file' is a required property");
-    };
-    let id = batches.next_id("file-");
-    let answer = json!({
-        "id": id,
-        "object": "file",
-        "bytes": content.len(),
-        "created_at": unix_now(),
-        "filename": filename,
-        "purpose": purpose,
-    });
-    batches.files.insert(
-        id,
-        File {
-            filename,
-            purpose,
-            content,
-        },
-    );
-    ok(answer)
-}
-
-/// One part of a form: its file name, if it is a file, and its content.
-type Part = (Option<String>, Vec<u8>);
-
-/// The parts of a `multipart/form-data` body by name.
-fn multipart(headers: &HeaderMap, body: &[u8]) -> Option<HashMap<String, Part>> {
-    let content_type = header_value(headers, "content-type")?;
-    let boundary = content_type
-        .split(';')
-        .find_map(|p| p.trim().strip_prefix("boundary="))?
-        .trim_matches('"');
-    let delimiter = format!("--{boundary}");
-    let mut parts = HashMap::new();
-    for chunk in split(body, delimiter.as_bytes()).into_iter().skip(1) {
-        if chunk.starts_with(b"--") {
-            break;
-        }
-        let chunk = chunk.strip_prefix(b"\r\n")?;
-        let head_end = find_bytes(chunk, b"\r\n\r\n")?;
-        let head = std::str::from_utf8(&chunk[..head_end]).ok()?;
-        let content = &chunk[head_end + 4..];
-        let content = content.strip_suffix(b"\r\n").unwrap_or(content);
-        let disposition = head
-            .lines()
-            .find(|l| l.to_ascii_lowercase().starts_with("content-disposition"))?;
-        let param = |name: &str| {
-            disposition.split(';').find_map(|p| {
-                p.trim()
-                    .strip_prefix(&format!("{name}=\""))
-                    .map(|v| v.trim_end_matches('"').to_owned())
-            })
-        };
-        parts.insert(param("name")?, (param("filename"), content.to_vec()));
-    }
-    Some(parts)
-}
-
-fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn split<'a>(mut haystack: &'a [u8], needle: &[u8]) -> Vec<&'a [u8]> {
-    let mut pieces = Vec::new();
-    while let Some(at) = find_bytes(haystack, needle) {
-        pieces.push(&haystack[..at]);
-        haystack = &haystack[at + needle.len()..];
-    }
-    pieces.push(haystack);
-    pieces
+        .position(|b| b.api == api && b.id == id && !b.deleted)
 }
 
 /// A batch's lines as (custom id, request, call), checked as the API checks them: OpenAI's
@@ -692,120 +653,7 @@ fn anthropic_results(batch: &FakeBatch) -> Option<Vec<u8>> {
     Some(jsonl)
 }
 
-/// The batch object each API returns.
-fn describe(batch: &FakeBatch, host: &str) -> Value {
-    let ends = batch.ended.as_deref().unwrap_or_default();
-    let count = |wanted: fn(&LineEnd) -> bool| ends.iter().filter(|e| wanted(e)).count();
-    let succeeded = count(|e| matches!(e, LineEnd::Replied { status: 200, .. }));
-    let errored = count(|e| matches!(e, LineEnd::Replied { status, .. } if *status != 200));
-    let expired = count(|e| matches!(e, LineEnd::Expired));
-    let cancelled = count(|e| matches!(e, LineEnd::Cancelled));
-    let ended_at = batch.ended.as_ref().map(|_| unix_now());
-    let expires_at = batch.created_unix + 24 * 3600;
-    match batch.api {
-        Api::OpenAi => {
-            let status = match (&batch.ended, batch.cancelled) {
-                (None, true) => "cancelling",
-                (None, false) => "in_progress",
-                (Some(_), true) => "cancelled",
-                (Some(_), false) if expired > 0 => "expired",
-                (Some(_), false) => "completed",
-            };
-            let at = |when: &str| {
-                if status == when {
-                    json!(ended_at)
-                } else {
-                    Value::Null
-                }
-            };
-            json!({
-                "id": batch.id,
-                "object": "batch",
-                "endpoint": "/v1/chat/completions",
-                "errors": null,
-                "input_file_id": batch.input_file_id,
-                "completion_window": "24h",
-                "status": status,
-                "output_file_id": batch.output_file_id,
-                "error_file_id": batch.error_file_id,
-                "created_at": batch.created_unix,
-                "in_progress_at": batch.created_unix,
-                "expires_at": expires_at,
-                "finalizing_at": ended_at,
-                "completed_at": at("completed"),
-                "failed_at": null,
-                "expired_at": at("expired"),
-                "cancelling_at": batch.cancelled.then_some(batch.created_unix),
-                "cancelled_at": at("cancelled"),
-                "request_counts": {
-                    "total": batch.lines.len(),
-                    "completed": succeeded,
-                    "failed": errored + expired + cancelled,
-                },
-                "metadata": batch.metadata,
-            })
-        }
-        Api::Anthropic => {
-            let status = match (&batch.ended, batch.cancelled) {
-                (Some(_), _) => "ended",
-                (None, true) => "canceling",
-                (None, false) => "in_progress",
-            };
-            let processing = if batch.ended.is_some() {
-                0
-            } else {
-                batch.lines.len()
-            };
-            json!({
-                "id": batch.id,
-                "type": "message_batch",
-                "processing_status": status,
-                "request_counts": {
-                    "processing": processing,
-                    "succeeded": succeeded,
-                    "errored": errored,
-                    "canceled": cancelled,
-                    "expired": expired,
-                },
-                "ended_at": ended_at.map(rfc3339),
-                "created_at": rfc3339(batch.created_unix),
-                "expires_at": rfc3339(expires_at),
-                "archived_at": null,
-                "cancel_initiated_at": batch.cancelled.then(|| rfc3339(batch.created_unix)),
-                "results_url": batch.ended.as_ref().map(|_| format!("http://{host}/v1/messages/batches/{}/results", batch.id)),
-            })
-        }
-    }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
-
-/// Seconds since the epoch as RFC 3339 (UTC), as Anthropic writes its times.
-fn rfc3339(secs: u64) -> String {
-    // Howard Hinnant's civil-from-days.
-    let z = (secs / 86_400) as i64 + 719_468;
-    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let rem = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-fn ok(value: Value) -> Answer {
+pub(super) fn ok(value: Value) -> Answer {
     (StatusCode::OK, Bytes::from(value.to_string()))
 }
 
@@ -818,7 +666,7 @@ fn refusal(api: Api, behavior: Behavior) -> Answer {
 }
 
 /// A 400 naming the parameter, as the APIs refuse a body.
-fn reject(api: Api, param: &str, message: &str) -> Answer {
+pub(super) fn reject(api: Api, param: &str, message: &str) -> Answer {
     let behavior = Behavior::RejectParameter {
         param: param.to_owned(),
         message: message.to_owned(),
@@ -837,16 +685,4 @@ fn not_found(api: Api, what: &str, id: &str) -> Answer {
         }
     };
     (StatusCode::NOT_FOUND, Bytes::from(body.to_string()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_are_written_as_rfc_3339() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_796_083_199), "2026-11-30T23:59:59Z");
-    }
 }

@@ -3,10 +3,13 @@
 //! sender died between sending and recording (found by the reference the provider echoes,
 //! never sent twice), collects the ended ones (each answered line through the same fenced
 //! write, ledger row and dedup as an online call, at the batch price; failed, expired and
-//! cancelled lines back to the online path), and cancels the batches still running once the
+//! cancelled lines back to the online path), deletes a collected batch's text at the provider
+//! (retried by later ticks until it is gone), and cancels the batches still running once the
 //! daily budget is spent; the sweeper's tick runs it too, so results are collected while no
-//! worker runs. The worker then submits the bulk lane's waiting jobs as a new batch, recorded
-//! first and no larger than the daily budget allows.
+//! worker runs. The worker then submits the bulk lane's waiting jobs as a new batch
+//! (`submit`), recorded first and no larger than the daily budget allows.
+
+mod submit;
 
 use std::{
     collections::HashMap,
@@ -21,23 +24,20 @@ use crate::{
     db,
     domain::error::Result,
     evaluate::{
-        Batch, BatchClient, BatchRequest, BatchState, EvaluationRequest, FailureKind, LineOutcome,
-        Provider, ProviderError, ProviderReply, Tier,
+        Batch, BatchClient, BatchState, FailureKind, LineOutcome, Provider, ProviderError,
+        ProviderReply, Tier,
     },
     pipeline::{
         ledger::{self, CallId, CallOutcome, CallRecord},
-        limits::budget::{self, Budgeted},
+        limits::budget,
         outbox::{
-            claim::{self, Serves},
             submission::{self, Submission},
             ClaimedJob, OutboxId,
         },
     },
 };
 
-/// The lease of a job in a batch: longer than the batch's 24-hour window, so the sweeper never
-/// hands a job in a live batch to another worker.
-pub const BATCH_LEASE: Duration = Duration::from_secs(25 * 3600);
+pub use crate::pipeline::outbox::submission::BATCH_LEASE;
 
 /// How long one worker has a submission to itself while it polls or collects it.
 const POLL_LEASE: Duration = Duration::from_secs(120);
@@ -56,6 +56,8 @@ pub struct BatchReport {
     pub cancelled: u32,
     pub lines_evaluated: u32,
     pub lines_back_online: u32,
+    /// Closed batches whose text the provider no longer holds.
+    pub deleted_at_provider: u32,
 }
 
 impl<P: Provider> Worker<P> {
@@ -124,6 +126,20 @@ impl<P: Provider> Worker<P> {
                 },
             };
             match batch {
+                Ok(batch) if open.closed => {
+                    // A cancelled batch still ending is looked at again next tick.
+                    if batch.state == BatchState::Ended {
+                        self.delete_at_provider(batches, &open, &batch, &mut report)
+                            .await?;
+                    }
+                }
+                // Gone at the provider already (deleted, or past its retention).
+                Err(error) if open.closed && error.http_status == Some(404) => {
+                    let client = db::client(&self.pool).await?;
+                    submission::deleted_at_provider(&client, open.id).await?;
+                    report.deleted_at_provider += 1;
+                    continue;
+                }
                 Ok(batch) if batch.state == BatchState::Ended => {
                     self.collect(batches, &open, &batch, until, &mut report)
                         .await?;
@@ -275,6 +291,28 @@ impl<P: Provider> Worker<P> {
         }
         submission::close(&client, open.id, true).await?;
         report.collected += 1;
+        self.delete_at_provider(batches, open, batch, report).await
+    }
+
+    /// Deletes a closed batch's text at the provider; one that fails stays recorded as held,
+    /// and the next tick tries again (the erasure report names it meanwhile).
+    async fn delete_at_provider(
+        &self,
+        batches: &BatchClient,
+        open: &Submission,
+        batch: &Batch,
+        report: &mut BatchReport,
+    ) -> Result<()> {
+        match batches.delete(batch).await {
+            Ok(()) => {
+                let client = db::client(&self.pool).await?;
+                submission::deleted_at_provider(&client, open.id).await?;
+                report.deleted_at_provider += 1;
+            }
+            Err(error) => {
+                tracing::warn!(%error, batch = %batch.id, "batch text not deleted at the provider: next tick")
+            }
+        }
         Ok(())
     }
 
@@ -349,114 +387,6 @@ impl<P: Provider> Worker<P> {
             ledger::finish_call(client, call, &record, 0.0).await?;
         }
         Ok(())
-    }
-
-    /// Claims the bulk lane's waiting jobs, records the submission, then sends it.
-    async fn submit(&self, batches: &BatchClient) -> Result<u32> {
-        let policy = &self.config.worker;
-        let serves = Serves::for_model_version(&self.config.versions.model);
-        let (worker, provider) = (self.id.as_str(), self.provider.name());
-        let (open, jobs) = {
-            let mut client = db::client(&self.pool).await?;
-            let transaction = client.transaction().await?;
-            let lines = policy.batch_max_lines;
-            let jobs =
-                claim::claim_for_batch(&transaction, worker, lines, BATCH_LEASE, serves).await?;
-            // A batch's lines stay `processing` until their results are costed: the budget
-            // holds each at its estimate, like a call under way. Without a commit, the claim
-            // rolls back.
-            let jobs = match policy.daily_budget_usd {
-                None => jobs,
-                Some(budget_usd) => {
-                    let estimate = |job: &ClaimedJob| self.estimate_usd(job, Tier::Batch);
-                    match budget::keep_affordable(&transaction, budget_usd, jobs, estimate).await? {
-                        (Budgeted::Claimed { jobs, .. }, returned) => {
-                            claim::unclaim(&transaction, &returned).await?;
-                            jobs
-                        }
-                        (Budgeted::Wait | Budgeted::Exhausted, _) => return Ok(0),
-                    }
-                }
-            };
-            if jobs.is_empty() {
-                return Ok(0);
-            }
-            let open = submission::record(&transaction, provider, worker, &jobs).await?;
-            transaction.commit().await?;
-            (open, jobs)
-        };
-        let client = db::client(&self.pool).await?;
-        let mut lines = Vec::new();
-        for job in jobs {
-            let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
-                // The online path knows what to do with a version this build lacks.
-                let _ = job.fall_back_online(&client, None).await?;
-                continue;
-            };
-            match self.start_line(&client, &job).await? {
-                Some(call) => lines.push((job, prompt, call)),
-                None => {
-                    dedup_hit(&client, &job).await?;
-                }
-            }
-        }
-        if lines.is_empty() {
-            submission::close(&client, open.id, false).await?;
-            return Ok(0);
-        }
-        let deadline = Instant::now() + BATCH_LEASE;
-        let ids: Vec<String> = lines
-            .iter()
-            .map(|(job, ..)| open.custom_id(job.id))
-            .collect();
-        let requests: Vec<BatchRequest> = lines
-            .iter()
-            .zip(&ids)
-            .map(|((job, prompt, _), custom_id)| BatchRequest {
-                custom_id,
-                request: EvaluationRequest {
-                    tier: Tier::Online,
-                    ..self.request(job, prompt, deadline)
-                },
-            })
-            .collect();
-        submission::send_started(&client, open.id).await?;
-        match batches.submit(&open.reference, &requests).await {
-            Ok(batch) if !submission::submitted(&client, open.id, &batch.id).await? => {
-                // Given up as never sent while it was on its way: its jobs are queued again.
-                tracing::warn!(batch = %batch.id, "batch sent after its submission was given up: cancelled");
-                if let Err(error) = batches.cancel(&batch.id).await {
-                    tracing::error!(%error, batch = %batch.id, "a given-up batch not cancelled: it may be billed twice");
-                }
-                Ok(0)
-            }
-            Ok(batch) => {
-                tracing::info!(batch = %batch.id, lines = lines.len(), "batch submitted");
-                Ok(1)
-            }
-            // No answer may still hide a batch the provider made: the next tick looks for it
-            // by its reference before anything is sent again.
-            Err(error)
-                if matches!(
-                    error.kind,
-                    FailureKind::Timeout | FailureKind::ConnectionReset
-                ) =>
-            {
-                tracing::warn!(%error, "batch sent without an answer: adopted or given back next tick");
-                Ok(0)
-            }
-            Err(error) => {
-                tracing::warn!(%error, "batch refused: its jobs go back to the queue");
-                for (job, _, call) in &lines {
-                    self.line_failed(&client, Some(*call), &error).await?;
-                    let _ = job
-                        .release(&client, Duration::ZERO, Some(&error.to_string()))
-                        .await?;
-                }
-                submission::close(&client, open.id, false).await?;
-                Ok(0)
-            }
-        }
     }
 }
 

@@ -1,0 +1,130 @@
+//! Sending the bulk lane's waiting jobs as one provider batch: claimed, recorded, then sent.
+
+use std::time::{Duration, Instant};
+
+use super::BATCH_LEASE;
+use crate::{
+    db,
+    domain::error::Result,
+    evaluate::{BatchClient, BatchRequest, EvaluationRequest, FailureKind, Provider, Tier},
+    pipeline::{
+        limits::budget::{self, Budgeted},
+        outbox::{
+            claim::{self, Serves},
+            submission, ClaimedJob,
+        },
+        worker::{write::dedup_hit, Worker},
+    },
+};
+
+impl<P: Provider> Worker<P> {
+    /// Claims the bulk lane's waiting jobs, records the submission, then sends it.
+    pub(super) async fn submit(&self, batches: &BatchClient) -> Result<u32> {
+        let policy = &self.config.worker;
+        let serves = Serves::for_model_version(&self.config.versions.model);
+        let (worker, provider) = (self.id.as_str(), self.provider.name());
+        let (open, jobs) = {
+            let mut client = db::client(&self.pool).await?;
+            let transaction = client.transaction().await?;
+            let lines = policy.batch_max_lines;
+            let jobs =
+                claim::claim_for_batch(&transaction, worker, lines, BATCH_LEASE, serves).await?;
+            // A batch's lines stay `processing` until their results are costed: the budget
+            // holds each at its estimate, like a call under way. Without a commit, the claim
+            // rolls back.
+            let jobs = match policy.daily_budget_usd {
+                None => jobs,
+                Some(budget_usd) => {
+                    let estimate = |job: &ClaimedJob| self.estimate_usd(job, Tier::Batch);
+                    match budget::keep_affordable(&transaction, budget_usd, jobs, estimate).await? {
+                        (Budgeted::Claimed { jobs, .. }, returned) => {
+                            claim::unclaim(&transaction, &returned).await?;
+                            jobs
+                        }
+                        (Budgeted::Wait | Budgeted::Exhausted, _) => return Ok(0),
+                    }
+                }
+            };
+            if jobs.is_empty() {
+                return Ok(0);
+            }
+            let open = submission::record(&transaction, provider, worker, &jobs).await?;
+            transaction.commit().await?;
+            (open, jobs)
+        };
+        let client = db::client(&self.pool).await?;
+        let mut lines = Vec::new();
+        for job in jobs {
+            let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
+                // The online path knows what to do with a version this build lacks.
+                let _ = job.fall_back_online(&client, None).await?;
+                continue;
+            };
+            match self.start_line(&client, &job).await? {
+                Some(call) => lines.push((job, prompt, call)),
+                None => {
+                    dedup_hit(&client, &job).await?;
+                }
+            }
+        }
+        if lines.is_empty() {
+            submission::close(&client, open.id, false).await?;
+            return Ok(0);
+        }
+        let deadline = Instant::now() + BATCH_LEASE;
+        let ids: Vec<String> = lines
+            .iter()
+            .map(|(job, ..)| open.custom_id(job.id))
+            .collect();
+        let requests: Vec<BatchRequest> = lines
+            .iter()
+            .zip(&ids)
+            .map(|((job, prompt, _), custom_id)| BatchRequest {
+                custom_id,
+                request: EvaluationRequest {
+                    tier: Tier::Online,
+                    ..self.request(job, prompt, deadline)
+                },
+            })
+            .collect();
+        submission::send_started(&client, open.id).await?;
+        match batches.submit(&open.reference, &requests).await {
+            Ok(batch) if !submission::submitted(&client, open.id, &batch.id).await? => {
+                // Given up as never sent while it was on its way: its jobs are queued again.
+                tracing::warn!(batch = %batch.id, "batch sent after its submission was given up: cancelled");
+                if let Err(error) = batches.cancel(&batch.id).await {
+                    tracing::error!(%error, batch = %batch.id, "a given-up batch not cancelled: it may be billed twice");
+                }
+                // Its text is deleted at the provider once the cancelled batch has ended.
+                submission::sent_after_abandoned(&client, open.id, &batch.id).await?;
+                Ok(0)
+            }
+            Ok(batch) => {
+                tracing::info!(batch = %batch.id, lines = lines.len(), "batch submitted");
+                Ok(1)
+            }
+            // No answer may still hide a batch the provider made: the next tick looks for it
+            // by its reference before anything is sent again.
+            Err(error)
+                if matches!(
+                    error.kind,
+                    FailureKind::Timeout | FailureKind::ConnectionReset
+                ) =>
+            {
+                tracing::warn!(%error, "batch sent without an answer: adopted or given back next tick");
+                Ok(0)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "batch refused: its jobs go back to the queue");
+                for (job, _, call) in &lines {
+                    self.line_failed(&client, Some(*call), &error).await?;
+                    let _ = job
+                        .release(&client, Duration::ZERO, Some(&error.to_string()))
+                        .await?;
+                }
+                submission::close(&client, open.id, false).await?;
+                Ok(0)
+            }
+        }
+    }
+}
