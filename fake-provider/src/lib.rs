@@ -201,11 +201,15 @@ pub struct TokenUsage {
     pub output_tokens: i64,
 }
 
-/// A rough four-characters-per-token count of the ticket, plus [`OUTPUT_TOKENS`]; the prompt
-/// prefix adds [`prefix_tokens`].
+/// The ticket's tokens, plus [`OUTPUT_TOKENS`]; the prompt prefix adds [`prefix_tokens`].
+/// ASCII at about four characters a token; anything else (CJK, emoji, accents) at one token
+/// per byte, as a byte-level tokenizer falls back to for text it has no merges for: the most
+/// tokens a text can cost.
 pub fn usage_for(ticket_text: &str) -> TokenUsage {
+    let ascii = ticket_text.bytes().filter(u8::is_ascii).count();
+    let other = ticket_text.len() - ascii;
     TokenUsage {
-        input_tokens: 1 + ticket_text.len() as i64 / 4,
+        input_tokens: 1 + ascii as i64 / 4 + other as i64,
         output_tokens: OUTPUT_TOKENS,
         ..TokenUsage::default()
     }

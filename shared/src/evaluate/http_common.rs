@@ -329,6 +329,18 @@ mod tests {
     }
 
     #[test]
+    fn the_budgets_framing_bound_holds_the_answer_schema_and_the_role_markers() {
+        let policy = crate::evaluate::prompt::Policy::load("policy-v1").unwrap();
+        let schema = output_schema(&policy.departments).to_string();
+        // A generous 64 tokens for the role markers of two messages.
+        assert!(
+            schema.len() + 64 <= crate::evaluate::FRAMING_TOKENS,
+            "{} bytes of schema",
+            schema.len()
+        );
+    }
+
+    #[test]
     fn the_output_schema_stays_inside_the_strict_subset() {
         let schema = output_schema(&["billing".into(), "general".into()]);
         assert_eq!(schema["additionalProperties"], json!(false));

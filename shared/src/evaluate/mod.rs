@@ -49,25 +49,33 @@ pub struct EvaluationRequest<'a> {
 }
 
 impl EvaluationRequest<'_> {
-    /// The tokens this call may use, known before it is made (the shared token budget is taken
-    /// with it, then corrected by the usage reported): about four characters a token for the
+    /// The tokens this call is expected to use, for the shared rate limit (taken with the
+    /// call, then corrected by the usage reported): about four characters a token for the
     /// prompt and the ticket, plus the output cap.
     pub fn estimated_tokens(&self) -> i64 {
-        let usage = self.estimated_usage();
-        usage.input_tokens + usage.output_tokens
+        let chars = self.prompt.text.len() + self.subject.len() + self.message.len();
+        (chars / 4) as i64 + i64::from(MAX_OUTPUT_TOKENS)
     }
 
-    /// The most this call may use: its input at about four characters a token, and the
-    /// output cap. The daily budget reserves its price before the call.
-    pub fn estimated_usage(&self) -> Usage {
-        let chars = self.prompt.text.len() + self.subject.len() + self.message.len();
+    /// The most this call can use, which the daily budget reserves before it is made: one
+    /// input token per byte of what is sent (the providers' tokenizers are byte-level, so no
+    /// token is shorter than a byte, whatever the script: CJK, emoji and random text cost up
+    /// to a token a byte where English costs a quarter), the chat's framing and answer schema
+    /// ([`FRAMING_TOKENS`]), and the output cap. The reported usage corrects it.
+    pub fn worst_case_usage(&self) -> Usage {
+        let sent =
+            self.prompt.text.len() + self.prompt.user_message(self.subject, self.message).len();
         Usage {
-            input_tokens: (chars / 4) as i64,
+            input_tokens: (sent + FRAMING_TOKENS) as i64,
             output_tokens: i64::from(MAX_OUTPUT_TOKENS),
             ..Usage::default()
         }
     }
 }
+
+/// What a call's input holds besides the prompt and the ticket, at most: the role markers of
+/// its two messages and the answer's JSON schema (about 400 bytes), as tokens.
+pub const FRAMING_TOKENS: usize = 1024;
 
 /// The tokens a call was billed for, in each provider's terms brought to one meaning.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The daily spend budget (`TRIAGE_DAILY_BUDGET_USD`): workers stop claiming when the day's
 //! spend reaches it, spend no attempt and lose nothing, and go on the next UTC day.
 
-use fake_provider::FakeProvider;
+use fake_provider::{prefix_tokens, usage_for, Behavior, FakeProvider};
 use serde_json::json;
 use triage::{
     evaluate::{PriceTable, Tier},
@@ -207,7 +207,8 @@ async fn under_a_budget_a_job_whose_model_has_no_price_is_not_evaluated_but_wait
 const PRICED_BY_SIZE: &str = "gpt-6-luna=100/0";
 
 #[tokio::test]
-async fn four_workers_on_tickets_of_mixed_sizes_overshoot_the_budget_by_at_most_one_call_each() {
+async fn four_workers_on_tickets_of_mixed_sizes_and_scripts_overshoot_the_budget_by_at_most_one_call_each(
+) {
     let fake = FakeProvider::start().await;
     let budget_usd = 0.5;
     let app = spawn_app_with_fake(&fake, |config| {
@@ -216,12 +217,16 @@ async fn four_workers_on_tickets_of_mixed_sizes_overshoot_the_budget_by_at_most_
     })
     .await;
     // Small tickets first: a per-call average learnt from them would let the large ones
-    // through by the dozen.
+    // through by the dozen. A third of the large ones are CJK, which costs up to a token per
+    // byte where English costs a quarter: an estimate of four bytes a token would reserve a
+    // quarter of what they cost.
     for i in 0..40 {
-        let size = if i < 8 || i % 2 == 0 { 200 } else { 6000 };
-        let created = app
-            .post_ticket(&format!("Ticket {i}"), &"x".repeat(size))
-            .await;
+        let message = match i {
+            _ if i < 8 || i % 2 == 0 => "x".repeat(200),
+            _ if i % 3 == 0 => "退款请求".repeat(500),
+            _ => "x".repeat(6000),
+        };
+        let created = app.post_ticket(&format!("Ticket {i}"), &message).await;
         assert_eq!(created.status, 201);
     }
     let workers = [app.worker(), app.worker(), app.worker(), app.worker()];
@@ -262,6 +267,38 @@ async fn four_workers_on_tickets_of_mixed_sizes_overshoot_the_budget_by_at_most_
     assert!(
         (ledger - spent).abs() < 1e-9,
         "ledger {ledger}, bills {spent}"
+    );
+}
+
+/// CJK, emoji or random text costs up to a token per byte: a reservation at four bytes a token
+/// held a quarter of such a call, so concurrent workers overshot by more than a call each.
+#[tokio::test]
+async fn a_cjk_tickets_reservation_holds_all_the_provider_can_bill_for_it() {
+    let fake = FakeProvider::start().await;
+    // Never answered: its ledger row keeps what was reserved for it.
+    fake.when_contains("退款", Behavior::Hang);
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.provider.prices = PriceTable::parse(PRICED_BY_SIZE).unwrap();
+        config.worker.daily_budget_usd = Some(100.0);
+        config.worker.call_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let message = "退款请求".repeat(500);
+    assert_eq!(app.post_ticket("Refund", &message).await.status, 201);
+    app.run_worker_once(&app.worker()).await;
+
+    let reserved: f64 = app
+        .row("SELECT cost_usd::float8 FROM provider_call WHERE outcome = 'timeout'")
+        .await
+        .get(0);
+    let versions = &app.config.versions;
+    let policy = triage::evaluate::Policy::load(versions.policy.as_str()).unwrap();
+    let prompt = triage::evaluate::Prompt::load(versions.prompt.as_str(), &policy).unwrap();
+    let billable = usage_for(&message).input_tokens + prefix_tokens(&prompt.text);
+    let billable_usd = 100.0 * billable as f64 / 1e6;
+    assert!(
+        reserved >= billable_usd,
+        "reserved {reserved} for a call the provider may bill {billable_usd}"
     );
 }
 

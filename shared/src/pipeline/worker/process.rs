@@ -211,15 +211,15 @@ impl<P: Provider> Worker<P> {
         }
     }
 
-    /// The most `job`'s call may cost (its input and the output cap, at its model's price):
-    /// what the daily budget holds for it from its claim until its usage is known.
+    /// The most `job`'s call may cost (its worst-case input and the output cap, at its model's
+    /// price): what the daily budget holds for it from its claim until its usage is known.
     pub(super) fn estimate_usd(&self, job: &ClaimedJob, tier: Tier) -> f64 {
         let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
             // No call is made for a prompt this build does not know.
             return 0.0;
         };
         // The deadline only shapes the request's timeout, never its estimate.
-        let usage = self.request(job, prompt, Instant::now()).estimated_usage();
+        let usage = self.request(job, prompt, Instant::now()).worst_case_usage();
         let model = job.versions.model_version.model();
         self.config.provider.prices.cost(model, usage, tier)
     }
