@@ -7,6 +7,7 @@ mod tables;
 
 use std::{
     net::SocketAddr,
+    path::PathBuf,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -83,9 +84,9 @@ enum Command {
     },
 }
 
-/// Who may reach the local server beyond loopback (docs/console.md, docs/runbook.md
-/// "Security"). Tokens are read from TRIAGE_ADMIN_TOKEN and TRIAGE_API_TOKEN only, never from
-/// a flag, so they do not show in the process list.
+/// Who may reach the local server beyond loopback, and over what (docs/console.md,
+/// docs/runbook.md "Security"). Tokens are read from TRIAGE_ADMIN_TOKEN and TRIAGE_API_TOKEN
+/// only, never from a flag, so they do not show in the process list.
 #[derive(Args)]
 struct ConsoleAccess {
     /// Also serve /admin when --listen is not a loopback address; requires TRIAGE_ADMIN_TOKEN
@@ -96,6 +97,22 @@ struct ConsoleAccess {
     /// TRIAGE_API_TOKEN (at least 24 characters), sent as `Authorization: Bearer`.
     #[arg(long)]
     allow_remote_api: bool,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); required when --listen is not
+    /// a loopback address.
+    #[arg(long, env = "TRIAGE_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, env = "TRIAGE_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+impl ConsoleAccess {
+    fn tls_files(&self) -> Option<http::TlsFiles> {
+        Some(http::TlsFiles {
+            cert: self.tls_cert.clone()?,
+            key: self.tls_key.clone()?,
+        })
+    }
 }
 
 /// How often the long-running worker and sweeper look again when idle.
@@ -254,6 +271,15 @@ async fn serve(
              with their tokens, or listen on loopback"
         );
     }
+    let tls_files = access.tls_files();
+    local::require_tls_off_loopback(listen, tls_files.is_some()).map_err(anyhow::Error::msg)?;
+    let tls = tls_files.as_ref().map(http::TlsFiles::load).transpose()?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    // The bound address, not the asked one: with port 0 the tests learn the port from it.
+    let bound = listener.local_addr()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let signed = |token: &Option<Secret>| {
         if token.is_some() {
             " (token required)"
@@ -262,11 +288,14 @@ async fn serve(
         }
     };
     if let Some(token) = &api {
-        eprintln!("triage: API listening on http://{listen}{}", signed(token));
+        eprintln!(
+            "triage: API listening on {scheme}://{bound}{}",
+            signed(token)
+        );
     }
     if let Some(token) = &console {
         eprintln!(
-            "triage: operator console at http://{listen}/admin{}",
+            "triage: operator console at {scheme}://{bound}/admin{}",
             signed(token)
         );
     }
@@ -276,16 +305,14 @@ async fn serve(
     };
     let pool = db::pool(&config.database)?;
     let state = http::AppState { pool, config };
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("binding {listen}"))?;
-    http::serve(
-        listener,
-        state,
-        server,
-        async move { stop.cancelled().await },
-    )
-    .await?;
+    let shutdown = async move { stop.cancelled().await };
+    match tls {
+        None => http::serve(listener, state, server, shutdown).await?,
+        Some(tls) => {
+            let listener = http::TlsListener::new(listener, tls);
+            http::serve_tls(listener, state, server, shutdown).await?
+        }
+    }
     Ok(())
 }
 

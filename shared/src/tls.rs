@@ -3,13 +3,15 @@
 //! embedded in the binary (`certs/rds-ca-bundle.pem`), HTTPS clients the Mozilla roots compiled
 //! into `webpki-roots`. Neither reads the file system, so building one costs milliseconds at
 //! cold start, not OpenSSL's ~200 ms. (The Secrets Manager client keeps the SDK's default: the
-//! image's CA store, loaded on its first request.)
+//! image's CA store, loaded on its first request.) The same stack answers the local server's
+//! HTTPS off loopback ([`server_config`]).
 
 use std::{borrow::Cow, fmt, sync::Arc};
 
 use rustls::{
-    pki_types::{pem::PemObject, CertificateDer},
-    ClientConfig, RootCertStore,
+    crypto::{ring, CryptoProvider},
+    pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer},
+    ClientConfig, RootCertStore, ServerConfig,
 };
 
 /// Whether `url`'s host is this machine (`localhost`, 127.0.0.0/8, ::1): the only place
@@ -26,13 +28,30 @@ pub fn is_loopback(url: &reqwest::Url) -> bool {
     }
 }
 
+fn ring_provider() -> Arc<CryptoProvider> {
+    Arc::new(ring::default_provider())
+}
+
 /// A client configuration trusting exactly `roots` (TLS 1.2 and 1.3, rustls' safe defaults).
 fn client_config(roots: RootCertStore) -> ClientConfig {
-    ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+    ClientConfig::builder_with_provider(ring_provider())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions")
         .with_root_certificates(roots)
         .with_no_client_auth()
+}
+
+/// A server configuration answering with `chain` (leaf first) and its `key`, on the same
+/// protocol versions; refused when the key is not the leaf's.
+pub fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<ServerConfig, rustls::Error> {
+    ServerConfig::builder_with_provider(ring_provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
 }
 
 /// Trusting the PEM certificates of `roots`; an unreadable certificate is an error, not a

@@ -1,7 +1,7 @@
 //! What guards the local server (`triage serve`, `triage dev`), which has no API Gateway in
 //! front: the API and the console are each served on loopback by default, and elsewhere only
-//! when asked *and* with a bearer token ([`Door::decide`], the same rules for both); on a
-//! loopback listener, every request must be addressed to loopback ([`host_is_loopback`]), so a
+//! when asked *and* with a bearer token ([`Door::decide`], the same rules for both) *and* over
+//! TLS ([`require_tls_off_loopback`]); on a loopback listener, every request must be addressed to loopback ([`host_is_loopback`]), so a
 //! page that re-points its own name at 127.0.0.1 (DNS rebinding) reaches nothing.
 
 use std::net::SocketAddr;
@@ -90,6 +90,19 @@ impl Door {
             }),
         }
     }
+}
+
+/// Off loopback, what the local server carries (bearer tokens, the console's session cookie,
+/// ticket text) must not cross the network in clear: such a listener serves TLS or nothing.
+pub fn require_tls_off_loopback(listen: SocketAddr, tls: bool) -> Result<(), String> {
+    if tls || listen.ip().is_loopback() {
+        return Ok(());
+    }
+    Err(format!(
+        "{listen} is not a loopback address: {} and {} serve only over TLS; give --tls-cert \
+         and --tls-key (PEM files; or TRIAGE_TLS_CERT and TRIAGE_TLS_KEY)",
+        API.flag, CONSOLE.flag
+    ))
 }
 
 /// A bearer token, kept as its SHA-256 digest and compared with `subtle`, so the comparison
@@ -226,6 +239,16 @@ mod tests {
                 Ok(Exposure::Served { token: Some(_) })
             ));
         }
+    }
+
+    #[test]
+    fn off_loopback_the_server_needs_tls() {
+        let loopback: SocketAddr = "[::1]:3000".parse().unwrap();
+        let any: SocketAddr = "0.0.0.0:3000".parse().unwrap();
+        assert!(require_tls_off_loopback(loopback, false).is_ok());
+        assert!(require_tls_off_loopback(any, true).is_ok());
+        let refused = require_tls_off_loopback(any, false).unwrap_err();
+        assert!(refused.contains("--tls-cert"), "{refused}");
     }
 
     #[test]

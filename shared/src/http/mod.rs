@@ -1,8 +1,8 @@
 //! The HTTP API: one router, served by the api Lambda (through lambda_http) and by
 //! `triage serve` / `triage dev`, where [`local`] guards it (loopback by default, a bearer
-//! token beyond, the Host check on loopback) since no API Gateway stands in front. An entry
-//! point: maps requests onto the pipeline (ingest, read) and its errors onto problem+json;
-//! uses config and the domain too.
+//! token and TLS beyond, the Host check on loopback) since no API Gateway stands in front.
+//! An entry point: maps requests onto the pipeline (ingest, read) and its errors onto
+//! problem+json; uses config and the domain too.
 
 pub mod admin;
 mod caller;
@@ -10,6 +10,7 @@ pub mod local;
 mod problem;
 mod subscriptions;
 mod tickets;
+mod tls_listener;
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ use deadpool_postgres::Pool;
 
 pub use caller::{Caller, READ_ALL_SCOPE, SUBSCRIPTIONS_READ_SCOPE, SUBSCRIPTIONS_WRITE_SCOPE};
 pub use problem::Problem;
+pub use tls_listener::{TlsFiles, TlsListener, TlsSetupError};
 
 use crate::config::Config;
 
@@ -94,6 +96,26 @@ pub fn local_router(state: AppState, server: LocalServer, loopback: bool) -> Rou
 /// Serves the local router on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    state: AppState,
+    server: LocalServer,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_on(listener, state, server, shutdown).await
+}
+
+/// The same over TLS, where the console's cookies are `Secure`.
+pub async fn serve_tls(
+    listener: TlsListener,
+    state: AppState,
+    mut server: LocalServer,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    server.console = server.console.map(admin::Guard::over_tls);
+    serve_on(listener, state, server, shutdown).await
+}
+
+async fn serve_on<L: axum::serve::Listener<Addr = std::net::SocketAddr>>(
+    listener: L,
     state: AppState,
     server: LocalServer,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -4,7 +4,7 @@
 //!   (loopback by default; elsewhere only with `--allow-remote-admin` and a token).
 //! - Sign-in: `Authorization: Bearer <token>` (scripts) or a session cookie set by the login
 //!   form: a random value per sign-in, kept only as its digest, that expires after
-//!   [`SESSION_TTL`] and ends at sign-out.
+//!   [`SESSION_TTL`] and ends at sign-out; `Secure` when served over TLS ([`Guard::over_tls`]).
 //! - Cross-site requests: every POST must carry a CSRF token that is an HMAC of the browser's
 //!   own `triage_csrf` cookie under a per-process key, and must not come from another site
 //!   (`Sec-Fetch-Site`, `Origin`).
@@ -35,6 +35,8 @@ pub struct Guard {
     /// Digest of each live session's cookie value → when it expires.
     sessions: Mutex<HashMap<[u8; 32], Instant>>,
     session_ttl: Duration,
+    /// Cookies only over HTTPS: set when the console is served over TLS.
+    secure_cookies: bool,
 }
 
 type HmacSha256 = Hmac<Sha256>;
@@ -59,6 +61,16 @@ impl Guard {
             key,
             sessions: Mutex::new(HashMap::new()),
             session_ttl,
+            secure_cookies: false,
+        }
+    }
+
+    /// The same guard for a console served over TLS: its cookies are `Secure`, so a browser
+    /// never sends them over plain HTTP.
+    pub fn over_tls(self) -> Self {
+        Self {
+            secure_cookies: true,
+            ..self
         }
     }
 
@@ -117,11 +129,18 @@ impl Guard {
 
     /// The session cookie for `value`, expiring with the session.
     pub fn session_cookie(&self, value: &str) -> HeaderValue {
-        cookie_header_with(
+        self.cookie_header(
             SESSION_COOKIE,
             value,
             &format!("; Max-Age={}", self.session_ttl.as_secs()),
         )
+    }
+
+    /// Not readable by scripts, never sent by another site, only to the console's paths;
+    /// `Secure` over TLS. (On loopback the console is plain HTTP, an SSM tunnel.)
+    fn cookie_header(&self, name: &str, value: &str, attributes: &str) -> HeaderValue {
+        let secure = if self.secure_cookies { "; Secure" } else { "" };
+        cookie_header_with(name, value, &format!("{attributes}{secure}"))
     }
 
     /// The CSRF token for forms on this page, and the cookie to set when the browser has none.
@@ -132,7 +151,7 @@ impl Guard {
         let nonce = random_hex::<16>();
         (
             self.sign("csrf", &nonce),
-            Some(cookie_header(CSRF_COOKIE, &nonce)),
+            Some(self.cookie_header(CSRF_COOKIE, &nonce, "")),
         )
     }
 
@@ -197,12 +216,6 @@ pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .map(|(_, v)| v)
 }
 
-/// Not readable by scripts, never sent by another site, only to the console's paths. Not
-/// `Secure`: the console is reached over plain HTTP on loopback (an SSM tunnel).
-pub fn cookie_header(name: &str, value: &str) -> HeaderValue {
-    cookie_header_with(name, value, "")
-}
-
 fn cookie_header_with(name: &str, value: &str, attributes: &str) -> HeaderValue {
     HeaderValue::from_str(&format!(
         "{name}={value}; Path=/admin; HttpOnly; SameSite=Strict{attributes}"
@@ -263,6 +276,17 @@ mod tests {
         let short = Guard::with_session_ttl(Some(Secret::from(TOKEN)), Duration::ZERO);
         let expired = short.start_session();
         assert!(!short.is_signed_in(&with(&expired)), "expired");
+    }
+
+    #[test]
+    fn cookies_are_secure_over_tls_only() {
+        let secure = |guard: &Guard| {
+            let (_, csrf) = guard.csrf(&HeaderMap::new());
+            [guard.session_cookie("00"), csrf.unwrap()]
+                .map(|cookie| cookie.to_str().unwrap().ends_with("; Secure"))
+        };
+        assert_eq!(secure(&Guard::new(None)), [false, false]);
+        assert_eq!(secure(&Guard::new(None).over_tls()), [true, true]);
     }
 
     #[test]
