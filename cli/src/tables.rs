@@ -33,6 +33,19 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::EvalRuns(runs) => eval_runs(runs),
         Outcome::Deliveries(report) => deliveries(report),
         Outcome::ReplayDeliveries { queued } => format!("{queued} deliveries queued again\n"),
+        Outcome::Paused { paused } if paused.is_empty() => "nothing is paused\n".into(),
+        Outcome::Paused { paused } => table(
+            Some(vec!["paused lane", "since", "by", "reason"]),
+            paused.iter().map(|p| {
+                [
+                    p.lane.clone(),
+                    p.paused_at.to_rfc3339(),
+                    p.paused_by.clone(),
+                    p.reason.clone().unwrap_or_default(),
+                ]
+            }),
+            &[],
+        ),
     }
 }
 
@@ -79,6 +92,13 @@ fn pairs(rows: &[(&str, String)]) -> String {
 
 pub fn health(h: &Health) -> String {
     let mut rows = vec![
+        (
+            "paused by an operator",
+            match h.paused.is_empty() {
+                true => "nothing".into(),
+                false => h.paused.join(", "),
+            },
+        ),
         (
             "pending (claimable + delayed)",
             format!("{} ({} delayed)", h.pending, h.delayed),

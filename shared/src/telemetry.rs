@@ -183,6 +183,11 @@ pub mod metric {
     pub fn cost_per_ticket(usd: f64) {
         gauge!("cost.per_ticket_usd").set(usd);
     }
+    /// Lanes an operator paused, as the sweeper sees them: the pause alarm's metric (the age
+    /// alarm counts no paused lane's jobs).
+    pub fn paused_lanes(count: usize) {
+        gauge!("ops.paused_lanes").set(count as f64);
+    }
     pub fn breaker_open(open: bool) {
         gauge!("provider.breaker_open").set(if open { 1.0 } else { 0.0 });
     }

@@ -34,6 +34,7 @@ use crate::{
         erase::{self, Erased},
         limits::budget,
         outbox::{claim::Serves, Lane},
+        pause::{self, Pausable},
         reads::report::{self, DeadLetterGroup, Health},
     },
     telemetry::metric,
@@ -74,7 +75,13 @@ pub enum Outcome {
     Eval(Box<eval::Report>),
     EvalRuns(Vec<eval::store::StoredRun>),
     Deliveries(delivery::report::DeliveriesReport),
-    ReplayDeliveries { queued: u64 },
+    ReplayDeliveries {
+        queued: u64,
+    },
+    /// What is paused after a pause or a resume.
+    Paused {
+        paused: Vec<pause::PauseEntry>,
+    },
 }
 
 /// Runs `request` for `operator` and records the run in the audit trail, however it ends.
@@ -277,6 +284,23 @@ async fn execute(
         } => Outcome::ReplayDeliveries {
             queued: delivery::report::replay(pool, subscription, since.resolve(Utc::now())).await?,
         },
+        Request::Pause { lane, reason } => {
+            let client = crate::db::client(pool).await?;
+            let lanes = lane.map_or(Pausable::ALL.to_vec(), |lane| vec![lane]);
+            let reason = reason.as_deref().filter(|r| !r.trim().is_empty());
+            pause::pause(&client, &lanes, operator.as_str(), reason).await?;
+            Outcome::Paused {
+                paused: pause::entries(&client).await?,
+            }
+        }
+        Request::Resume { lane } => {
+            let client = crate::db::client(pool).await?;
+            let lanes = lane.map_or(Pausable::ALL.to_vec(), |lane| vec![lane]);
+            pause::resume(&client, &lanes).await?;
+            Outcome::Paused {
+                paused: pause::entries(&client).await?,
+            }
+        }
         Request::Audit { limit } => {
             let limit = limit.unwrap_or(DEFAULT_AUDIT_ROWS);
             within("limit", limit, MAX_AUDIT_ROWS)?;

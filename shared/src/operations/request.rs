@@ -15,7 +15,7 @@ use crate::{
         ticket::TicketId,
         versions::{ModelVersion, PromptVersion, VersionSpec},
     },
-    pipeline::outbox::Lane,
+    pipeline::{outbox::Lane, pause::Pausable},
 };
 
 #[serde_as]
@@ -169,6 +169,27 @@ pub enum Request {
         #[serde_as(as = "DisplayFromStr")]
         since: Since,
     },
+    /// Stop the worker claiming from a lane, or the deliverer delivering, from their next
+    /// invocation (no deploy); jobs wait with no attempt spent. No lane: all three.
+    Pause {
+        /// interactive, bulk or deliveries.
+        #[arg(long)]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        lane: Option<Pausable>,
+        /// Why (shown on the console and in `triage stats`).
+        #[arg(long)]
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// Undo `pause` for a lane, or for all three.
+    Resume {
+        /// interactive, bulk or deliveries.
+        #[arg(long)]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        lane: Option<Pausable>,
+    },
     /// The operator commands run, newest first: who, what, with which parameters.
     Audit {
         /// At most this many (default 50).
@@ -192,6 +213,8 @@ impl Request {
             Request::Erase { .. } => "erase",
             Request::Deliveries => "deliveries",
             Request::ReplayDeliveries { .. } => "replay_deliveries",
+            Request::Pause { .. } => "pause",
+            Request::Resume { .. } => "resume",
             Request::Audit { .. } => "audit",
         }
     }

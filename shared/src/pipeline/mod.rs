@@ -1,8 +1,9 @@
 //! The pipeline, in the ticket's order: [`ingest`] writes ticket and job in one statement,
 //! [`outbox`] claims jobs and changes their state (fenced), [`worker`] runs one invocation,
 //! [`sweep`] returns expired leases; [`delivery`] announces results to subscribers; [`limits`]
-//! bound the work (backoff, breaker, rate limit, daily budget, fleet size); [`erase`] forgets
-//! tickets; [`reads`] is the read side. Uses config, evaluate, db, telemetry and domain; never
+//! bound the work (backoff, breaker, rate limit, daily budget, fleet size); [`pause`] is the
+//! operator's switch on lanes and deliveries; [`erase`] forgets tickets; [`reads`] is the read
+//! side. Uses config, evaluate, db, telemetry and domain; never
 //! an entry point.
 
 pub mod delivery;
@@ -11,6 +12,7 @@ pub mod ingest;
 pub mod ledger;
 pub mod limits;
 pub mod outbox;
+pub mod pause;
 pub mod prompt_registry;
 pub mod reads;
 pub mod sweep;

@@ -44,7 +44,7 @@ async fn claim_lanes(app: &TestApp, batch: i64, share: f64) -> Vec<Lane> {
     let lease = Duration::from_secs(60);
     let lanes = Lanes {
         bulk_share: share,
-        bulk_in_batches: false,
+        ..Lanes::default()
     };
     claim::claim(&client, "w", batch, lease, claim::Serves::RulesOnly, lanes)
         .await

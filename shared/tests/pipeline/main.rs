@@ -18,6 +18,7 @@ mod migrate;
 mod migrate_resource;
 mod observability;
 mod operations;
+mod pause;
 mod rate_limit;
 mod request_idempotency;
 mod request_shape;

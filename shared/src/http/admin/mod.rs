@@ -12,6 +12,7 @@ mod dead_letters;
 mod deliveries;
 mod layout;
 mod overview;
+mod pause;
 mod quality;
 mod queries;
 pub mod security;
@@ -59,6 +60,7 @@ pub fn router(app: AppState, guard: Guard) -> Router {
             "/admin/dead-letters/redrive",
             get(dead_letters::confirm).post(dead_letters::redrive),
         )
+        .route("/admin/pause", post(pause::toggle))
         .route("/admin/deliveries", get(deliveries::show))
         .route("/admin/versions", get(versions::show))
         .route("/admin/quality", get(quality::show))

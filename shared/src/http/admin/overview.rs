@@ -1,37 +1,51 @@
 //! `GET /admin`: queue health (the oldest claimable age first, as the article's headline
-//! metric), breaker and rate-limit state, the last 24 hours of work and spend, dedup savings.
+//! metric), the pause switch, breaker and rate-limit state, the last 24 hours of work and
+//! spend, dedup savings.
 
-use axum::{extract::State, http::StatusCode, response::Response};
+use axum::{
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::Response,
+};
 use maud::{html, Markup};
 
 use super::{
     charts::{self, Bar},
-    layout::{age, html_response, optional, page, usd, PageError, Section},
+    layout::{age, optional, page, usd, PageError, Section},
+    pause,
     queries::{self, Hour},
-    ConsoleState,
+    with_csrf, ConsoleState,
 };
-use crate::pipeline::{
-    outbox::claim::Serves,
-    reads::report::{self, Health},
+use crate::{
+    db,
+    pipeline::{
+        outbox::claim::Serves,
+        pause::entries,
+        reads::report::{self, Health},
+    },
 };
 
-pub(super) async fn show(State(state): State<ConsoleState>) -> Result<Response, PageError> {
+pub(super) async fn show(
+    State(state): State<ConsoleState>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
     let pool = &state.app.pool;
     let serves = Serves::for_model_version(&state.app.config.versions.model);
     let budget = state.app.config.worker.daily_budget_usd;
     let health = report::health(pool, serves, budget).await?;
     let hours = queries::last_24_hours(pool).await?;
     let rate_limits = queries::rate_limit_state(pool).await?;
-    let body = html! {
-        (queue(&health))
-        (provider(&health, &rate_limits))
-        (activity(&hours))
-        (money(&health, &hours))
-    };
-    Ok(html_response(
-        StatusCode::OK,
-        page(Section::Overview, "Overview", body),
-    ))
+    let paused = entries(&db::client(pool).await?).await?;
+    Ok(with_csrf(&state.guard, &headers, StatusCode::OK, |csrf| {
+        let body = html! {
+            (queue(&health))
+            (pause::switch(&paused, csrf))
+            (provider(&health, &rate_limits))
+            (activity(&hours))
+            (money(&health, &hours))
+        };
+        page(Section::Overview, "Overview", body)
+    }))
 }
 
 fn stat(id: &str, label: &str, value: impl std::fmt::Display) -> Markup {

@@ -24,7 +24,7 @@ use crate::{
     config::{Config, DeliveryPolicy},
     db,
     domain::error::{ConfigError, Result},
-    pipeline::{limits::backoff::Schedule, outbox::Fencing, worker},
+    pipeline::{limits::backoff::Schedule, outbox::Fencing, pause, worker},
     telemetry::metric,
 };
 
@@ -57,6 +57,8 @@ pub struct Report {
     pub fenced: u32,
     /// Deliveries whose write failed (the database went away): their leases return them.
     pub abandoned: u32,
+    /// An operator paused deliveries: nothing was claimed.
+    pub paused: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +118,17 @@ impl Deliverer {
         let policy = &self.config.delivery;
         check_time_left(deadline.saturating_duration_since(Instant::now()), policy)?;
         let mut report = Report::default();
+        if pause::paused(&db::client(&self.pool).await?)
+            .await?
+            .deliveries
+        {
+            tracing::info!("deliveries paused by an operator: nothing claimed");
+            report.paused = true;
+            // Nothing is claimable while paused: the lag alarm stays quiet, and the pause has
+            // its own metric and alarm (the sweeper's `ops.paused_lanes`).
+            metric::oldest_undelivered_age(0.0);
+            return Ok(report);
+        }
         // Deliveries run as tasks of their own, so they progress (and give their connection
         // back) while the claim waits for one; dropping the set (a killed invocation) aborts
         // them, and their leases return them.

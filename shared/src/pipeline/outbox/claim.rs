@@ -86,7 +86,7 @@ impl Take {
 
 /// Claims at most `batch` jobs for online calls, interactive ones first; bulk ones only as far
 /// as [`lanes::bulk_allowance`] lets them (a second statement, skipped when the interactive
-/// lane filled the claim).
+/// lane filled the claim). A paused lane is not claimed from.
 pub async fn claim(
     client: &impl GenericClient,
     worker: &str,
@@ -95,10 +95,13 @@ pub async fn claim(
     serves: Serves,
     lanes: Lanes,
 ) -> Result<Vec<ClaimedJob>> {
-    let interactive = (Lane::Interactive, Take::Any);
-    let mut jobs = claim_lane(client, worker, batch, lease, serves, interactive).await?;
+    let mut jobs = Vec::new();
+    if !lanes.paused.interactive {
+        let interactive = (Lane::Interactive, Take::Any);
+        jobs = claim_lane(client, worker, batch, lease, serves, interactive).await?;
+    }
     let bulk = lanes::bulk_allowance(batch, jobs.len() as i64, lanes.bulk_share);
-    if bulk > 0 {
+    if bulk > 0 && !lanes.paused.bulk {
         let take = match lanes.bulk_in_batches {
             true => Take::OnlineOnly,
             false => Take::Any,

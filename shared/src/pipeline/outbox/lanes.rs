@@ -10,6 +10,7 @@ use crate::{
     config::{WorkerPolicy, DEFAULT_BULK_SHARE},
     domain::error::InvalidRequest,
     evaluate::Tier,
+    pipeline::pause::Paused,
 };
 
 /// How a claim shares itself between the lanes.
@@ -20,6 +21,8 @@ pub struct Lanes {
     /// Bulk work goes to provider batches: an online claim takes only the bulk jobs that came
     /// back from one (`online_only`).
     pub bulk_in_batches: bool,
+    /// The lanes an operator paused: claimed from by no one.
+    pub paused: Paused,
 }
 
 impl Default for Lanes {
@@ -27,15 +30,17 @@ impl Default for Lanes {
         Self {
             bulk_share: DEFAULT_BULK_SHARE,
             bulk_in_batches: false,
+            paused: Paused::default(),
         }
     }
 }
 
 impl Lanes {
-    pub fn from_policy(policy: &WorkerPolicy) -> Self {
+    pub fn from_policy(policy: &WorkerPolicy, paused: Paused) -> Self {
         Self {
             bulk_share: policy.bulk_share,
             bulk_in_batches: policy.bulk_tier == Tier::Batch,
+            paused,
         }
     }
 }

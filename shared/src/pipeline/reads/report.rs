@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::{
     db,
     domain::error::Result,
-    pipeline::{limits::budget, outbox::claim::Serves},
+    pipeline::{limits::budget, outbox::claim::Serves, pause},
     telemetry::metric,
 };
 
@@ -58,6 +58,8 @@ pub struct Health {
     /// Cost per evaluated ticket by prompt version, lane and tier.
     pub cost_per_task: Vec<TaskCost>,
     pub breakers: Vec<BreakerState>,
+    /// The lanes an operator paused (`interactive`, `bulk`, `deliveries`).
+    pub paused: Vec<&'static str>,
 }
 
 /// What evaluating a ticket costs in one group of production calls.
@@ -104,12 +106,13 @@ SELECT (SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND work
         WHERE status = 'pending' AND workload = 'production' AND (model_version LIKE 'rules@%') <> $1)
 "#;
 
-/// Served by the partial claim index; the same model filter as the claim (`outbox::claim`).
+/// Served by the partial claim index; the same model filter as the claim (`outbox::claim`),
+/// and like it blind to paused lanes: a pause is reported as one, not as a stuck queue.
 const OLDEST_CLAIMABLE: &str = r#"
 SELECT coalesce(extract(epoch FROM now() - min(available_at)), 0)::float8
 FROM evaluation_outbox
 WHERE status = 'pending' AND available_at <= now() AND (model_version LIKE 'rules@%') = $1
-  AND workload = 'production'
+  AND workload = 'production' AND lane NOT IN (SELECT lane FROM pause)
 "#;
 
 /// The ledger's running totals (`provider_call_hour`, one row per hour, provider and
@@ -210,6 +213,7 @@ pub async fn health(pool: &Pool, serves: Serves, daily_budget_usd: Option<f64>) 
         })
         .collect();
     let average_cost: f64 = ledger.get(3);
+    let paused = pause::paused(&client).await?.names();
     Ok(Health {
         pending: queue.get(0),
         delayed: queue.get(1),
@@ -231,6 +235,7 @@ pub async fn health(pool: &Pool, serves: Serves, daily_budget_usd: Option<f64>) 
         month_projection_usd,
         cost_per_task,
         breakers,
+        paused,
     })
 }
 
@@ -249,6 +254,7 @@ impl Health {
         }
         metric::breaker_open(self.breakers.iter().any(|b| b.state != "closed"));
         metric::spent_today(self.spent_today_usd);
+        metric::paused_lanes(self.paused.len());
         if let Some(usd) = self.cost_per_ticket_usd {
             metric::cost_per_ticket(usd);
         }

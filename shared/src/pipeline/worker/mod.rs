@@ -56,6 +56,7 @@ use crate::{
             claim::{self, Serves},
             ClaimedJob, Lanes,
         },
+        pause::{self, Paused},
         prompt_registry,
     },
     telemetry::metric,
@@ -261,6 +262,11 @@ impl<P: Provider> Worker<P> {
         self.prompts_verified
             .get_or_try_init(|| prompt_registry::verify(&self.pool, self.prompts.values()))
             .await?;
+        // An operator's pause holds for the whole invocation: read once, at its start.
+        let paused = pause::paused(&db::client(&self.pool).await?).await?;
+        if paused.interactive || paused.bulk {
+            tracing::info!(lanes = ?paused.names(), "lanes paused by an operator: not claimed from");
+        }
         // The batch tier's turn runs beside the online work, never before it: new tickets do
         // not wait while a batch's lines are written (lines that fall back online are claimed
         // by this invocation if it still claims, else by the next).
@@ -273,14 +279,19 @@ impl<P: Provider> Worker<P> {
                 tended => tended.map(drop),
             }
         };
-        let (tended, online) = tokio::join!(tend, self.run_online(deadline, stop));
+        let (tended, online) = tokio::join!(tend, self.run_online(deadline, stop, paused));
         tended?;
         online
     }
 
     /// The online part of an invocation: claims and calls until `deadline`, `stop`, or
     /// nothing to claim.
-    async fn run_online(&self, deadline: Instant, stop: &CancellationToken) -> Result<Report> {
+    async fn run_online(
+        &self,
+        deadline: Instant,
+        stop: &CancellationToken,
+        paused: Paused,
+    ) -> Result<Report> {
         let concurrency = self.config.worker.concurrency;
         let holds = Holds::default();
         let mut report = Report::default();
@@ -315,7 +326,7 @@ impl<P: Provider> Worker<P> {
             // busy: it is there when they free up, instead of every slot waiting for a claim
             // round trip after each batch (at most one batch waits, well inside its lease).
             if claiming && !after_a_job && !claim_in_flight && queue.is_empty() {
-                let claim = self.claim_next(deadline, stop, &holds, &grant);
+                let claim = self.claim_next(deadline, stop, &holds, (&grant, paused));
                 tasks.push(Either::Right(claim.map(Task::Claim)));
                 claim_in_flight = true;
             }
@@ -362,7 +373,7 @@ impl<P: Provider> Worker<P> {
         deadline: Instant,
         stop: &CancellationToken,
         holds: &Holds,
-        grant: &budget::Grant,
+        (grant, paused): (&budget::Grant, Paused),
     ) -> Result<Claimed> {
         let policy = &self.config.worker;
         if stop.is_cancelled() || holds.any() || !self.call_fits(deadline) {
@@ -397,7 +408,11 @@ impl<P: Provider> Worker<P> {
             }
         };
         let serves = Serves::for_model_version(&self.config.versions.model);
-        let (id, lease, lanes) = (self.id.as_str(), policy.lease, Lanes::from_policy(policy));
+        let (id, lease, lanes) = (
+            self.id.as_str(),
+            policy.lease,
+            Lanes::from_policy(policy, paused),
+        );
         let (jobs, cut) = match policy.daily_budget_usd {
             None => (
                 claim::claim(&client, id, batch, lease, serves, lanes).await?,

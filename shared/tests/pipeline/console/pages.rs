@@ -419,3 +419,54 @@ async fn the_quality_page_without_runs_says_how_to_make_one_and_refuses_a_bad_di
     let (status, _) = get(&format!("{base}/admin/quality?split=train")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn the_overviews_pause_switch_pauses_and_resumes_a_lane_audited_and_refuses_a_forged_post() {
+    let app = spawn_app().await;
+    let base = serve_console(&app, None).await;
+    let overview = format!("{base}/admin");
+    let (status, page) = get(&overview).await;
+    assert_eq!(status, 200);
+    assert!(page.contains(r#"data-paused="""#), "nothing paused: {page}");
+    assert!(page.contains(r#"id="pause-deliveries""#), "{page}");
+    let (cookie, token) = form_tokens(&overview, None).await;
+    let post = |action: &'static str, site: &'static str, token: String| {
+        client()
+            .post(format!("{base}/admin/pause"))
+            .header(header::COOKIE, &cookie)
+            .header("sec-fetch-site", site)
+            .form(&[
+                ("csrf", token.as_str()),
+                ("lane", "deliveries"),
+                ("action", action),
+                ("reason", "receiver outage"),
+            ])
+            .send()
+    };
+    assert_eq!(
+        post("pause", "cross-site", token.clone())
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(app.count("SELECT count(*) FROM pause").await, 0);
+
+    let paused = post("pause", "same-origin", token.clone()).await.unwrap();
+    assert_eq!(paused.status(), 303, "back to the overview");
+    let (_, page) = get(&overview).await;
+    assert!(page.contains(r#"data-paused="deliveries""#), "{page}");
+    assert!(page.contains("receiver outage") && page.contains(r#"id="resume-deliveries""#));
+    let by: String = app
+        .row("SELECT paused_by FROM pause WHERE lane = 'deliveries'")
+        .await
+        .get(0);
+    assert!(by.starts_with("console, os-user "), "{by}");
+
+    let resumed = post("resume", "same-origin", token).await.unwrap();
+    assert_eq!(resumed.status(), 303);
+    assert_eq!(app.count("SELECT count(*) FROM pause").await, 0);
+    let audited = "SELECT count(*) FROM operation_audit WHERE op IN ('pause', 'resume') \
+                   AND principal LIKE 'console, os-user %' AND status = 'ok'";
+    assert_eq!(app.count(audited).await, 2);
+}
