@@ -443,4 +443,28 @@ mod tests {
             Request::Promote { force: true, .. }
         ));
     }
+
+    #[test]
+    fn pause_and_resume_take_one_lane_or_none() {
+        use triage::pipeline::pause::Pausable;
+        let paused = operation(&["pause", "--lane", "deliveries", "--reason", "incident 42"]);
+        assert!(matches!(
+            paused.unwrap(),
+            Request::Pause {
+                lane: Some(Pausable::Deliveries),
+                reason: Some(_),
+            }
+        ));
+        assert!(matches!(
+            operation(&["resume"]).unwrap(),
+            Request::Resume { lane: None }
+        ));
+        let refused = operation(&["pause", "--lane", "all"]).err().unwrap();
+        assert!(
+            refused
+                .to_string()
+                .contains("interactive, bulk or deliveries"),
+            "{refused}"
+        );
+    }
 }
