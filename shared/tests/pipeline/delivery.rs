@@ -1249,7 +1249,7 @@ async fn the_subscription_routes_answer_what_openapi_yaml_documents_and_accept_i
         std::future::pending(),
     ));
     let spec = openapi();
-    let client = reqwest::Client::new();
+    let client = triage::tls::https_client_builder().build().unwrap();
     // Sends, checks the status is `expected` and documented for `operation`, and (for an
     // error) a problem+json body saying the same status; the body.
     let call = |operation: &'static str, request: reqwest::RequestBuilder, expected: u16| {
