@@ -1,6 +1,7 @@
 //! `triage eval` at a terminal: the operation waits for its jobs while workers of this
 //! process answer them (the same `Worker` as `triage worker`, for the configured provider
-//! and, when a version asks for it, the offline rules), with a progress bar and ETA on a
+//! and, when a version asks for it, the offline rules; eval work only, so a terminal pointed
+//! at production's database answers none of its tickets), with a progress bar and ETA on a
 //! terminal and a plain line every few seconds elsewhere. Ctrl-C stops the workers claiming
 //! (in-flight calls finish and are stored) and the report says what is missing.
 
@@ -60,7 +61,7 @@ pub async fn run(
 /// A worker for the configured provider, and one for the offline rules when a version asks
 /// for `rules@offline` and the configured provider is another.
 fn workers(config: &Arc<Config>, request: &Request) -> anyhow::Result<Vec<Worker<AnyProvider>>> {
-    let mut workers = vec![crate::build_worker(config)?];
+    let mut workers = vec![crate::build_worker(config)?.eval_only()];
     let models: Vec<&ModelVersion> = match request {
         Request::Eval { versions, .. } => versions
             .iter()
@@ -82,7 +83,7 @@ fn workers(config: &Arc<Config>, request: &Request) -> anyhow::Result<Vec<Worker
         let mut rules = (**config).clone();
         rules.provider.kind = ProviderKind::Rules;
         rules.versions.model = ModelVersion::rules();
-        workers.push(crate::build_worker(&Arc::new(rules))?);
+        workers.push(crate::build_worker(&Arc::new(rules))?.eval_only());
     }
     Ok(workers)
 }

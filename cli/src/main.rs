@@ -156,7 +156,7 @@ async fn main() -> anyhow::Result<()> {
             let sweeper = Sweeper::new(db::pool(&config.database)?, config.clone())?;
             if once {
                 let deadline = Instant::now() + config.worker.invocation_budget;
-                let report = sweeper.tick(deadline).await?;
+                let report = operations::sweep(&sweeper, deadline).await?;
                 println!("{}", serde_json::to_string(&report)?);
             } else {
                 sweep_until_stopped(&sweeper, &config, stop).await;
@@ -319,7 +319,7 @@ async fn serve(
 async fn sweep_until_stopped(sweeper: &Sweeper, config: &Config, stop: CancellationToken) {
     while !stop.is_cancelled() {
         let deadline = Instant::now() + config.worker.invocation_budget;
-        if let Err(error) = sweeper.tick(deadline).await {
+        if let Err(error) = operations::sweep(sweeper, deadline).await {
             tracing::warn!(%error, "sweep failed; retrying");
         }
         tokio::select! { _ = stop.cancelled() => {}, _ = tokio::time::sleep(SWEEP_EVERY) => {} }
@@ -424,7 +424,7 @@ mod tests {
         else {
             panic!("not an eval");
         };
-        assert_eq!(set.unwrap().to_str(), Some("evals/tickets.jsonl"));
+        assert_eq!(set.unwrap().to_string(), "evals/tickets.jsonl");
         assert_eq!(split.map(|s| s.to_string()).as_deref(), Some("test"));
         assert_eq!(versions.len(), 2);
         assert_eq!(versions[1].to_string(), "triage-v6/gpt-6-luna@high");

@@ -30,7 +30,7 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::Erase(erased) => erase(erased),
         Outcome::Audit(entries) => audit(entries),
         Outcome::Eval(report) => eval_report(report),
-        Outcome::EvalRuns(runs) => eval_runs(runs),
+        Outcome::EvalRuns(listing) => eval_running(&listing.running) + &eval_runs(&listing.runs),
         Outcome::Deliveries(report) => deliveries(report),
         Outcome::ReplayDeliveries { queued } => format!("{queued} deliveries queued again\n"),
         Outcome::Paused { paused } if paused.is_empty() => "nothing is paused\n".into(),
@@ -372,14 +372,17 @@ fn eval_report(r: &eval::Report) -> String {
         .split
         .map_or("all rows".into(), |s| format!("split {s}"));
     let mut out = format!(
-        "set {} ({}, {} rows){}\n\n",
+        "run {}, set {} {} ({}, {} rows){}\n\n",
+        r.run_id,
+        r.set.source,
         &r.set.digest[..12.min(r.set.digest.len())],
         split,
         r.set.rows,
         if r.complete {
             ""
         } else {
-            " — INCOMPLETE: missing answers count as wrong; nothing stored, run again to continue"
+            " — INCOMPLETE: missing answers count as wrong; stored once the workers have answered \
+             (triage eval --list shows it)"
         }
     );
     type Figure = fn(&eval::RunFigures) -> String;
@@ -501,6 +504,39 @@ fn eval_report(r: &eval::Report) -> String {
             }
         );
     }
+    out
+}
+
+fn eval_running(running: &[eval::Running]) -> String {
+    if running.is_empty() {
+        return String::new();
+    }
+    let mut out = table(
+        Some(vec![
+            "run under way",
+            "since",
+            "set",
+            "split",
+            "versions",
+            "answered",
+            "dead",
+            "of",
+        ]),
+        running.iter().map(|r| {
+            [
+                r.run_id.to_string(),
+                r.started_at.format("%Y-%m-%d %H:%M").to_string(),
+                r.set_source.clone(),
+                r.split.map_or("all".into(), |s| s.to_string()),
+                r.versions.join(" "),
+                r.progress.answered.to_string(),
+                r.progress.dead.to_string(),
+                r.progress.total.to_string(),
+            ]
+        }),
+        &[5, 6, 7],
+    );
+    out.push('\n');
     out
 }
 

@@ -1,14 +1,24 @@
 //! The ops Lambda as Lambda runs it: the real binary, operation payloads through the Runtime
 //! API emulator, a real PostgreSQL.
 
-use std::time::Duration;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
+use fake_provider::{classifier::Classifier, FakeProvider};
 use serde_json::json;
 use testkit::lambda::{Function, RuntimeApi};
+use tokio_util::sync::CancellationToken;
 use triage::{
     config::Config,
     db,
-    pipeline::ingest::{create_ticket, NewTicket, Submitter},
+    evaluate::AnyProvider,
+    operations::eval::set::{self, SHIPPED, SHIPPED_DIGEST},
+    pipeline::{
+        ingest::{create_ticket, NewTicket, Submitter},
+        worker::Worker,
+    },
     telemetry::NAMESPACE,
 };
 
@@ -120,4 +130,217 @@ async fn stats_answer_with_the_queue_and_count_the_operation_and_a_bad_request_i
     assert_eq!((rows[2].0, rows[2].1), ("stats", "ok"));
     assert!(rows[2].2.starts_with("lambda arn:aws:lambda:"), "{trail}");
     function.print_init_and_size(&runtime).await;
+}
+
+/// The ops function's environment for a deployment whose workers call `fake`.
+fn ops_env(database_url: String, fake: &FakeProvider) -> Vec<(&'static str, String)> {
+    vec![
+        ("DATABASE_URL", database_url),
+        ("TRIAGE_PROVIDER", "openai".into()),
+        ("TRIAGE_PROVIDER_URL", fake.url()),
+        ("TRIAGE_PROVIDER_API_KEY", "sk-test-ops".into()),
+        ("TRIAGE_PROMPT_VERSION", "triage-v5".into()),
+        ("TRIAGE_CALL_TIMEOUT_SECONDS", "5".into()),
+    ]
+}
+
+fn config_of(env: &[(&'static str, String)]) -> Config {
+    Config::from_lookup(|name| {
+        env.iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.clone())
+    })
+    .unwrap()
+}
+
+/// The deployed fleet's part: a worker of the function's configuration answers every job.
+async fn fleet_answers(config: &Config, pool: &deadpool_postgres::Pool) {
+    let config = Arc::new(config.clone());
+    let provider = AnyProvider::from_config(&config.provider, config.worker.call_timeout).unwrap();
+    let worker = Worker::new(pool.clone(), provider, config).unwrap();
+    let client = pool.get().await.unwrap();
+    let give_up = Instant::now() + Duration::from_secs(60);
+    loop {
+        let open: i64 = client
+            .query_one(
+                "SELECT count(*) FROM evaluation_outbox WHERE status IN ('pending', 'processing')",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if open == 0 {
+            return;
+        }
+        assert!(Instant::now() < give_up, "{open} jobs never answered");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        worker
+            .run_invocation(deadline, &CancellationToken::new())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn an_eval_of_the_shipped_set_returns_at_once_the_fleet_answers_and_promote_then_passes_without_force(
+) {
+    let fake = FakeProvider::start().await;
+    let shipped = std::str::from_utf8(SHIPPED).unwrap();
+    let labels = Classifier::from_jsonl(shipped, 0.25)
+        .unwrap()
+        .with_rate("gpt-good", 0.02);
+    fake.classify_from_labels(labels);
+    let env = ops_env(testkit::fresh_database().await, &fake);
+    let config = config_of(&env);
+    db::migrate(&config.database).await.unwrap();
+    let pool = db::pool(&config.database).unwrap();
+    let runtime = RuntimeApi::start().await;
+    let _function = Function::spawn(env!("CARGO_BIN_EXE_triage-ops"), &runtime, env);
+    let current = config.versions.pair().to_string();
+    let better = "triage-v5/gpt-good@medium";
+
+    // Refused first: neither version has a run on the shipped set.
+    let refused = runtime
+        .invoke(json!({"op": "promote", "prompt_version": "triage-v5", "model_version": "gpt-good@medium"}), TIMEOUT)
+        .await;
+    let refused = refused.result.expect_err("no eval run yet");
+    assert!(refused.error_message.contains("no eval run"), "{refused:?}");
+
+    let asked =
+        json!({"op": "eval", "set": "shipped", "split": "test", "versions": [current, better]});
+    let queued = runtime.invoke(asked, TIMEOUT).await.result.expect("queued");
+    assert_eq!(
+        queued["complete"], false,
+        "the request does not wait for the fleet"
+    );
+    assert_eq!(queued["set"]["digest"], SHIPPED_DIGEST);
+    assert_eq!(queued["set"]["source"], "shipped");
+    let rows = queued["set"]["rows"].as_u64().unwrap();
+    assert!(rows >= 200, "the test split: {queued}");
+    let run_id = queued["run_id"].as_str().unwrap().to_string();
+
+    let listed = runtime
+        .invoke(json!({"op": "eval", "list": true}), TIMEOUT)
+        .await
+        .result
+        .unwrap();
+    assert_eq!(listed["running"][0]["run_id"], run_id.as_str(), "{listed}");
+    assert_eq!(listed["running"][0]["progress"]["answered"], 0);
+    assert_eq!(listed["runs"], json!([]));
+
+    fleet_answers(&config, &pool).await;
+    // One call per content and version: the set's duplicate rows share theirs.
+    let calls = fake.billed_calls().len() as u64;
+    assert!(
+        (rows..2 * rows).contains(&calls),
+        "{calls} calls for {rows} rows"
+    );
+
+    // Concluded by whoever comes first once every answer is in: here the promote itself.
+    let promoted = runtime
+        .invoke(json!({"op": "promote", "prompt_version": "triage-v5", "model_version": "gpt-good@medium"}), TIMEOUT)
+        .await
+        .result
+        .expect("the better version passes the gate without --force");
+    assert_eq!(promoted["prompt_version"], "triage-v5", "{promoted}");
+    let listed = runtime
+        .invoke(json!({"op": "eval", "list": true}), TIMEOUT)
+        .await
+        .result
+        .unwrap();
+    assert_eq!(listed["running"], json!([]));
+    let runs = listed["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{listed}");
+    assert!(runs
+        .iter()
+        .all(|r| r["set_digest"] == SHIPPED_DIGEST && r["n"] == rows));
+}
+
+#[tokio::test]
+async fn an_eval_of_a_set_in_s3_is_read_with_its_digest_and_a_missing_object_is_refused() {
+    let Some(moto) = testkit::moto::aws_env() else {
+        return;
+    };
+    let fake = FakeProvider::start().await;
+    let mut env = ops_env(testkit::fresh_database().await, &fake);
+    env.extend(moto.iter().cloned());
+    let config = config_of(&env);
+    db::migrate(&config.database).await.unwrap();
+    // The operator's own set: three rows, in a bucket of the account.
+    let set = (0..3)
+        .map(|i| {
+            json!({"id": format!("s3-{i}"), "subject": format!("Refund {i}"), "message": "Charged twice",
+                   "department": "billing", "is_urgent": false, "split": "test"})
+            .to_string()
+                + "\n"
+        })
+        .collect::<String>();
+    let file = std::env::temp_dir().join(format!("triage-s3-set-{}.jsonl", std::process::id()));
+    std::fs::write(&file, &set).unwrap();
+    aws(
+        &moto,
+        &["s3api", "create-bucket", "--bucket", "triage-sets"],
+    );
+    let body = file.to_str().unwrap();
+    aws(
+        &moto,
+        &[
+            "s3api",
+            "put-object",
+            "--bucket",
+            "triage-sets",
+            "--key",
+            "v2/set.jsonl",
+            "--body",
+            body,
+        ],
+    );
+    let runtime = RuntimeApi::start().await;
+    let _function = Function::spawn(env!("CARGO_BIN_EXE_triage-ops"), &runtime, env);
+
+    let queued = runtime
+        .invoke(
+            json!({"op": "eval", "set": "s3://triage-sets/v2/set.jsonl"}),
+            TIMEOUT,
+        )
+        .await
+        .result
+        .expect("read from S3 and queued");
+    assert_eq!(queued["set"]["digest"], set::digest(set.as_bytes()));
+    assert_eq!(queued["set"]["source"], "s3://triage-sets/v2/set.jsonl");
+    assert_eq!(queued["set"]["rows"], 3);
+
+    let missing = runtime
+        .invoke(
+            json!({"op": "eval", "set": "s3://triage-sets/v2/absent.jsonl"}),
+            TIMEOUT,
+        )
+        .await
+        .result
+        .expect_err("no such object");
+    assert_eq!(missing.error_type, "InvalidRequest", "{missing:?}");
+    assert!(missing.error_message.contains("404"), "{missing:?}");
+    let _ = std::fs::remove_file(file);
+}
+
+/// The AWS CLI installed beside moto, against it.
+fn aws(moto: &[(&'static str, String)], args: &[&str]) {
+    let cli = testkit::moto::tool("aws").expect("moto is up, so the CLI is beside it");
+    let get = |name: &str| {
+        moto.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let output = std::process::Command::new(cli)
+        .args(args)
+        .args(["--region", get("AWS_REGION").unwrap()])
+        .args(["--endpoint-url", get("AWS_ENDPOINT_URL").unwrap()])
+        .envs(moto.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "aws {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -13,7 +13,7 @@ pub mod reprocess;
 mod request;
 pub mod shadow;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use deadpool_postgres::Pool;
@@ -36,6 +36,7 @@ use crate::{
         outbox::{claim::Serves, Lane},
         pause::{self, Pausable},
         reads::report::{self, DeadLetterGroup, Health},
+        sweep::{SweepReport, Sweeper},
     },
     telemetry::metric,
 };
@@ -73,7 +74,7 @@ pub enum Outcome {
     Erase(Erased),
     Audit(Vec<audit::AuditEntry>),
     Eval(Box<eval::Report>),
-    EvalRuns(Vec<eval::store::StoredRun>),
+    EvalRuns(eval::Listing),
     Deliveries(delivery::report::DeliveriesReport),
     ReplayDeliveries {
         queued: u64,
@@ -82,6 +83,17 @@ pub enum Outcome {
     Paused {
         paused: Vec<pause::PauseEntry>,
     },
+}
+
+/// The sweeper's tick (Lambda, `triage sweeper`, `triage dev`): the pipeline's sweep, then the
+/// eval runs whose answers are all in, concluded (the pipeline knows nothing of evals). A
+/// failed conclusion is the next tick's to retry; the sweep's report stands.
+pub async fn sweep(sweeper: &Sweeper, deadline: Instant) -> Result<SweepReport> {
+    let report = sweeper.tick(deadline).await?;
+    if let Err(error) = eval::tend(sweeper.pool()).await {
+        tracing::warn!(error = %error.report(), "eval runs not concluded: next tick");
+    }
+    Ok(report)
 }
 
 /// Runs `request` for `operator` and records the run in the audit trail, however it ends.
@@ -177,6 +189,8 @@ async fn execute(
             let version = pair(prompt_version, model_version);
             priced(config, &version.model_version)?;
             if !force {
+                // An eval whose answers came in since the last tick counts already.
+                eval::tend(pool).await?;
                 promote::quality_gate(pool, config, &version).await?;
             } else if reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
                 return Err(InvalidRequest::new(
@@ -188,8 +202,11 @@ async fn execute(
             Outcome::Promote(promote::promote(pool, &version).await?)
         }
         Request::Eval { list: true, .. } => {
+            // Runs whose answers are all in are concluded first, so the list is current.
+            let running = eval::tend(pool).await?;
             let client = crate::db::client(pool).await?;
-            Outcome::EvalRuns(eval::store::list(&client, LISTED_EVAL_RUNS).await?)
+            let runs = eval::store::list(&client, LISTED_EVAL_RUNS).await?;
+            Outcome::EvalRuns(eval::Listing { running, runs })
         }
         Request::Eval {
             set,
@@ -203,9 +220,10 @@ async fn execute(
                     "the configured policy is not in this build".into(),
                 )
             })?;
-            let path =
-                set.ok_or_else(|| InvalidRequest::new("set", "--set PATH is needed".into()))?;
-            let set = eval::set::LabelledSet::read(&path, &policy)?;
+            let source = set.ok_or_else(|| {
+                InvalidRequest::new("set", "--set shipped|s3://BUCKET/KEY|PATH is needed".into())
+            })?;
+            let set = eval::set::LabelledSet::load(&source, &policy).await?;
             let configured = &config.versions.model;
             let versions: Vec<VersionPair> = if versions.is_empty() {
                 vec![config.versions.pair()]
@@ -220,6 +238,7 @@ async fn execute(
                 priced(config, &version.model_version)?;
             }
             let plan = eval::Plan {
+                source,
                 set,
                 split,
                 versions,

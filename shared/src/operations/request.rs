@@ -2,13 +2,13 @@
 //! (clap) and the ops Lambda's JSON payload (`{"op": "reprocess", ...}`, serde), so flags,
 //! fields and their help cannot drift apart. Defaults live in [`super::run`], once.
 
-use std::{fmt, path::PathBuf, str::FromStr, time::Duration};
+use std::{fmt, str::FromStr, time::Duration};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_with::{serde_as, DisplayFromStr};
 
-use super::eval::set::Split;
+use super::eval::set::{SetSource, Split};
 use crate::{
     domain::{
         error::InvalidRequest,
@@ -87,10 +87,12 @@ pub enum Request {
     /// Evaluate versions over a labelled set through the pipeline (docs/quality.md); --list
     /// shows the stored runs.
     Eval {
-        /// The labelled set, JSONL (evals/tickets.jsonl).
+        /// The labelled set (JSONL): `shipped` (built into the binary, evals/tickets.jsonl),
+        /// `s3://BUCKET/KEY`, or a file's path.
         #[arg(long, required_unless_present = "list")]
         #[serde(default)]
-        set: Option<PathBuf>,
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        set: Option<SetSource>,
         /// Only this split: dev (for tuning prompts) or test (only reported).
         #[arg(long)]
         #[serde(default)]

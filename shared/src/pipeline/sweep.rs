@@ -80,6 +80,10 @@ impl Sweeper {
         })
     }
 
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     /// One tick: the [`sweep`], then the batches' polling and collection (the worker's own
     /// `collect_batches`, bounded per tick), before `deadline`.
     pub async fn tick(&self, deadline: Instant) -> Result<SweepReport> {

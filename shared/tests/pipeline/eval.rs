@@ -208,7 +208,8 @@ async fn eval_reports_exact_figures_for_the_fake_classifier_and_a_second_run_mak
         30
     );
     let listed = crate::operations::op(&app, json!({"op": "eval", "list": true})).await;
-    assert_eq!(listed.as_array().unwrap().len(), 2);
+    assert_eq!(listed["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(listed["running"], json!([]), "both concluded");
 }
 
 #[tokio::test]
@@ -414,9 +415,82 @@ async fn a_stopped_eval_stores_nothing_and_a_rerun_continues_without_paying_twic
         30,
         "every content paid once, across both runs"
     );
-    assert!(
-        resumed_calls < 30,
-        "the rerun made only the missing calls: {resumed_calls}"
-    );
+    // The rerun continued the stopped run: one run, whose calls are all the run's, each once.
+    assert_eq!(resumed["run_id"], stopped["run_id"]);
+    assert_eq!(resumed_calls, 30);
     assert!(fake.billed_by_content().values().all(|n| *n == 1));
+}
+
+/// The ops Lambda's way end to end: the request returns at once, the fleet answers, and the
+/// sweeper's tick concludes the run (stored once, however many ticks see it complete).
+#[tokio::test]
+async fn an_eval_nobody_waits_for_is_concluded_by_the_sweepers_tick_once() {
+    let set = write_set();
+    let fake = fake_classifier(&set).await;
+    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    let queued = crate::operations::op(
+        &app,
+        json!({"op": "eval", "set": set.path, "split": "test", "versions": ["triage-v5"]}),
+    )
+    .await;
+    assert_eq!(queued["complete"], false);
+    let sweeper =
+        triage::pipeline::sweep::Sweeper::new(app.pool.clone(), app.config.clone()).unwrap();
+    let tick = || operations::sweep(&sweeper, std::time::Instant::now() + Duration::from_secs(5));
+    tick().await.unwrap();
+    assert_eq!(
+        app.count("SELECT count(*) FROM eval_run").await,
+        0,
+        "not answered yet"
+    );
+    let listed = crate::operations::op(&app, json!({"op": "eval", "list": true})).await;
+    assert_eq!(listed["running"][0]["run_id"], queued["run_id"]);
+    assert_eq!(listed["running"][0]["progress"]["total"], 30);
+
+    app.drain(&app.worker(), Duration::from_secs(20)).await;
+    tick().await.unwrap();
+    tick().await.unwrap();
+    assert_eq!(
+        app.count("SELECT count(*) FROM eval_run").await,
+        1,
+        "stored once"
+    );
+    let listed = crate::operations::op(&app, json!({"op": "eval", "list": true})).await;
+    assert_eq!(listed["running"], json!([]));
+    assert_eq!(listed["runs"][0]["n"], 30);
+}
+
+/// `triage eval` on a laptop pointed at production (an SSM tunnel) answers its own jobs only.
+#[tokio::test]
+async fn triage_evals_own_workers_leave_production_tickets_to_the_fleet() {
+    let set = write_set();
+    let fake = fake_classifier(&set).await;
+    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    assert_eq!(
+        app.post_ticket("Production", "a customer waits")
+            .await
+            .status,
+        201
+    );
+    crate::operations::op(
+        &app,
+        json!({"op": "eval", "set": set.path, "split": "test"}),
+    )
+    .await;
+    let eval_worker = app.worker().eval_only();
+    app.run_worker_once(&eval_worker).await;
+    app.run_worker_once(&eval_worker).await;
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM evaluation_outbox WHERE workload = 'eval' AND status = 'done'"
+        )
+        .await,
+        30
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox WHERE workload = 'production' AND status = 'pending' AND attempts = 0").await,
+        1,
+        "left untouched: {:?}",
+        app.status_counts().await
+    );
 }

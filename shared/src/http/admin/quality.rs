@@ -20,6 +20,7 @@ use super::{
 use crate::{
     db,
     operations::eval::{
+        self,
         metrics::NO_ANSWER,
         set::{self, Split},
         store::{self, StoredRun},
@@ -83,12 +84,34 @@ pub(super) async fn show(
         }
         None => Default::default(),
     };
+    // Runs under way, read only (a GET concludes nothing; the sweeper's tick does).
+    let under_way = eval::under_way(&state.app.pool).await?;
     let body = html! {
         p {
             "Set " code data-set=(digest) { (&digest[..12]) }
             @if digest == configured { " (the set " code { "promote" } " checks)" }
             ", split " strong { (split) } ". Runs come from "
-            code { "triage eval --set PATH --split " (split) " --version VERSION" } "."
+            code { "triage eval --set shipped|s3://BUCKET/KEY|PATH --split " (split) " --version VERSION" }
+            " (or the ops Lambda's " code { "{\"op\": \"eval\", \"set\": \"shipped\"}" } ")."
+        }
+        @if !under_way.is_empty() {
+            table {
+                caption { "Runs under way (stored here once every answer is in)" }
+                thead { tr { th scope="col" { "Run" } th scope="col" { "Set" } th scope="col" { "Split" }
+                             th scope="col" { "Versions" } th.num scope="col" { "Answered" }
+                             th.num scope="col" { "Dead" } th.num scope="col" { "Of" } } }
+                tbody {
+                    @for (run, progress) in &under_way {
+                        tr data-running=(run.id) {
+                            td { code { (run.id) } } td { (run.set_source) }
+                            td { (run.split.map_or("all".to_string(), |s| s.to_string())) }
+                            td { (run.versions.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")) }
+                            td.num data-answered=(run.id) { (progress.answered) }
+                            td.num { (progress.dead) } td.num { (progress.total) }
+                        }
+                    }
+                }
+            }
         }
         @if runs.is_empty() {
             p.muted { "No eval run on this set and split yet." }

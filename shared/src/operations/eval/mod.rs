@@ -2,40 +2,45 @@
 //! *through the pipeline*. The set's rows become tickets and jobs marked as eval work
 //! (`workload = 'eval'`, bulk lane), so the content key, the ledger's dedup, the shared rate
 //! limit and the daily budget all apply (a second run of a version over a set makes no call),
-//! while no production report counts them. Workers answer the jobs as any other; this module
-//! queues them, waits for their answers (or reports what is answered so far), and scores the
-//! answers against the labels with [`metrics`]. A finished run is stored in `eval_run`
-//! ([`store`]); the promote gate ([`gate`]) reads it.
+//! while no production report counts them. Workers answer the jobs as any other (the deployed
+//! fleet for the ops Lambda, whose request returns at once); this module queues them, records
+//! the run as pending ([`pending`]), waits for the answers when asked to, and scores them
+//! against the labels ([`score`], [`metrics`]). A complete run is concluded once, by whoever
+//! finds it complete (the waiting CLI, the sweeper's tick, `--list`): stored in `eval_run`
+//! ([`store`]), which the promote gate ([`gate`]) reads.
 //!
-//! Stopping (Ctrl-C) leaves only queued jobs and stored answers: a rerun queues nothing new
-//! and continues where the workers were.
+//! Stopping (Ctrl-C) leaves only queued jobs, stored answers and the pending run: the
+//! sweeper concludes it once the workers are done, and a rerun queues nothing new.
 
 pub mod gate;
 pub mod metrics;
+pub mod pending;
+mod score;
 pub mod set;
 pub mod store;
 
-use std::{
-    collections::{BTreeSet, HashMap},
-    sync::Arc,
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use chrono::Utc;
-use deadpool_postgres::{GenericClient, Pool};
+use deadpool_postgres::Pool;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use self::{
-    metrics::{DepartmentFigures, Paired, Prediction, Scored, UrgentFigures},
-    set::{LabelledSet, Row, Split},
+    metrics::{DepartmentFigures, Paired, UrgentFigures},
+    pending::{Labelled, Pending},
+    set::{LabelledSet, Row, SetSource, Split},
 };
 use super::{reprocess, Operator};
 use crate::{
     db,
-    domain::{error::Result, key::IdempotencyKey, versions::VersionPair},
+    domain::{
+        error::{InvalidRequest, Result},
+        key::IdempotencyKey,
+        versions::VersionPair,
+    },
     evaluate::Policy,
     pipeline::{ingest, outbox::Work},
 };
@@ -45,11 +50,12 @@ const WRITE_BATCH: usize = 500;
 /// How often a waiting run looks at its jobs.
 pub const POLL: Duration = Duration::from_millis(250);
 /// How many misclassified rows a run keeps (for the Quality page).
-const MISSES_KEPT: usize = 200;
+pub(super) const MISSES_KEPT: usize = 200;
 
 /// What to evaluate.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    pub source: SetSource,
     pub set: LabelledSet,
     pub split: Option<Split>,
     /// The first is the baseline of the paired comparisons.
@@ -88,10 +94,13 @@ impl Progress {
 /// `triage eval`'s report; SPEC fixes `set`, `runs` and their fields.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
+    /// The run's id: `triage eval --list` shows its progress until it is concluded.
+    pub run_id: Uuid,
     pub set: SetInfo,
     /// Every job answered or dead: the runs are stored. Otherwise the figures count the
     /// missing answers as wrong and nothing is stored; run again to continue.
     pub complete: bool,
+    pub progress: Progress,
     pub runs: Vec<RunFigures>,
     /// Each version against the first, on the same rows.
     pub comparison: Vec<Comparison>,
@@ -100,9 +109,31 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SetInfo {
     pub digest: String,
+    /// `shipped`, `s3://BUCKET/KEY` or a path.
+    pub source: String,
     /// Rows evaluated (of the split, when one was given).
     pub rows: usize,
     pub split: Option<Split>,
+}
+
+/// A run not yet concluded, as `triage eval --list` and the Quality page show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Running {
+    pub run_id: Uuid,
+    pub set_digest: String,
+    pub set_source: String,
+    pub split: Option<Split>,
+    pub versions: Vec<String>,
+    pub started_at: chrono::DateTime<Utc>,
+    pub operator: String,
+    pub progress: Progress,
+}
+
+/// `triage eval --list`: the runs under way, then the stored ones, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Listing {
+    pub running: Vec<Running>,
+    pub runs: Vec<store::StoredRun>,
 }
 
 /// One version's figures over the set.
@@ -176,24 +207,13 @@ fn key(row: &Row, version: &VersionPair) -> String {
     .to_string()
 }
 
+/// Queues the plan's jobs and records the run ([`pending`]); then, when `watch` says so,
+/// waits for the answers. Concluded when complete (see [`conclude`]); the report says how far
+/// it is, and carries the run's id either way.
 pub async fn run(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -> Result<Report> {
-    let started_at = Utc::now();
-    let rows = plan.set.rows_of(plan.split);
-    let ids: Vec<Uuid> = rows.iter().map(|r| ticket_id(r)).collect();
-    let keys: Vec<Vec<String>> = plan
-        .versions
-        .iter()
-        .map(|v| rows.iter().map(|r| key(r, v)).collect())
-        .collect();
-    queue(pool, &rows, &ids, plan, &keys).await?;
-    let all_keys: Vec<String> = keys
-        .iter()
-        .flatten()
-        .cloned()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let mut progress = progress_of(pool, &all_keys).await?;
+    let pending = start(pool, plan, operator).await?;
+    let keys = pending.all_keys();
+    let mut progress = progress_of(pool, &keys).await?;
     while watch.wait && !progress.finished() && !watch.stop.is_cancelled() {
         if let Some(tell) = &watch.progress {
             tell(&progress);
@@ -202,23 +222,71 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -
             _ = watch.stop.cancelled() => {}
             _ = tokio::time::sleep(POLL) => {}
         }
-        progress = progress_of(pool, &all_keys).await?;
+        progress = progress_of(pool, &keys).await?;
     }
     if let Some(tell) = &watch.progress {
         tell(&progress);
     }
+    conclude(pool, &pending, progress).await
+}
+
+async fn start(pool: &Pool, plan: &Plan, operator: &Operator) -> Result<Pending> {
+    let rows = plan.set.rows_of(plan.split);
+    let ids: Vec<Uuid> = rows.iter().map(|r| ticket_id(r)).collect();
+    let keys: Vec<Vec<String>> = plan
+        .versions
+        .iter()
+        .map(|v| rows.iter().map(|r| key(r, v)).collect())
+        .collect();
+    queue(pool, &rows, &ids, plan, &keys).await?;
+    let mut pending = Pending {
+        id: Uuid::nil(),
+        set_digest: plan.set.digest.clone(),
+        set_source: plan.source.to_string(),
+        split: plan.split,
+        policy_version: plan.policy.version.clone(),
+        versions: plan.versions.clone(),
+        rows: rows
+            .iter()
+            .zip(&ids)
+            .map(|(row, id)| Labelled {
+                id: row.id.clone(),
+                ticket_id: *id,
+                department: row.department.clone(),
+                is_urgent: row.is_urgent,
+            })
+            .collect(),
+        keys,
+        operator: operator.as_str().to_string(),
+        started_at: Utc::now(),
+    };
     let client = db::client(pool).await?;
+    (pending.id, pending.started_at) = pending::record(&client, &pending).await?;
+    Ok(pending)
+}
+
+/// The run's figures as they stand. Complete (every job answered or dead), they are stored and
+/// the run concluded, once, whoever gets there first: a waiting CLI, the sweeper's tick or a
+/// listing; incomplete, nothing is stored and the missing answers count as wrong.
+pub async fn conclude(pool: &Pool, pending: &Pending, progress: Progress) -> Result<Report> {
+    let policy = Policy::load(&pending.policy_version).ok_or_else(|| {
+        InvalidRequest::new(
+            "policy",
+            format!("{:?} is not in this build", pending.policy_version),
+        )
+    })?;
+    let mut client = db::client(pool).await?;
     let mut runs = Vec::new();
     let mut scored = Vec::new();
-    for (version, keys) in plan.versions.iter().zip(&keys) {
-        let (figures, rows_scored) = score(
+    for (version, keys) in pending.versions.iter().zip(&pending.keys) {
+        let threshold = policy.urgent_threshold;
+        let (figures, rows_scored) = score::score(
             &client,
             version,
-            &rows,
-            &ids,
+            &pending.rows,
             keys,
-            &plan.policy,
-            started_at,
+            threshold,
+            pending.started_at,
         )
         .await?;
         runs.push(figures);
@@ -226,18 +294,22 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -
     }
     let complete = progress.finished();
     if complete {
-        for (version, figures) in plan.versions.iter().zip(&runs) {
-            let run = store::NewRun {
-                set_digest: &plan.set.digest,
-                split: plan.split,
-                version,
-                policy_version: &plan.policy.version,
-                figures,
-                started_at,
-                operator: operator.as_str(),
-            };
-            store::insert(&client, &run).await?;
+        let transaction = client.transaction().await?;
+        if pending::conclude(&transaction, pending.id).await? {
+            for (version, figures) in pending.versions.iter().zip(&runs) {
+                let run = store::NewRun {
+                    set_digest: &pending.set_digest,
+                    split: pending.split,
+                    version,
+                    policy_version: &pending.policy_version,
+                    figures,
+                    started_at: pending.started_at,
+                    operator: &pending.operator,
+                };
+                store::insert(&transaction, &run).await?;
+            }
         }
+        transaction.commit().await?;
     }
     let comparison = runs
         .iter()
@@ -252,19 +324,62 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -
     tracing::info!(
         complete,
         versions = runs.len(),
-        rows = rows.len(),
+        rows = pending.rows.len(),
         "eval run"
     );
     Ok(Report {
+        run_id: pending.id,
         set: SetInfo {
-            digest: plan.set.digest.clone(),
-            rows: rows.len(),
-            split: plan.split,
+            digest: pending.set_digest.clone(),
+            source: pending.set_source.clone(),
+            rows: pending.rows.len(),
+            split: pending.split,
         },
         complete,
+        progress,
         runs,
         comparison,
     })
+}
+
+/// The runs not yet concluded, with their progress; reads only (the Quality page's).
+pub async fn under_way(pool: &Pool) -> Result<Vec<(Pending, Progress)>> {
+    let running = pending::running(&db::client(pool).await?).await?;
+    let mut under_way = Vec::with_capacity(running.len());
+    for pending in running {
+        let progress = progress_of(pool, &pending.all_keys()).await?;
+        under_way.push((pending, progress));
+    }
+    Ok(under_way)
+}
+
+/// Concludes every pending run whose jobs are all answered or dead (the sweeper's tick,
+/// `triage eval --list` and `promote` first); answers the others, with their progress.
+pub async fn tend(pool: &Pool) -> Result<Vec<Running>> {
+    let mut still = Vec::new();
+    for (pending, progress) in under_way(pool).await? {
+        if progress.finished() {
+            conclude(pool, &pending, progress).await?;
+        } else {
+            still.push(Running::of(&pending, progress));
+        }
+    }
+    Ok(still)
+}
+
+impl Running {
+    pub fn of(pending: &Pending, progress: Progress) -> Self {
+        Running {
+            run_id: pending.id,
+            set_digest: pending.set_digest.clone(),
+            set_source: pending.set_source.clone(),
+            split: pending.split,
+            versions: pending.versions.iter().map(ToString::to_string).collect(),
+            started_at: pending.started_at,
+            operator: pending.operator.clone(),
+            progress,
+        }
+    }
 }
 
 /// The tickets (once) and each version's links and jobs, as bulk eval work claimable now.
@@ -312,103 +427,4 @@ async fn progress_of(pool: &Pool, keys: &[String]) -> Result<Progress> {
         dead: row.get::<_, i64>(1) as u64,
         total: keys.len() as u64,
     })
-}
-
-const ANSWERS: &str = r#"
-SELECT idempotency_key, department, is_urgent FROM evaluation_result
-WHERE idempotency_key = ANY($1)
-"#;
-
-/// The ledger of the run's keys: this run's calls (since `$2`), all calls' cost, contract
-/// violations and latency, and the dead letters.
-const LEDGER: &str = r#"
-SELECT count(*) FILTER (WHERE started_at >= $2),
-       coalesce(sum(input_tokens) FILTER (WHERE started_at >= $2), 0)::int8,
-       coalesce(sum(output_tokens) FILTER (WHERE started_at >= $2), 0)::int8,
-       coalesce(sum(cost_usd) FILTER (WHERE started_at >= $2), 0)::float8,
-       coalesce(sum(cost_usd), 0)::float8,
-       count(*) FILTER (WHERE outcome = 'contract_violation'),
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE outcome = 'ok'),
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE outcome = 'ok'),
-       (SELECT count(*) FROM evaluation_outbox o
-        WHERE o.idempotency_key = ANY($1) AND o.status = 'dead'
-          AND NOT EXISTS (SELECT 1 FROM evaluation_result r WHERE r.idempotency_key = o.idempotency_key))
-FROM provider_call
-WHERE idempotency_key = ANY($1)
-"#;
-
-async fn score(
-    client: &impl GenericClient,
-    version: &VersionPair,
-    rows: &[&Row],
-    ids: &[Uuid],
-    keys: &[String],
-    policy: &Policy,
-    started_at: chrono::DateTime<Utc>,
-) -> Result<(RunFigures, Vec<Scored>)> {
-    let answers: HashMap<String, Prediction> = client
-        .query(ANSWERS, &[&keys])
-        .await?
-        .into_iter()
-        .map(|row| {
-            let prediction = Prediction {
-                department: row.get(1),
-                is_urgent: row.get(2),
-            };
-            (row.get(0), prediction)
-        })
-        .collect();
-    let scored: Vec<Scored> = rows
-        .iter()
-        .zip(keys)
-        .map(|(row, key)| Scored {
-            department: row.department.clone(),
-            is_urgent: row.is_urgent,
-            predicted: answers.get(key).cloned(),
-        })
-        .collect();
-    let threshold = policy.urgent_threshold;
-    let misclassified = rows
-        .iter()
-        .zip(ids)
-        .zip(&scored)
-        .filter(|(_, s)| {
-            s.predicted.as_ref().is_none_or(|p| {
-                p.department != s.department || (p.is_urgent >= threshold) != s.is_urgent
-            })
-        })
-        .take(MISSES_KEPT)
-        .map(|((row, id), s)| Miss {
-            id: row.id.clone(),
-            ticket_id: *id,
-            department: row.department.clone(),
-            predicted: s.predicted.as_ref().map(|p| p.department.clone()),
-            is_urgent: row.is_urgent,
-            predicted_urgent: s.predicted.as_ref().map(|p| p.is_urgent),
-        })
-        .collect();
-    let ledger = client.query_one(LEDGER, &[&keys, &started_at]).await?;
-    let n = rows.len();
-    let figures = RunFigures {
-        version: version.to_string(),
-        n,
-        answered: scored.iter().filter(|s| s.predicted.is_some()).count(),
-        calls: ledger.get(0),
-        input_tokens: ledger.get(1),
-        output_tokens: ledger.get(2),
-        cost_usd: ledger.get(3),
-        cost_per_ticket_usd: if n == 0 {
-            0.0
-        } else {
-            ledger.get::<_, f64>(4) / n as f64
-        },
-        contract_violations: ledger.get(5),
-        latency_p50_ms: ledger.get(6),
-        latency_p95_ms: ledger.get(7),
-        dead_letters: ledger.get(8),
-        department: metrics::department(&scored),
-        urgent: metrics::urgent(&scored, threshold),
-        misclassified,
-    };
-    Ok((figures, scored))
 }

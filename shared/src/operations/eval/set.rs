@@ -1,24 +1,75 @@
 //! A labelled set (`evals/*.jsonl`, docs/quality.md): one ticket a line, identified as a whole
 //! by the SHA-256 of its bytes, so a run made on another version of the set never counts as
-//! this one's.
+//! this one's. Read from where the operator says ([`SetSource`]): the set built into the
+//! binary, an object in S3, or a file.
 
-use std::{collections::HashSet, fmt, path::Path, str::FromStr};
+use std::{
+    collections::HashSet,
+    fmt,
+    path::{Path, PathBuf},
+    str::FromStr,
+};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::{domain::error::InvalidRequest, evaluate::Policy};
+use crate::{
+    aws::s3::{self, S3Location},
+    domain::error::InvalidRequest,
+    evaluate::Policy,
+};
 
-/// The SHA-256 of the set shipped in `evals/tickets.jsonl`, the promote gate's default
-/// (`TRIAGE_EVAL_SET` unset). Kept here, not read at run time, because a Lambda has no repo;
-/// a test fails when the file changes without it.
+/// The set shipped in `evals/tickets.jsonl`, built into every binary: a Lambda has no repo.
+pub const SHIPPED: &[u8] = include_bytes!("../../../../evals/tickets.jsonl");
+
+/// Its SHA-256, the promote gate's default (`TRIAGE_EVAL_SET` unset); a test holds it to
+/// [`SHIPPED`].
 pub const SHIPPED_DIGEST: &str = "1f5295db3fae4485dc53b21e85b9dd268c9b23e4852bbf3a54cfef47ed6be25a";
 
+/// The largest set read from S3 or a file: about 50,000 tickets, far more than an eval needs,
+/// and a bound on what one ops invocation holds in memory.
+pub const MAX_SET_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Where a set is read from: `shipped`, `s3://BUCKET/KEY` (the ops Lambda's own sets), or a
+/// file's path (the CLI's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetSource {
+    Shipped,
+    S3(S3Location),
+    Path(PathBuf),
+}
+
+impl FromStr for SetSource {
+    type Err = InvalidRequest;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "shipped" => Ok(SetSource::Shipped),
+            "" => Err(InvalidRequest::new(
+                "set",
+                "give shipped, s3://BUCKET/KEY or a file's path".into(),
+            )),
+            _ if s.starts_with("s3://") => s.parse().map(SetSource::S3),
+            _ => Ok(SetSource::Path(s.into())),
+        }
+    }
+}
+
+impl fmt::Display for SetSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetSource::Shipped => f.write_str("shipped"),
+            SetSource::S3(location) => location.fmt(f),
+            SetSource::Path(path) => path.display().fmt(f),
+        }
+    }
+}
+
 /// The digest of the set `TRIAGE_EVAL_SET` names (the promote gate's and the Quality page's):
-/// `sha256:HEX` as given, a path's file hashed, or, unset, the shipped set's.
+/// `sha256:HEX` as given (an S3 set's, as its eval run reports it), a path's file hashed, or,
+/// unset or `shipped`, the shipped set's.
 pub fn configured_digest(setting: Option<&str>) -> Result<String, InvalidRequest> {
     match setting {
-        None => Ok(SHIPPED_DIGEST.to_string()),
+        None | Some("shipped") => Ok(SHIPPED_DIGEST.to_string()),
         Some(value) => match value.strip_prefix("sha256:") {
             Some(hex) => Ok(hex.to_ascii_lowercase()),
             None => std::fs::read(value)
@@ -96,7 +147,26 @@ pub fn digest(bytes: &[u8]) -> String {
 }
 
 impl LabelledSet {
+    /// The set `source` names, read with the standard `AWS_*` variables for S3.
+    pub async fn load(source: &SetSource, policy: &Policy) -> Result<Self, InvalidRequest> {
+        match source {
+            SetSource::Shipped => Self::parse(SHIPPED, policy),
+            SetSource::S3(location) => {
+                let env = |name: &str| std::env::var(name).ok();
+                Self::parse(&s3::get_object(location, MAX_SET_BYTES, env).await?, policy)
+            }
+            SetSource::Path(path) => Self::read(path, policy),
+        }
+    }
+
     pub fn read(path: &Path, policy: &Policy) -> Result<Self, InvalidRequest> {
+        let too_large = std::fs::metadata(path).is_ok_and(|m| m.len() > MAX_SET_BYTES);
+        if too_large {
+            return Err(InvalidRequest::new(
+                "set",
+                format!("{} is larger than {MAX_SET_BYTES} bytes", path.display()),
+            ));
+        }
         let bytes = std::fs::read(path).map_err(|e| {
             InvalidRequest::new("set", format!("cannot read {}: {e}", path.display()))
         })?;
@@ -181,7 +251,26 @@ mod tests {
             set.digest, SHIPPED_DIGEST,
             "update SHIPPED_DIGEST with the set"
         );
+        assert_eq!(
+            digest(SHIPPED),
+            SHIPPED_DIGEST,
+            "the built-in copy is the file"
+        );
         assert!(set.rows.len() >= 400);
+    }
+
+    #[test]
+    fn a_set_is_named_shipped_s3_or_a_path() {
+        assert_eq!("shipped".parse::<SetSource>().unwrap(), SetSource::Shipped);
+        let s3 = "s3://sets-bucket/v2.jsonl".parse::<SetSource>().unwrap();
+        assert!(matches!(&s3, SetSource::S3(at) if at.key == "v2.jsonl"));
+        assert_eq!(s3.to_string(), "s3://sets-bucket/v2.jsonl");
+        assert_eq!(
+            "evals/tickets.jsonl".parse::<SetSource>().unwrap(),
+            SetSource::Path("evals/tickets.jsonl".into())
+        );
+        assert!("s3://x".parse::<SetSource>().is_err());
+        assert!("".parse::<SetSource>().is_err());
     }
 
     #[test]

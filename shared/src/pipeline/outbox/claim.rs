@@ -51,6 +51,7 @@ WITH claimed AS (
           AND ($6 = 'any' OR online_only = ($6 = 'online_only'))
           AND available_at <= now()
           AND (model_version LIKE 'rules@%') = $4
+          AND (NOT $7 OR workload = 'eval')
         ORDER BY available_at
         FOR UPDATE SKIP LOCKED
         LIMIT $3
@@ -97,7 +98,7 @@ pub async fn claim(
 ) -> Result<Vec<ClaimedJob>> {
     let mut jobs = Vec::new();
     if !lanes.paused.interactive {
-        let interactive = (Lane::Interactive, Take::Any);
+        let interactive = (Lane::Interactive, Take::Any, lanes.eval_only);
         jobs = claim_lane(client, worker, batch, lease, serves, interactive).await?;
     }
     let bulk = lanes::bulk_allowance(batch, jobs.len() as i64, lanes.bulk_share);
@@ -106,7 +107,7 @@ pub async fn claim(
             true => Take::OnlineOnly,
             false => Take::Any,
         };
-        let bulk_lane = (Lane::Bulk, take);
+        let bulk_lane = (Lane::Bulk, take, lanes.eval_only);
         jobs.extend(claim_lane(client, worker, bulk, lease, serves, bulk_lane).await?);
     }
     Ok(jobs)
@@ -121,7 +122,7 @@ pub async fn claim_for_batch(
     lease: Duration,
     serves: Serves,
 ) -> Result<Vec<ClaimedJob>> {
-    let bulk = (Lane::Bulk, Take::Batchable);
+    let bulk = (Lane::Bulk, Take::Batchable, false);
     claim_lane(client, worker, lines, lease, serves, bulk).await
 }
 
@@ -132,7 +133,7 @@ async fn claim_lane(
     batch: i64,
     lease: Duration,
     serves: Serves,
-    (lane, take): (Lane, Take),
+    (lane, take, eval_only): (Lane, Take, bool),
 ) -> Result<Vec<ClaimedJob>> {
     let rules = serves == Serves::RulesOnly;
     // Prepared once per connection (deadpool's statement cache), not on every claim.
@@ -148,6 +149,7 @@ async fn claim_lane(
                 &rules,
                 &lane.as_str(),
                 &take.as_str(),
+                &eval_only,
             ],
         )
         .await?;

@@ -23,6 +23,9 @@ pub struct Lanes {
     pub bulk_in_batches: bool,
     /// The lanes an operator paused: claimed from by no one.
     pub paused: Paused,
+    /// Eval work only (`workload = 'eval'`): the workers `triage eval` runs in its own process,
+    /// which may be pointed at production's database and must not answer its tickets.
+    pub eval_only: bool,
 }
 
 impl Default for Lanes {
@@ -31,6 +34,7 @@ impl Default for Lanes {
             bulk_share: DEFAULT_BULK_SHARE,
             bulk_in_batches: false,
             paused: Paused::default(),
+            eval_only: false,
         }
     }
 }
@@ -41,6 +45,7 @@ impl Lanes {
             bulk_share: policy.bulk_share,
             bulk_in_batches: policy.bulk_tier == Tier::Batch,
             paused,
+            eval_only: false,
         }
     }
 }

@@ -194,6 +194,8 @@ pub struct Worker<P> {
     limiter: Limiter,
     /// The provider's batch API, when bulk work goes to batches.
     batches: Option<BatchClient>,
+    /// Claims eval work only ([`Worker::eval_only`]).
+    eval_only: bool,
 }
 
 impl<P: Provider> Worker<P> {
@@ -237,7 +239,15 @@ impl<P: Provider> Worker<P> {
             prompts_verified: tokio::sync::OnceCell::new(),
             limiter,
             batches,
+            eval_only: false,
         })
+    }
+
+    /// A worker for `triage eval`'s own process: it claims eval work only and sends no provider
+    /// batch, so an operator's laptop pointed at production answers none of its tickets.
+    pub fn eval_only(mut self) -> Self {
+        self.eval_only = true;
+        self
     }
 
     pub fn id(&self) -> &str {
@@ -411,7 +421,10 @@ impl<P: Provider> Worker<P> {
         let (id, lease, lanes) = (
             self.id.as_str(),
             policy.lease,
-            Lanes::from_policy(policy, paused),
+            Lanes {
+                eval_only: self.eval_only,
+                ..Lanes::from_policy(policy, paused)
+            },
         );
         let (jobs, cut) = match policy.daily_budget_usd {
             None => (

@@ -62,13 +62,15 @@ pub struct BatchReport {
 }
 
 impl<P: Provider> Worker<P> {
-    /// Collects, then submits unless the bulk lane is paused (see the module's header): a
+    /// Collects, then submits unless the bulk lane is paused or the worker is `triage eval`'s
+    /// own (see the module's header): a
     /// worker invocation's turn with the batches; nothing without a batch tier.
     pub async fn tend_batches(&self, deadline: Instant) -> Result<BatchReport> {
         let mut report = self.collect_batches(deadline).await?;
         if let Some(batches) = &self.batches {
             // A paused bulk lane sends nothing new; what was sent is still collected.
-            if Instant::now() + self.request_time() <= deadline
+            if !self.eval_only
+                && Instant::now() + self.request_time() <= deadline
                 && !pause::paused(&db::client(&self.pool).await?).await?.bulk
             {
                 report.submitted += self.submit(batches).await?;
