@@ -104,6 +104,9 @@ fn not_pem(path: &Path, cause: rustls::pki_types::pem::Error) -> TlsSetupError {
     }
 }
 
+/// Handshakes under way at once, at most: an operator's console and API see a handful.
+const MAX_HANDSHAKES: usize = 256;
+
 /// A TCP listener whose connections are handed on only once their TLS handshake is done.
 pub struct TlsListener {
     tcp: TcpListener,
@@ -129,8 +132,11 @@ impl axum::serve::Listener for TlsListener {
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
             tokio::select! {
-                // axum's own accept: it logs and retries errors (out of file descriptors).
-                (tcp, peer) = axum::serve::Listener::accept(&mut self.tcp) => {
+                // axum's own accept: it logs and retries errors (out of file descriptors). At
+                // the cap, new connections wait in the kernel's backlog until a handshake ends:
+                // silent clients cost a bounded number of tasks, not one each.
+                (tcp, peer) = axum::serve::Listener::accept(&mut self.tcp),
+                    if self.handshakes.len() < MAX_HANDSHAKES => {
                     self.handshakes.spawn(handshake(self.acceptor.clone(), tcp, peer));
                 }
                 Some(finished) = self.handshakes.join_next() => match finished {
