@@ -251,6 +251,7 @@ async fn start(pool: &Pool, plan: &Plan, operator: &Operator) -> Result<Pending>
             .zip(&ids)
             .map(|(row, id)| Labelled {
                 id: row.id.clone(),
+                family: row.family().to_string(),
                 ticket_id: *id,
                 department: row.department.clone(),
                 is_urgent: row.is_urgent,

@@ -18,6 +18,9 @@ use crate::domain::{
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Labelled {
     pub id: String,
+    /// Its scenario family (the unit of the intervals' bootstrap).
+    #[serde(default)]
+    pub family: String,
     pub ticket_id: Uuid,
     pub department: String,
     pub is_urgent: bool,

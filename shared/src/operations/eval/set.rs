@@ -132,6 +132,18 @@ pub struct Row {
     pub split: Split,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The scenario family (a base ticket with its translations, paraphrases, forwards,
+    /// follow-ups and duplicates; shared/SPEC.md): one family, one split. A set without it
+    /// makes each row its own family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+}
+
+impl Row {
+    /// The row's family: its `family`, else its id.
+    pub fn family(&self) -> &str {
+        self.family.as_deref().unwrap_or(&self.id)
+    }
 }
 
 /// A parsed set: its digest and its rows, in file order.
