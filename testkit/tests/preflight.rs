@@ -72,10 +72,15 @@ async fn run(mut command: Command) -> Output {
 
 /// Creates `mode`'s resources in moto (testkit/tests/preflight_fixtures.py).
 async fn fixtures(mode: &str, env: &[(String, String)], tools: &Path) -> Value {
+    fixtures_named(mode, mode, env, tools).await
+}
+
+/// As [`fixtures`], with the resources named after `name` (one moto serves every test).
+async fn fixtures_named(mode: &str, name: &str, env: &[(String, String)], tools: &Path) -> Value {
     let mut command = Command::new(tools.join("python"));
     command
         .arg(root().join("testkit/tests/preflight_fixtures.py"))
-        .arg(mode)
+        .args([mode, name])
         .envs(env.iter().cloned());
     let out = run(command).await;
     assert!(
@@ -274,6 +279,8 @@ async fn a_dev_smoke_test_passes_on_endpoints_alone_with_warnings_for_what_prod_
     for seen in [
         "Secrets Manager through its interface endpoint",
         "SQS (the scaler's doorbells) through its interface endpoint",
+        "EventBridge (the deliverer's PutEvents) through its interface endpoint",
+        "has no egress: webhooks to the internet cannot be delivered",
         "max_connections 150 (set in triage-dev) exceeds the",
         "warn  no ApiDbSecretArn",
         "warn  no DelivererDbSecretArn",
@@ -337,6 +344,10 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "--service-name com.amazonaws.eu-west-1.sqs",
         ),
         (
+            "reaches no EventBridge: no NAT route and no interface endpoint",
+            "--service-name com.amazonaws.eu-west-1.events",
+        ),
+        (
             "Stage=prod without ApiDbSecretArn",
             "docs/sql/roles.sql, docs/deploy.md step 4",
         ),
@@ -385,6 +396,135 @@ async fn an_account_that_cannot_carry_the_stack_fails_each_check_with_its_fix() 
             "no {problem:?} / {fix:?} in:\n{out}"
         );
     }
-    assert!(out.contains("preflight: 19 problem(s)"), "{out}");
+    assert!(out.contains("preflight: 20 problem(s)"), "{out}");
+    assert!(
+        out.contains("warn  no CallerDailyTickets: one caller may create tickets without limit"),
+        "{out}"
+    );
     assert!(!out.contains(f["password"].as_str().unwrap()), "{out}");
+}
+
+/// A VPC with the endpoints a smoke test once needed (Secrets Manager, SQS, S3) reaches no
+/// EventBridge: every result's delivery to the stack's bus would time out and be retried until
+/// DeliveryLagAlarm fires. Outside dev, a VPC without egress cannot deliver webhooks either,
+/// whatever the provider.
+#[tokio::test]
+async fn the_deliverer_needs_a_route_to_eventbridge_and_outside_dev_egress_for_webhooks() {
+    let Some((env, tools)) = setup(990, None).await else {
+        return;
+    };
+    let f = fixtures("endpoints", &env, &tools).await;
+    let parameters = |stage: &str| {
+        vec![
+            format!("Stage={stage}"),
+            format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
+            format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
+            format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
+            format!("DbHost={}", f["db_host"].as_str().unwrap()),
+            "DbName=triage".into(),
+            "Provider=rules".into(),
+            "MaxWorkerConcurrency=2".into(),
+            "WorkerReservedConcurrency=3".into(),
+        ]
+    };
+    let config = samconfig("triage-endpoints", &parameters("dev"));
+    let (passed, out) = preflight(&config, &env).await;
+    std::fs::remove_file(&config).unwrap();
+    assert!(!passed, "{out}");
+    assert!(
+        out.contains("reaches no EventBridge: no NAT route and no interface endpoint")
+            && out.contains("DeliveryLagAlarm fires")
+            && out.contains("--service-name com.amazonaws.eu-west-1.events"),
+        "{out}"
+    );
+    assert!(
+        out.contains("warn  ") && out.contains("has no egress: webhooks to the internet"),
+        "{out}"
+    );
+    // Everything else a smoke test needs is there: the bus is the one problem.
+    assert!(out.contains("preflight: 1 problem(s)"), "{out}");
+
+    let config = samconfig("triage-endpoints", &parameters("prod"));
+    let (passed, out) = preflight(&config, &env).await;
+    std::fs::remove_file(&config).unwrap();
+    assert!(!passed, "{out}");
+    assert!(
+        out.contains("has no egress: the deliverer cannot reach any webhook endpoint")
+            && out.contains("to a NAT gateway in a public subnet"),
+        "{out}"
+    );
+}
+
+/// The deliverers have no reservation: they, the sweeper, the scaler, ops and the migration
+/// run on what the worker's and the API's reservations leave unreserved. dev's figures: 3 + 2
+/// reserved and 10 left (Lambda's minimum) with MaxDelivererConcurrency=2, 15 in all; with the
+/// default 10 deliverers, 15 must stay unreserved, 20 in all.
+#[tokio::test]
+async fn the_lambda_quota_leaves_room_for_the_deliverers_beside_both_reservations() {
+    let Some((env, tools)) = setup(17, None).await else {
+        return;
+    };
+    let f = fixtures_named("dev", "quota", &env, &tools).await;
+    let parameters = |deliverers: &str| {
+        vec![
+            "Stage=dev".into(),
+            format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
+            format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
+            format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
+            format!("DbHost={}", f["db_host"].as_str().unwrap()),
+            "DbName=triage".into(),
+            "Provider=rules".into(),
+            "MaxWorkerConcurrency=2".into(),
+            "WorkerReservedConcurrency=3".into(),
+            "ApiReservedConcurrency=2".into(),
+            format!("MaxDelivererConcurrency={deliverers}"),
+        ]
+    };
+    let config = samconfig("triage-quota", &parameters("10"));
+    let (passed, out) = preflight(&config, &env).await;
+    std::fs::remove_file(&config).unwrap();
+    assert!(!passed, "{out}");
+    assert!(
+        out.contains(
+            "FAIL  Lambda concurrency: 17 of 1000 unreserved; the worker reserves 3, the API 2, \
+             which leaves 12 for (10 + 1) deliverers, the sweeper, scaler, ops and migration \
+             (15 at their peak)"
+        ) && out.contains("raise the quota to 1003 or more")
+            && out.contains("lower MaxDelivererConcurrency"),
+        "{out}"
+    );
+    assert!(out.contains("preflight: 1 problem(s)"), "{out}");
+
+    let config = samconfig("triage-quota", &parameters("2"));
+    let (passed, out) = preflight(&config, &env).await;
+    std::fs::remove_file(&config).unwrap();
+    assert!(passed, "{out}");
+    assert!(
+        out.contains(
+            "ok    Lambda concurrency: 17 of 1000 unreserved, the worker reserves 3, the API 2, \
+             and 10 stay unreserved for (2 + 1) deliverers"
+        ),
+        "{out}"
+    );
+}
+
+/// The prod env sets the API's per-caller quota (the template's CallerDailyTickets, empty by
+/// default), which the preflight reports.
+#[test]
+fn the_prod_env_sets_a_per_caller_daily_quota() {
+    let samconfig = std::fs::read_to_string(root().join("samconfig.toml")).unwrap();
+    let prod = samconfig
+        .split("[prod.deploy.parameters]")
+        .nth(1)
+        .expect("the prod env");
+    let quota = prod
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .find_map(|l| l.trim().strip_prefix("\"CallerDailyTickets="))
+        .expect("prod sets CallerDailyTickets");
+    let quota = quota.trim_end_matches(['"', ',']);
+    assert!(
+        quota.parse::<u32>().is_ok_and(|n| n > 0),
+        "CallerDailyTickets={quota}"
+    );
 }

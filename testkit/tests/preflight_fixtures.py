@@ -1,11 +1,13 @@
 """Resources for scripts/preflight's test, created in moto (testkit/tests/preflight.rs).
 
-    python preflight_fixtures.py good|dev|bad      (endpoint and region from the environment)
+    python preflight_fixtures.py good|dev|endpoints|bad [NAME]   (endpoint and region from the environment)
 
 Prints what the samconfig.toml under test needs, as JSON. `good` is an account ready for
 production, where the stack `triage-good` is already deployed; `dev` one for a smoke test
 (endpoints instead of NAT, the master secret, no topic, max_connections set in a parameter
-group); `bad` gets something wrong in every check.
+group); `endpoints` is `dev` without the EventBridge endpoint (Secrets Manager, SQS and S3
+only); `bad` gets something wrong in every check. NAME (default: the mode) names what is
+created, so one moto holds the same mode twice.
 """
 import json
 import sys
@@ -13,6 +15,8 @@ import sys
 import boto3
 
 mode = sys.argv[1]
+name = sys.argv[2] if len(sys.argv) > 2 else mode
+smoke = mode in ("dev", "endpoints")
 ec2 = boto3.client("ec2")
 sm = boto3.client("secretsmanager")
 rds = boto3.client("rds")
@@ -24,8 +28,8 @@ subnets = [
     ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"{region}{az}")["Subnet"]["SubnetId"]
     for i, az in enumerate("ab")
 ]
-sg = ec2.create_security_group(GroupName=f"triage-lambda-{mode}", Description="t", VpcId=vpc)["GroupId"]
-db_sg = ec2.create_security_group(GroupName=f"triage-db-{mode}", Description="t", VpcId=vpc)["GroupId"]
+sg = ec2.create_security_group(GroupName=f"triage-lambda-{name}", Description="t", VpcId=vpc)["GroupId"]
+db_sg = ec2.create_security_group(GroupName=f"triage-db-{name}", Description="t", VpcId=vpc)["GroupId"]
 if mode != "bad":
     ec2.authorize_security_group_ingress(GroupId=db_sg, IpPermissions=[
         {"IpProtocol": "tcp", "FromPort": 5432, "ToPort": 5432, "UserIdGroupPairs": [{"GroupId": sg}]}])
@@ -37,11 +41,12 @@ if mode == "good":
     eip = ec2.allocate_address(Domain="vpc")["AllocationId"]
     nat = ec2.create_nat_gateway(SubnetId=public, AllocationId=eip)["NatGateway"]["NatGatewayId"]
     ec2.create_route(RouteTableId=rt, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
-if mode in ("good", "dev"):
+if mode != "bad":
     ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{region}.s3", VpcEndpointType="Gateway", RouteTableIds=[rt])
-if mode == "dev":
-    # No NAT: endpoints alone, enough for Provider=rules.
-    for service in ("secretsmanager", "sqs"):
+if smoke:
+    # No NAT: endpoints alone, enough for Provider=rules (the deliverer's EventBridge included,
+    # except in `endpoints`).
+    for service in ("secretsmanager", "sqs", "events") if mode == "dev" else ("secretsmanager", "sqs"):
         ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{region}.{service}",
                                 VpcEndpointType="Interface", SubnetIds=subnets, SecurityGroupIds=[sg],
                                 PrivateDnsEnabled=True)
@@ -56,18 +61,18 @@ if mode == "bad":
     subnets.append(public)
 
 # The password is what the test looks for in the script's output: it must never appear.
-password = "pw-" + mode + "-never-printed"
+password = "pw-" + name + "-never-printed"
 login = {"username": "triage", "password": password, "host": None, "port": 5432, "dbname": "triage"}
 # max_connections: `good` from RDS's default for db.t4g.large (about 810), `bad` from the
 # default for db.t4g.small (about 200, below the default fleet's 404), `dev` set in a group.
 parameter_group = {}
-if mode == "dev":
-    rds.create_db_parameter_group(DBParameterGroupName="triage-dev", DBParameterGroupFamily="postgres16", Description="t")
-    rds.modify_db_parameter_group(DBParameterGroupName="triage-dev", Parameters=[
+if smoke:
+    rds.create_db_parameter_group(DBParameterGroupName=f"triage-{name}", DBParameterGroupFamily="postgres16", Description="t")
+    rds.modify_db_parameter_group(DBParameterGroupName=f"triage-{name}", Parameters=[
         {"ParameterName": "max_connections", "ParameterValue": "150", "ApplyMethod": "pending-reboot"}])
-    parameter_group = {"DBParameterGroupName": "triage-dev"}
+    parameter_group = {"DBParameterGroupName": f"triage-{name}"}
 instance = rds.create_db_instance(
-    DBInstanceIdentifier=f"triage-{mode}", Engine="postgres",
+    DBInstanceIdentifier=f"triage-{name}", Engine="postgres",
     EngineVersion="15.8" if mode == "bad" else "16.4",
     DBInstanceClass="db.t4g.large" if mode == "good" else "db.t4g.small", AllocatedStorage=20,
     VpcSecurityGroupIds=[db_sg], MasterUsername="triage_admin", MasterUserPassword="master-pw-never-printed",
@@ -79,10 +84,10 @@ if mode == "bad":
     # The master user, and a port that is no number.
     login["username"] = "triage_admin"
     login["port"] = "not-a-port"
-if mode == "dev":
+if smoke:
     # What RDS keeps for --manage-master-user-password: DbHost and DbName complete it.
     login = {"username": "triage_admin", "password": password}
-db_secret = sm.create_secret(Name=f"triage/db-{mode}", SecretString=json.dumps(login))["ARN"]
+db_secret = sm.create_secret(Name=f"triage/db-{name}", SecretString=json.dumps(login))["ARN"]
 out = {
     "region": region,
     "subnets": ",".join(subnets),
@@ -92,7 +97,7 @@ out = {
     "db_instance": instance["DBInstanceIdentifier"],
     "db_host": host,
 }
-if mode == "dev":
+if smoke:
     pass
 elif mode == "good":
     out["provider_secret"] = sm.create_secret(Name="triage/provider", SecretString="sk-never-printed")["ARN"]
