@@ -33,6 +33,16 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::EvalRuns(listing) => eval_running(&listing.running) + &eval_runs(&listing.runs),
         Outcome::Deliveries(report) => deliveries(report),
         Outcome::ReplayDeliveries { queued } => format!("{queued} deliveries queued again\n"),
+        Outcome::Feedback { given, not_found } => format!(
+            "{} stored ({} replacing earlier feedback); {} not found{}\n",
+            given.len(),
+            given.iter().filter(|g| g.replaced).count(),
+            not_found.len(),
+            not_found
+                .iter()
+                .map(|id| format!("\n  {id}"))
+                .collect::<String>()
+        ),
         Outcome::Paused { paused } if paused.is_empty() => "nothing is paused\n".into(),
         Outcome::Paused { paused } => table(
             Some(vec!["paused lane", "since", "by", "reason"]),
@@ -152,6 +162,22 @@ pub fn health(h: &Health) -> String {
                 g.evaluated,
                 g.cost_per_ticket_usd
                     .map_or("-".into(), |usd| format!("${usd:.6}"))
+            ),
+        ));
+    }
+    for a in &h.agreement {
+        let share = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+        rows.push((
+            "agreement with the desk",
+            format!(
+                "{} days, {}/{}: n {}, department {:.3}, urgent precision {}, recall {}",
+                a.window_days,
+                a.prompt_version,
+                a.model_version,
+                a.n,
+                a.department_accuracy,
+                share(a.urgent_precision),
+                share(a.urgent_recall)
             ),
         ));
     }

@@ -188,6 +188,11 @@ pub mod metric {
     pub fn paused_lanes(count: usize) {
         gauge!("ops.paused_lanes").set(count as f64);
     }
+    /// The 7-day department agreement with the help desk's feedback (the quality alarm's
+    /// metric), of the version it labelled most.
+    pub fn department_agreement(share: f64) {
+        gauge!("quality.department_agreement_7d").set(share);
+    }
     pub fn breaker_open(open: bool) {
         gauge!("provider.breaker_open").set(if open { 1.0 } else { 0.0 });
     }

@@ -20,6 +20,8 @@ pub const READ_ALL_SCOPE: &str = "triage/tickets.read_all";
 /// (an `include_text` webhook reads the caller's tickets), and listing them (write lists too).
 pub const SUBSCRIPTIONS_WRITE_SCOPE: &str = "triage/subscriptions.write";
 pub const SUBSCRIPTIONS_READ_SCOPE: &str = "triage/subscriptions.read";
+/// The JWT scope of the help desk's feedback on a ticket (`POST /tickets/{id}/feedback`).
+pub const FEEDBACK_SCOPE: &str = "triage/feedback.write";
 
 /// The authenticated principal, or the local server's caller. A request that came through API
 /// Gateway names its principal, or is a 401.
@@ -74,6 +76,17 @@ impl Caller {
             axum::http::StatusCode::FORBIDDEN,
             format!("this token lacks the scope {needed}"),
         ))
+    }
+
+    /// Refuses a JWT caller without [`FEEDBACK_SCOPE`] (403), on the route and here alike.
+    pub fn may_give_feedback(&self) -> Result<(), Problem> {
+        match &self.scopes {
+            Some(scopes) if !scopes.iter().any(|s| s == FEEDBACK_SCOPE) => Err(Problem::new(
+                axum::http::StatusCode::FORBIDDEN,
+                format!("this token lacks the scope {FEEDBACK_SCOPE}"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// From the request context lambda_http attaches to each request:

@@ -39,6 +39,7 @@ fn api_routes() -> Router<AppState> {
     Router::new()
         .route("/tickets", post(tickets::create))
         .route("/tickets/{id}", get(tickets::show))
+        .route("/tickets/{id}/feedback", post(tickets::give_feedback))
         .route(
             "/subscriptions",
             post(subscriptions::create).get(subscriptions::list),

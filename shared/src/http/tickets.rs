@@ -1,4 +1,5 @@
-//! `POST /tickets` and `GET /tickets/{id}`: parse, validate, call `ingest` / `ticket`, map.
+//! `POST /tickets`, `GET /tickets/{id}` and `POST /tickets/{id}/feedback`: parse, validate,
+//! call `ingest` / `read` / `feedback`, map.
 
 use axum::{
     body::Bytes,
@@ -16,7 +17,9 @@ use super::{AppState, Caller, Problem};
 use crate::{
     config::Limits,
     domain::ticket::TicketId,
+    evaluate::Policy,
     pipeline::{
+        feedback::{self, Labels},
         ingest::{self, NewTicket, Outcome, Submitter},
         reads::read,
     },
@@ -111,17 +114,71 @@ pub async fn show(
     caller: Caller,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Problem> {
-    // A path that is not even valid UTF-8 (`%FF`) is as malformed as one that is not a UUID.
-    let id: TicketId = id
-        .ok()
-        .and_then(|Path(id)| id.parse().ok())
-        .ok_or_else(|| Problem::bad_request("ticket id must be a UUID"))?;
+    let id = ticket_id(id)?;
     // Another caller's ticket is answered like one that does not exist: 404, never 403.
     let owner = caller.reads();
     match read::find(&state.pool, &state.config.versions, id, owner.as_deref()).await? {
         Some(view) => Ok(Json(view).into_response()),
         None => Err(Problem::not_found(format!("no ticket with id {id}"))),
     }
+}
+
+/// The help desk's labels for a ticket it can read; a later one replaces this one.
+pub async fn give_feedback(
+    State(state): State<AppState>,
+    caller: Caller,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    caller.may_give_feedback()?;
+    let id = ticket_id(id)?;
+    require_json(&headers)?;
+    let body = body.map_err(|rejection| Problem::new(rejection.status(), rejection.body_text()))?;
+    let labels: Labels = serde_json::from_slice(&body).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Data => Problem::unprocessable(format!("invalid feedback: {e}")),
+            _ => Problem::bad_request(format!("request body is not valid JSON: {e}")),
+        }
+    })?;
+    let policy = Policy::load(state.config.versions.policy.as_str()).ok_or_else(|| {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "policy not in this build",
+        )
+    })?;
+    if !policy.departments.contains(&labels.department) {
+        return Err(Problem::unprocessable(format!(
+            "department {:?} is not one of {}",
+            labels.department,
+            policy.departments.join(", ")
+        )));
+    }
+    let owner = caller.reads();
+    let given_by = caller.owner();
+    let threshold = policy.urgent_threshold;
+    match feedback::give(
+        &state.pool,
+        id,
+        owner.as_deref(),
+        &labels,
+        &given_by,
+        threshold,
+    )
+    .await?
+    {
+        Some(given) => Ok(Json(given).into_response()),
+        None => Err(Problem::not_found(format!("no ticket with id {id}"))),
+    }
+}
+
+/// A path's ticket id: one that is not even valid UTF-8 (`%FF`) is as malformed as one that
+/// is not a UUID.
+fn ticket_id(id: Result<Path<String>, PathRejection>) -> Result<TicketId, Problem> {
+    id.ok()
+        .and_then(|Path(id)| id.parse().ok())
+        .ok_or_else(|| Problem::bad_request("ticket id must be a UUID"))
 }
 
 pub(super) fn require_json(headers: &HeaderMap) -> Result<(), Problem> {

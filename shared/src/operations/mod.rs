@@ -20,18 +20,20 @@ use deadpool_postgres::Pool;
 use serde::Serialize;
 
 pub use audit::Operator;
-pub use request::{HumanDuration, Request, Since};
+pub use request::{FeedbackItem, FeedbackItems, HumanDuration, Request, Since};
 
 use crate::{
     config::Config,
     domain::{
         error::{InvalidRequest, Result},
+        ticket::TicketId,
         versions::{ModelVersion, PromptVersion, VersionPair},
     },
     evaluate::{Policy, Prompt},
     pipeline::{
         delivery,
         erase::{self, Erased},
+        feedback,
         limits::budget,
         outbox::{claim::Serves, Lane},
         pause::{self, Pausable},
@@ -58,6 +60,8 @@ pub const MAX_AUDIT_ROWS: i64 = 1000;
 /// Most tickets one `triage erase` takes: its transaction holds the lock on ticket links that
 /// ingest waits on, so a long list would stall ingest (erase more in several runs).
 pub const MAX_ERASE_TICKETS: usize = 1000;
+/// Most tickets one `feedback` batch labels.
+pub const MAX_FEEDBACK_ITEMS: i64 = 1000;
 /// The largest `redrive --limit` (larger redrives run in several steps, each confirmed).
 pub const MAX_REDRIVE_LIMIT: i64 = 100_000;
 
@@ -82,6 +86,11 @@ pub enum Outcome {
     /// What is paused after a pause or a resume.
     Paused {
         paused: Vec<pause::PauseEntry>,
+    },
+    /// Each item's feedback as stored, and the ids no production ticket has.
+    Feedback {
+        given: Vec<feedback::Given>,
+        not_found: Vec<TicketId>,
     },
 }
 
@@ -319,6 +328,45 @@ async fn execute(
             Outcome::Paused {
                 paused: pause::entries(&client).await?,
             }
+        }
+        Request::Feedback { items } => {
+            let items = items.0;
+            within("items", items.len() as i64, MAX_FEEDBACK_ITEMS)?;
+            let policy = Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
+                InvalidRequest::new(
+                    "policy",
+                    "the configured policy is not in this build".into(),
+                )
+            })?;
+            // All checked before any is stored: a bad item changes nothing.
+            if let Some(bad) = items
+                .iter()
+                .find(|i| !policy.departments.contains(&i.department))
+            {
+                return Err(InvalidRequest::new(
+                    "department",
+                    format!(
+                        "{:?} is not one of {}",
+                        bad.department,
+                        policy.departments.join(", ")
+                    ),
+                )
+                .into());
+            }
+            let (mut given, mut not_found) = (Vec::new(), Vec::new());
+            for item in items {
+                let labels = feedback::Labels {
+                    department: item.department,
+                    is_urgent: item.is_urgent,
+                };
+                let threshold = policy.urgent_threshold;
+                let by = operator.as_str();
+                match feedback::give(pool, item.ticket_id, None, &labels, by, threshold).await? {
+                    Some(stored) => given.push(stored),
+                    None => not_found.push(item.ticket_id),
+                }
+            }
+            Outcome::Feedback { given, not_found }
         }
         Request::Audit { limit } => {
             let limit = limit.unwrap_or(DEFAULT_AUDIT_ROWS);

@@ -192,6 +192,14 @@ pub enum Request {
         #[serde_as(as = "Option<DisplayFromStr>")]
         lane: Option<Pausable>,
     },
+    /// The help desk's labels for tickets, in a batch (an integration's, or a backfill); each
+    /// as `POST /tickets/{id}/feedback` takes it, for any production ticket.
+    Feedback {
+        /// JSON: `[{"ticket_id": UUID, "department": ..., "is_urgent": bool}, ...]`.
+        #[arg(long)]
+        #[serde_as(as = "serde_with::FromInto<Vec<FeedbackItem>>")]
+        items: FeedbackItems,
+    },
     /// The operator commands run, newest first: who, what, with which parameters.
     Audit {
         /// At most this many (default 50).
@@ -217,8 +225,43 @@ impl Request {
             Request::ReplayDeliveries { .. } => "replay_deliveries",
             Request::Pause { .. } => "pause",
             Request::Resume { .. } => "resume",
+            Request::Feedback { .. } => "feedback",
             Request::Audit { .. } => "audit",
         }
+    }
+}
+
+/// One ticket's labels in a feedback batch.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedbackItem {
+    pub ticket_id: TicketId,
+    pub department: String,
+    pub is_urgent: bool,
+}
+
+/// A feedback batch: a JSON array in the ops payload, the same array as the CLI's `--items`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedbackItems(pub Vec<FeedbackItem>);
+
+impl From<Vec<FeedbackItem>> for FeedbackItems {
+    fn from(items: Vec<FeedbackItem>) -> Self {
+        Self(items)
+    }
+}
+
+impl From<FeedbackItems> for Vec<FeedbackItem> {
+    fn from(items: FeedbackItems) -> Self {
+        items.0
+    }
+}
+
+impl FromStr for FeedbackItems {
+    type Err = InvalidRequest;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        serde_json::from_str(s)
+            .map(Self)
+            .map_err(|e| InvalidRequest::new("items", format!("not a JSON list of feedback: {e}")))
     }
 }
 

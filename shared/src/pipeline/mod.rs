@@ -2,12 +2,13 @@
 //! [`outbox`] claims jobs and changes their state (fenced), [`worker`] runs one invocation,
 //! [`sweep`] returns expired leases; [`delivery`] announces results to subscribers; [`limits`]
 //! bound the work (backoff, breaker, rate limit, daily budget, fleet size); [`pause`] is the
-//! operator's switch on lanes and deliveries; [`erase`] forgets tickets; [`reads`] is the read
-//! side. Uses config, evaluate, db, telemetry and domain; never
+//! operator's switch on lanes and deliveries; [`feedback`] takes the help desk's labels and
+//! keeps agreement's totals; [`erase`] forgets tickets; [`reads`] is the read side. Uses config, evaluate, db, telemetry and domain; never
 //! an entry point.
 
 pub mod delivery;
 pub mod erase;
+pub mod feedback;
 pub mod ingest;
 pub mod ledger;
 pub mod limits;

@@ -87,7 +87,7 @@ pub fn iam(user_arn: &str) -> serde_json::Value {
                                "userArn": user_arn, "userId": "AROAEXAMPLE:session"}})
 }
 
-fn jwt(issuer: &str, subject: &str) -> serde_json::Value {
+pub fn jwt(issuer: &str, subject: &str) -> serde_json::Value {
     serde_json::json!({"jwt": {"claims": {"iss": issuer, "sub": subject}, "scopes": null}})
 }
 

@@ -8,6 +8,7 @@ mod database_outage;
 mod delivery;
 mod erase;
 mod eval;
+mod feedback;
 mod helpers;
 mod ingest;
 mod injection;

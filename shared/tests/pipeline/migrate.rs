@@ -230,6 +230,17 @@ async fn ingest_and_read_as_the_api(api: &TestApp) {
     assert_eq!(replay.body["id"], created.body["id"]);
     let id = created.body["id"].as_str().unwrap();
     assert_eq!(api.get_ticket(id).await.status, 200);
+    // The desk's feedback, given twice: the second supersedes the first (V25's grants).
+    for department in ["billing", "technical"] {
+        let feedback = axum::http::Request::post(format!("/tickets/{id}/feedback"))
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(
+                serde_json::json!({"department": department, "is_urgent": false}).to_string(),
+            ))
+            .unwrap();
+        let given = api.request(feedback).await;
+        assert_eq!(given.status, 200, "{:?}", given.body);
+    }
 }
 
 /// `url` logged in as `user` with `password` instead of its own login.

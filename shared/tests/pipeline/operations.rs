@@ -651,9 +651,13 @@ async fn the_ops_lambda_accepts_every_payload_in_the_runbook() {
             "audit",
             "dead_letters",
             "erase",
+            "eval",
+            "feedback",
+            "pause",
             "promote",
             "redrive",
             "reprocess",
+            "resume",
             "shadow_diff",
             "stats"
         ]

@@ -25,6 +25,7 @@ use crate::{
         set::{self, Split},
         store::{self, StoredRun},
     },
+    pipeline::feedback::{self, Agreement},
 };
 
 /// Misclassified tickets shown for the chosen version.
@@ -86,6 +87,7 @@ pub(super) async fn show(
     };
     // Runs under way, read only (a GET concludes nothing; the sweeper's tick does).
     let under_way = eval::under_way(&state.app.pool).await?;
+    let live = feedback::agreement(&client).await?;
     let body = html! {
         p {
             "Set " code data-set=(digest) { (&digest[..12]) }
@@ -94,6 +96,7 @@ pub(super) async fn show(
             code { "triage eval --set shipped|s3://BUCKET/KEY|PATH --split " (split) " --version VERSION" }
             " (or the ops Lambda's " code { "{\"op\": \"eval\", \"set\": \"shipped\"}" } ")."
         }
+        (agreement(&live))
         @if !under_way.is_empty() {
             table {
                 caption { "Runs under way (stored here once every answer is in)" }
@@ -126,6 +129,33 @@ pub(super) async fn show(
         StatusCode::OK,
         page(Section::Quality, "Quality", body),
     ))
+}
+
+/// Live agreement with the help desk's feedback, per version, beside the offline runs.
+fn agreement(live: &[Agreement]) -> Markup {
+    let share = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
+    html! {
+        h2 { "Agreement with the help desk (live)" }
+        @if live.is_empty() {
+            p.muted { "No feedback yet: the desk's labels arrive with "
+                      code { "POST /tickets/{id}/feedback" } "." }
+        } @else {
+            table {
+                thead { tr { th scope="col" { "Days" } th scope="col" { "Version" } th.num scope="col" { "n" }
+                             th.num scope="col" { "Department accuracy" } th.num scope="col" { "Urgent precision" }
+                             th.num scope="col" { "Urgent recall" } } }
+                tbody {
+                    @for a in live {
+                        tr data-agreement=(format!("{}:{}/{}", a.window_days, a.prompt_version, a.model_version)) {
+                            td { (a.window_days) } td { (a.prompt_version) "/" (a.model_version) }
+                            td.num { (a.n) } td.num data-stat="department_accuracy" { (format!("{:.3}", a.department_accuracy)) }
+                            td.num { (share(a.urgent_precision)) } td.num { (share(a.urgent_recall)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn side_by_side(runs: &[StoredRun], digest: &str, split: Split) -> Markup {

@@ -12,9 +12,12 @@ use serde::Serialize;
 use crate::{
     db,
     domain::error::Result,
-    pipeline::{limits::budget, outbox::claim::Serves, pause},
+    pipeline::{feedback, limits::budget, outbox::claim::Serves, pause},
     telemetry::metric,
 };
+
+/// The fewest tickets with feedback in 7 days for which agreement is reported as a metric.
+pub const MIN_AGREEMENT_TICKETS: i64 = 30;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Health {
@@ -60,6 +63,8 @@ pub struct Health {
     pub breakers: Vec<BreakerState>,
     /// The lanes an operator paused (`interactive`, `bulk`, `deliveries`).
     pub paused: Vec<&'static str>,
+    /// Agreement with the help desk's feedback per version, over 7 and 30 days.
+    pub agreement: Vec<feedback::Agreement>,
 }
 
 /// What evaluating a ticket costs in one group of production calls.
@@ -214,6 +219,7 @@ pub async fn health(pool: &Pool, serves: Serves, daily_budget_usd: Option<f64>) 
         .collect();
     let average_cost: f64 = ledger.get(3);
     let paused = pause::paused(&client).await?.names();
+    let agreement = feedback::agreement(&client).await?;
     Ok(Health {
         pending: queue.get(0),
         delayed: queue.get(1),
@@ -236,6 +242,7 @@ pub async fn health(pool: &Pool, serves: Serves, daily_budget_usd: Option<f64>) 
         cost_per_task,
         breakers,
         paused,
+        agreement,
     })
 }
 
@@ -255,6 +262,14 @@ impl Health {
         metric::breaker_open(self.breakers.iter().any(|b| b.state != "closed"));
         metric::spent_today(self.spent_today_usd);
         metric::paused_lanes(self.paused.len());
+        // The version the desk labelled most this week: the one readers are shown. Below a
+        // few dozen tickets the share is noise, and no figure is better than a wrong alarm.
+        let week = self.agreement.iter().filter(|a| a.window_days == 7);
+        if let Some(top) = week.max_by_key(|a| a.n) {
+            if top.n >= MIN_AGREEMENT_TICKETS {
+                metric::department_agreement(top.department_accuracy);
+            }
+        }
         if let Some(usd) = self.cost_per_ticket_usd {
             metric::cost_per_ticket(usd);
         }

@@ -1,0 +1,177 @@
+//! The help desk's feedback (`POST /tickets/{id}/feedback`, the ops Lambda's `feedback`): the
+//! department and urgency an agent settled on for a ticket. Stored with who gave it and when; a
+//! later one replaces it and the history stays (`ticket_feedback`, V25). When it is given, each
+//! version's answer for the ticket is matched against it (`feedback_match`), and a trigger
+//! keeps the matches' running totals per day and version (`feedback_agreement_day`), from
+//! which [`agreement`] reads the 7- and 30-day figures in a few rows, never a scan. Erasing a
+//! ticket erases its feedback and, through the same trigger, its share of the totals; eval
+//! tickets take no feedback.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{GenericClient, Pool};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    db,
+    domain::{error::Result, ticket::TicketId},
+};
+
+/// The labels the desk settled on.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Labels {
+    pub department: String,
+    pub is_urgent: bool,
+}
+
+/// Feedback as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Given {
+    pub ticket_id: TicketId,
+    pub department: String,
+    pub is_urgent: bool,
+    pub given_at: DateTime<Utc>,
+    /// It replaced earlier feedback on the ticket (kept as history).
+    pub replaced: bool,
+    /// The versions whose answer for the ticket it was matched against.
+    pub versions_matched: i64,
+}
+
+/// Two feedbacks on one ticket are stored one after the other: a lock on the ticket's id for
+/// the transaction (an advisory one: the API's role may not lock `ticket`'s rows).
+const ONE_AT_A_TIME: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('feedback' || $1::uuid::text, 0))";
+
+/// The ticket, if it is a production ticket `owner` may read (`None`: any).
+const TICKET: &str = "SELECT 1 FROM ticket WHERE id = $1 AND workload = 'production' \
+                      AND ($2::text IS NULL OR owner = $2)";
+
+/// The current feedback steps aside: its matches (and so its share of the totals) go.
+const SUPERSEDE: &str = r#"
+WITH old AS (
+    UPDATE ticket_feedback SET superseded_at = now()
+    WHERE ticket_id = $1 AND superseded_at IS NULL
+    RETURNING id
+), gone AS (
+    DELETE FROM feedback_match WHERE feedback_id IN (SELECT id FROM old)
+)
+SELECT count(*) FROM old
+"#;
+
+const INSERT: &str = "INSERT INTO ticket_feedback (ticket_id, department, is_urgent, given_by) \
+                      VALUES ($1, $2, $3, $4) RETURNING id, created_at";
+
+/// Each version's answer for the ticket's content against the desk's labels, on the day the
+/// feedback was given; an answer is urgent at the policy's threshold (`$5`).
+const MATCH: &str = r#"
+INSERT INTO feedback_match (feedback_id, prompt_version, model_version, day,
+                            department_agrees, predicted_urgent, desk_urgent)
+SELECT $1, r.prompt_version, r.model_version, ($2::timestamptz AT TIME ZONE 'UTC')::date,
+       r.department = $3, r.is_urgent >= $5, $4
+FROM ticket_evaluation te JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
+WHERE te.ticket_id = $6
+ON CONFLICT DO NOTHING
+"#;
+
+/// Stores `labels` for `ticket` as `given_by`; `None` when the ticket does not exist, is not
+/// `owner`'s, or is eval work (the same answer, so existence is not revealed).
+pub async fn give(
+    pool: &Pool,
+    ticket: TicketId,
+    owner: Option<&str>,
+    labels: &Labels,
+    given_by: &str,
+    urgent_threshold: f64,
+) -> Result<Option<Given>> {
+    let mut client = db::client(pool).await?;
+    let transaction = client.transaction().await?;
+    transaction.execute(ONE_AT_A_TIME, &[&ticket.0]).await?;
+    if transaction
+        .query_opt(TICKET, &[&ticket.0, &owner])
+        .await?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let replaced: i64 = transaction.query_one(SUPERSEDE, &[&ticket.0]).await?.get(0);
+    let row = transaction
+        .query_one(
+            INSERT,
+            &[&ticket.0, &labels.department, &labels.is_urgent, &given_by],
+        )
+        .await?;
+    let (id, given_at): (i64, DateTime<Utc>) = (row.get(0), row.get(1));
+    let matched = transaction
+        .execute(
+            MATCH,
+            &[
+                &id,
+                &given_at,
+                &labels.department,
+                &labels.is_urgent,
+                &urgent_threshold,
+                &ticket.0,
+            ],
+        )
+        .await?;
+    transaction.commit().await?;
+    Ok(Some(Given {
+        ticket_id: ticket,
+        department: labels.department.clone(),
+        is_urgent: labels.is_urgent,
+        given_at,
+        replaced: replaced > 0,
+        versions_matched: matched as i64,
+    }))
+}
+
+/// Agreement with the desk for one version over a window (SPEC: `agreement` in `triage stats`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Agreement {
+    pub window_days: i32,
+    pub prompt_version: String,
+    pub model_version: String,
+    /// Tickets with feedback and an answer of this version.
+    pub n: i64,
+    pub department_accuracy: f64,
+    /// `None` while this version called nothing urgent that the desk labelled.
+    pub urgent_precision: Option<f64>,
+    /// `None` while the desk labelled nothing urgent.
+    pub urgent_recall: Option<f64>,
+}
+
+/// The windows `triage stats` reports, in days.
+pub const WINDOWS: [i32; 2] = [7, 30];
+
+/// The last 7 and 30 UTC days (today included) per version, from the running totals.
+const AGREEMENT: &str = r#"
+SELECT w.days, t.prompt_version, t.model_version, sum(t.n)::int8, sum(t.department_agrees)::int8,
+       sum(t.urgent_tp)::int8, sum(t.urgent_fp)::int8, sum(t.urgent_fn)::int8
+FROM unnest($1::int4[]) AS w (days)
+JOIN feedback_agreement_day t ON t.day > (now() AT TIME ZONE 'UTC')::date - w.days
+GROUP BY 1, 2, 3
+HAVING sum(t.n) > 0
+ORDER BY 1, 4 DESC, 2, 3
+"#;
+
+pub async fn agreement(client: &impl GenericClient) -> Result<Vec<Agreement>> {
+    let windows = WINDOWS.to_vec();
+    let rows = client.query(AGREEMENT, &[&windows]).await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let (n, agrees, tp, fp, fn_): (i64, i64, i64, i64, i64) =
+                (row.get(3), row.get(4), row.get(5), row.get(6), row.get(7));
+            let share = |part: i64, whole: i64| (whole > 0).then(|| part as f64 / whole as f64);
+            Agreement {
+                window_days: row.get(0),
+                prompt_version: row.get(1),
+                model_version: row.get(2),
+                n,
+                department_accuracy: share(agrees, n).unwrap_or(0.0),
+                urgent_precision: share(tp, tp + fp),
+                urgent_recall: share(tp, tp + fn_),
+            }
+        })
+        .collect())
+}
