@@ -6,6 +6,7 @@ mod shutdown;
 mod tables;
 
 use std::{
+    io::IsTerminal,
     net::SocketAddr,
     path::PathBuf,
     sync::Arc,
@@ -121,8 +122,11 @@ const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    telemetry::init();
     let cli = Cli::parse();
+    // An operation prints a table (or JSON) on stdout: its logs stay below it unless asked for.
+    let format = std::env::var("RUST_LOG_FORMAT").ok();
+    let format = telemetry::LogFormat::choose(format.as_deref(), std::io::stderr().is_terminal());
+    telemetry::init_cli(format, matches!(cli.command, Command::Operation(_)));
     let stop = CancellationToken::new();
     tokio::spawn({
         let stop = stop.clone();

@@ -17,6 +17,61 @@ pub fn init() {
     let _ = subscriber(std::io::stderr).try_init();
 }
 
+/// How the CLI writes its logs (`triage`; Lambda always writes JSON, [`init`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// JSON lines, as in Lambda: for log shippers, and wherever stderr is not a terminal.
+    Json,
+    /// One compact line per event, for a person at a terminal.
+    Human,
+}
+
+impl LogFormat {
+    /// `RUST_LOG_FORMAT` (`json` or `human`) when set; else human on a terminal, JSON elsewhere.
+    pub fn choose(setting: Option<&str>, terminal: bool) -> Self {
+        match setting.map(str::trim) {
+            Some(f) if f.eq_ignore_ascii_case("json") => LogFormat::Json,
+            Some(f) if f.eq_ignore_ascii_case("human") => LogFormat::Human,
+            _ if terminal => LogFormat::Human,
+            _ => LogFormat::Json,
+        }
+    }
+}
+
+/// The CLI's subscriber: `format`; for a command that prints a table, only warnings and errors
+/// unless `RUST_LOG` asks for more, so log lines do not land in the table.
+pub fn init_cli(format: LogFormat, prints_a_table: bool) {
+    let default = if prints_a_table {
+        "warn"
+    } else {
+        DEFAULT_FILTER
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = cli_subscriber(std::io::stderr, format, filter).try_init();
+}
+
+fn cli_subscriber<W>(
+    writer: W,
+    format: LogFormat,
+    filter: EnvFilter,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    match format {
+        LogFormat::Json => Box::new(subscriber_filtered(writer, filter)),
+        LogFormat::Human => Box::new(
+            fmt()
+                .compact()
+                .with_env_filter(filter)
+                .with_target(false)
+                .with_writer(writer)
+                .finish()
+                .with(filter_fn(within_caps)),
+        ),
+    }
+}
+
 /// The default filter when `RUST_LOG` is unset.
 const DEFAULT_FILTER: &str = "info,refinery_core=warn,tokio_postgres=warn";
 
@@ -203,6 +258,44 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+
+    #[test]
+    fn the_cli_writes_for_people_on_a_terminal_and_json_elsewhere_or_when_asked() {
+        let table = [
+            (None, true, LogFormat::Human),
+            (None, false, LogFormat::Json),
+            (Some("json"), true, LogFormat::Json),
+            (Some("JSON"), true, LogFormat::Json),
+            (Some("human"), false, LogFormat::Human),
+            (Some("other"), true, LogFormat::Human),
+            (Some("other"), false, LogFormat::Json),
+        ];
+        for (setting, terminal, expected) in table {
+            assert_eq!(
+                LogFormat::choose(setting, terminal),
+                expected,
+                "{setting:?} {terminal}"
+            );
+        }
+        for (format, json) in [(LogFormat::Human, false), (LogFormat::Json, true)] {
+            let captured = Arc::new(Mutex::new(Vec::<u8>::new()));
+            let sink = captured.clone();
+            let writer = move || WriteTo(sink.clone());
+            let subscriber = cli_subscriber(writer, format, EnvFilter::new("info"));
+            tracing::subscriber::with_default(subscriber, || {
+                let span = tracing::info_span!("run", worker = "w-1");
+                let _entered = span.enter();
+                tracing::info!(complete = true, "eval run");
+            });
+            let text = String::from_utf8(captured.lock().unwrap().clone()).unwrap();
+            assert!(text.contains("eval run"), "{text}");
+            assert_eq!(
+                text.trim_start().starts_with('{'),
+                json,
+                "{format:?}: {text}"
+            );
+        }
+    }
 
     #[test]
     fn raw_events_statements_and_sdk_bodies_stay_out_of_the_logs_even_at_rust_log_trace() {
