@@ -24,7 +24,7 @@ pub const SHIPPED: &[u8] = include_bytes!("../../../../evals/tickets.jsonl");
 
 /// Its SHA-256, the promote gate's default (`TRIAGE_EVAL_SET` unset); a test holds it to
 /// [`SHIPPED`].
-pub const SHIPPED_DIGEST: &str = "1f5295db3fae4485dc53b21e85b9dd268c9b23e4852bbf3a54cfef47ed6be25a";
+pub const SHIPPED_DIGEST: &str = "ec3bea5f1996d5ca561db6d91e39fad021c12b3f26d2df2acf528b0972f078d9";
 
 /// The largest set read from S3 or a file: about 50,000 tickets, far more than an eval needs,
 /// and a bound on what one ops invocation holds in memory.
@@ -269,6 +269,107 @@ mod tests {
             "the built-in copy is the file"
         );
         assert!(set.rows.len() >= 400);
+    }
+
+    /// The split evals/assemble.py gives a family: test when the first byte of SHA-256 of its
+    /// id is below 141 (about 55%), else dev. A function of the id alone, so adding tickets
+    /// never moves a family.
+    fn split_of(family: &str) -> Split {
+        if Sha256::digest(family.as_bytes())[0] < 141 {
+            Split::Test
+        } else {
+            Split::Dev
+        }
+    }
+
+    fn shipped() -> LabelledSet {
+        LabelledSet::parse(SHIPPED, &policy()).unwrap()
+    }
+
+    #[test]
+    fn every_shipped_row_has_a_family_and_the_split_its_family_id_gives() {
+        for row in shipped().rows {
+            let family = row.family.as_deref();
+            assert!(
+                family.is_some_and(|f| f.starts_with("fam-")),
+                "{}: no family",
+                row.id
+            );
+            assert_eq!(row.split, split_of(row.family()), "{}: split moved", row.id);
+        }
+        // The same function as assemble.py's split_of: first bytes 190 and 53.
+        assert_eq!(split_of("fam-refund-closed-card"), Split::Dev);
+        assert_eq!(split_of("fam-dashboard-down"), Split::Test);
+    }
+
+    #[test]
+    fn no_shipped_family_spans_both_splits_or_has_two_labels() {
+        let mut families: std::collections::HashMap<&str, (&Row, usize)> = Default::default();
+        let set = shipped();
+        for row in &set.rows {
+            let (first, members) = families.entry(row.family()).or_insert((row, 0));
+            *members += 1;
+            assert_eq!(
+                row.split, first.split,
+                "{} and {}: one family, two splits",
+                row.id, first.id
+            );
+            assert_eq!(
+                (&row.department, row.is_urgent),
+                (&first.department, first.is_urgent),
+                "{} and {}: one family, two labels",
+                row.id,
+                first.id
+            );
+        }
+        let across_languages = families
+            .keys()
+            .filter(|family| {
+                let langs: HashSet<&str> = set
+                    .rows
+                    .iter()
+                    .filter(|r| r.family() == **family)
+                    .flat_map(|r| r.tags.iter().filter(|t| t.starts_with("lang:")))
+                    .map(String::as_str)
+                    .collect();
+                langs.len() > 1
+            })
+            .count();
+        assert!(
+            across_languages >= 30,
+            "{across_languages} families in several languages"
+        );
+    }
+
+    #[test]
+    fn the_shipped_test_split_has_150_families_and_an_urgent_share_like_devs() {
+        let set = shipped();
+        let families = |split| {
+            let rows = set.rows_of(Some(split));
+            rows.iter()
+                .map(|r| r.family())
+                .collect::<HashSet<_>>()
+                .len()
+        };
+        let urgent_share = |split| {
+            let rows = set.rows_of(Some(split));
+            rows.iter().filter(|r| r.is_urgent).count() as f64 / rows.len() as f64
+        };
+        assert!(
+            families(Split::Test) >= 150,
+            "{} families in test",
+            families(Split::Test)
+        );
+        assert!(
+            families(Split::Dev) >= 120,
+            "{} families in dev",
+            families(Split::Dev)
+        );
+        let (dev, test) = (urgent_share(Split::Dev), urgent_share(Split::Test));
+        assert!(
+            (dev - test).abs() <= 0.05,
+            "urgent share: dev {dev:.3}, test {test:.3}"
+        );
     }
 
     #[test]
