@@ -84,8 +84,14 @@ const CURRENT: &str =
 
 /// The quality gate (docs/quality.md): `version` must have an eval run on the test split of
 /// the configured set (`TRIAGE_EVAL_SET`, by digest) no worse than the current version's by
-/// more than `TRIAGE_EVAL_TOLERANCE`. Refused with both versions' figures otherwise.
-pub async fn quality_gate(pool: &Pool, config: &Config, version: &VersionPair) -> Result<()> {
+/// more than `TRIAGE_EVAL_TOLERANCE`, unless the paired test over the families both runs
+/// scored finds the loss within noise. Refused with both versions' figures otherwise. A pass
+/// answers what the operator should know ("no significant difference ..."), if anything.
+pub async fn quality_gate(
+    pool: &Pool,
+    config: &Config,
+    version: &VersionPair,
+) -> Result<Option<String>> {
     let digest = set::configured_digest(config.quality.set.as_deref())?;
     let client = db::client(pool).await?;
     let current = match client.query_opt(CURRENT, &[]).await? {
@@ -97,28 +103,38 @@ pub async fn quality_gate(pool: &Pool, config: &Config, version: &VersionPair) -
     };
     let candidate_figures = store::gate_figures(&client, &digest, version).await?;
     let current_figures = store::gate_figures(&client, &digest, &current).await?;
-    match gate::decide(candidate_figures, current_figures, config.quality.tolerance) {
-        Verdict::Pass => Ok(()),
-        Verdict::Refused(why) => {
-            let shown = |f: Option<Figures>| {
-                f.map_or("no run".to_string(), |f| {
-                    format!(
-                        "macro-F1 {:.3}, urgent recall {:.3}",
-                        f.macro_f1, f.urgent_recall
-                    )
-                })
-            };
-            Err(InvalidRequest::new(
-                "quality_gate",
-                format!(
-                    "{version} is refused: {why}. {version}: {}; current {current}: {}; set {}. \
-                     Override with --force --reason TEXT (audited).",
-                    shown(candidate_figures),
-                    shown(current_figures),
-                    &digest[..12.min(digest.len())],
-                ),
+    let shown = |f: Option<&Figures>| {
+        f.map_or("no run".to_string(), |f| {
+            format!(
+                "macro-F1 {:.3}, urgent recall {:.3}",
+                f.macro_f1, f.urgent_recall
             )
-            .into())
+        })
+    };
+    let both = format!(
+        "{version}: {}; current {current}: {}; set {}",
+        shown(candidate_figures.as_ref()),
+        shown(current_figures.as_ref()),
+        &digest[..12.min(digest.len())],
+    );
+    match gate::decide(
+        candidate_figures.as_ref(),
+        current_figures.as_ref(),
+        config.quality.tolerance,
+    ) {
+        Verdict::Pass(None) => Ok(None),
+        Verdict::Pass(Some(note)) => {
+            let note = format!("{version} passes: {note}. {both}.");
+            tracing::info!(%note, "quality gate");
+            Ok(Some(note))
         }
+        Verdict::Refused(why) => Err(InvalidRequest::new(
+            "quality_gate",
+            format!(
+                "{version} is refused: {why}. {both}. Override with --force --reason TEXT \
+                 (audited)."
+            ),
+        )
+        .into()),
     }
 }

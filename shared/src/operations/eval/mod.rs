@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use self::{
-    metrics::{DepartmentFigures, Paired, UrgentFigures},
+    metrics::{DepartmentFigures, FamilyTable, Paired, UrgentFigures},
     pending::{Labelled, Pending},
     set::{LabelledSet, Row, SetSource, Split},
 };
@@ -39,7 +39,7 @@ use crate::{
     domain::{
         error::{InvalidRequest, Result},
         key::IdempotencyKey,
-        versions::VersionPair,
+        versions::{ModelVersion, VersionPair},
     },
     evaluate::Policy,
     pipeline::{ingest, outbox::Work},
@@ -104,6 +104,10 @@ pub struct Report {
     pub runs: Vec<RunFigures>,
     /// Each version against the first, on the same rows.
     pub comparison: Vec<Comparison>,
+    /// The offline rules classifier over the same rows, answered in this process (no job, no
+    /// call, no ledger): the floor every version is read against. `None` when a version asked
+    /// for is `rules@offline` already.
+    pub baseline: Option<RunFigures>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -141,7 +145,11 @@ pub struct Listing {
 pub struct RunFigures {
     /// `prompt/model@effort`.
     pub version: String,
+    /// Rows.
     pub n: usize,
+    /// Scenario families among the rows (the intervals' unit); 0 in runs stored before it.
+    #[serde(default)]
+    pub families: usize,
     /// Rows with an answer.
     pub answered: usize,
     /// Provider calls this run made (0 when every answer was stored already), their tokens
@@ -161,6 +169,10 @@ pub struct RunFigures {
     pub urgent: UrgentFigures,
     /// Rows answered wrongly (department or urgency), the first [`MISSES_KEPT`].
     pub misclassified: Vec<Miss>,
+    /// Each family's counts, for the promote gate's paired test; empty in runs stored before
+    /// it (the gate then compares the figures alone, and says so).
+    #[serde(default, skip_serializing_if = "FamilyTable::is_empty")]
+    pub by_family: FamilyTable,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -293,6 +305,16 @@ pub async fn conclude(pool: &Pool, pending: &Pending, progress: Progress) -> Res
         runs.push(figures);
         scored.push(rows_scored);
     }
+    // The offline floor, unless a version asked for is the rules classifier itself.
+    let asked_for_rules = pending
+        .versions
+        .iter()
+        .any(|v| v.model_version.as_str() == ModelVersion::RULES);
+    let baseline = if asked_for_rules {
+        None
+    } else {
+        Some(score::baseline(&client, &pending.rows, &policy).await?.0)
+    };
     let complete = progress.finished();
     if complete {
         let transaction = client.transaction().await?;
@@ -304,6 +326,7 @@ pub async fn conclude(pool: &Pool, pending: &Pending, progress: Progress) -> Res
                     version,
                     policy_version: &pending.policy_version,
                     figures,
+                    baseline: baseline.as_ref(),
                     started_at: pending.started_at,
                     operator: &pending.operator,
                 };
@@ -340,6 +363,7 @@ pub async fn conclude(pool: &Pool, pending: &Pending, progress: Progress) -> Res
         progress,
         runs,
         comparison,
+        baseline,
     })
 }
 

@@ -1,5 +1,6 @@
 //! Scoring one version of a run: its answers against the labels ([`metrics`]), and what
-//! its calls cost, from the ledger.
+//! its calls cost, from the ledger; and the offline baseline, the rules classifier answering
+//! the same rows in this process.
 
 use std::collections::HashMap;
 
@@ -9,9 +10,20 @@ use deadpool_postgres::GenericClient;
 use super::{
     metrics::{self, Prediction, Scored},
     pending::Labelled,
-    Miss, RunFigures, MISSES_KEPT,
+    store, Miss, RunFigures, MISSES_KEPT,
 };
-use crate::domain::{error::Result, versions::VersionPair};
+use crate::{
+    domain::{
+        error::Result,
+        versions::{ModelVersion, VersionPair},
+    },
+    evaluate::{
+        contract, rules::RulesProvider, EvaluationRequest, Framing, Policy, Prompt, Provider, Tier,
+    },
+};
+
+/// The baseline's name in a report.
+pub const BASELINE: &str = "rules@offline (baseline)";
 
 const ANSWERS: &str = r#"
 SELECT idempotency_key, department, is_urgent FROM evaluation_result
@@ -62,14 +74,46 @@ pub(super) async fn score(
         .iter()
         .zip(keys)
         .map(|(row, key)| Scored {
+            family: family(row).to_string(),
             department: row.department.clone(),
             is_urgent: row.is_urgent,
             predicted: answers.get(key).cloned(),
         })
         .collect();
+    let ledger = client.query_one(LEDGER, &[&keys, &started_at]).await?;
+    let n = rows.len();
+    let mut figures = figures(version.to_string(), rows, &scored, threshold);
+    figures.calls = ledger.get(0);
+    figures.input_tokens = ledger.get(1);
+    figures.output_tokens = ledger.get(2);
+    figures.cost_usd = ledger.get(3);
+    figures.cost_per_ticket_usd = if n == 0 {
+        0.0
+    } else {
+        ledger.get::<_, f64>(4) / n as f64
+    };
+    figures.contract_violations = ledger.get(5);
+    figures.latency_p50_ms = ledger.get(6);
+    figures.latency_p95_ms = ledger.get(7);
+    figures.dead_letters = ledger.get(8);
+    Ok((figures, scored))
+}
+
+/// A row's family: the set's, else the row itself (a pending run recorded before families).
+fn family(row: &Labelled) -> &str {
+    if row.family.is_empty() {
+        &row.id
+    } else {
+        &row.family
+    }
+}
+
+/// The figures of `scored` (the answers to `rows`), with nothing paid: the ledger's part is
+/// the caller's.
+fn figures(version: String, rows: &[Labelled], scored: &[Scored], threshold: f64) -> RunFigures {
     let misclassified = rows
         .iter()
-        .zip(&scored)
+        .zip(scored)
         .filter(|(_, s)| {
             s.predicted.as_ref().is_none_or(|p| {
                 p.department != s.department || (p.is_urgent >= threshold) != s.is_urgent
@@ -85,28 +129,77 @@ pub(super) async fn score(
             predicted_urgent: s.predicted.as_ref().map(|p| p.is_urgent),
         })
         .collect();
-    let ledger = client.query_one(LEDGER, &[&keys, &started_at]).await?;
-    let n = rows.len();
-    let figures = RunFigures {
-        version: version.to_string(),
-        n,
+    let by_family = metrics::family_table(scored, threshold);
+    RunFigures {
+        version,
+        n: rows.len(),
+        families: by_family.len(),
         answered: scored.iter().filter(|s| s.predicted.is_some()).count(),
-        calls: ledger.get(0),
-        input_tokens: ledger.get(1),
-        output_tokens: ledger.get(2),
-        cost_usd: ledger.get(3),
-        cost_per_ticket_usd: if n == 0 {
-            0.0
-        } else {
-            ledger.get::<_, f64>(4) / n as f64
-        },
-        contract_violations: ledger.get(5),
-        latency_p50_ms: ledger.get(6),
-        latency_p95_ms: ledger.get(7),
-        dead_letters: ledger.get(8),
-        department: metrics::department(&scored),
-        urgent: metrics::urgent(&scored, threshold),
+        calls: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        cost_usd: 0.0,
+        cost_per_ticket_usd: 0.0,
+        contract_violations: 0,
+        dead_letters: 0,
+        latency_p50_ms: None,
+        latency_p95_ms: None,
+        department: metrics::department(scored),
+        urgent: metrics::urgent(scored, threshold),
         misclassified,
+        by_family,
+    }
+}
+
+/// The offline rules classifier (`rules@offline`) over `rows`, answered here from each eval
+/// ticket's text: no job, no provider call, no ledger row, so it costs nothing and is always
+/// there to read a version against. A row whose ticket is gone (erased) has no answer.
+pub(super) async fn baseline(
+    client: &impl GenericClient,
+    rows: &[Labelled],
+    policy: &Policy,
+) -> Result<(RunFigures, Vec<Scored>)> {
+    let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.ticket_id).collect();
+    let texts = store::eval_ticket_texts(client, &ids).await?;
+    // The rules read neither the prompt nor the model; the request only needs them.
+    let prompt = Prompt {
+        version: String::new(),
+        text: String::new(),
+        framing: Framing::Plain,
     };
+    let model = ModelVersion::rules();
+    let mut scored = Vec::with_capacity(rows.len());
+    for row in rows {
+        let predicted = match texts.get(&row.ticket_id) {
+            Some((subject, message)) => {
+                let request = EvaluationRequest {
+                    subject,
+                    message,
+                    prompt: &prompt,
+                    model: &model,
+                    policy,
+                    timeout: std::time::Duration::ZERO,
+                    tier: Tier::Online,
+                };
+                RulesProvider
+                    .evaluate(request)
+                    .await
+                    .ok()
+                    .and_then(|reply| contract::validate(&reply.output, policy).ok())
+                    .map(|answer| Prediction {
+                        department: answer.department,
+                        is_urgent: answer.is_urgent,
+                    })
+            }
+            None => None,
+        };
+        scored.push(Scored {
+            family: family(row).to_string(),
+            department: row.department.clone(),
+            is_urgent: row.is_urgent,
+            predicted,
+        });
+    }
+    let figures = figures(BASELINE.into(), rows, &scored, policy.urgent_threshold);
     Ok((figures, scored))
 }

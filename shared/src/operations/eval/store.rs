@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
 
-use super::{gate::Figures, set::Split, RunFigures};
+use super::{gate::Figures, metrics::FamilyTable, set::Split, RunFigures};
 use crate::domain::{error::Result, versions::VersionPair};
 
 /// A stored run, as `triage eval --list` and the Quality page show it.
@@ -30,12 +30,24 @@ pub(super) struct NewRun<'a> {
     pub version: &'a VersionPair,
     pub policy_version: &'a str,
     pub figures: &'a RunFigures,
+    /// The run's offline baseline ([`super::score::baseline`]), kept beside its figures
+    /// (`metrics.baseline`, without its rows) for the Quality page.
+    pub baseline: Option<&'a RunFigures>,
     pub started_at: DateTime<Utc>,
     pub operator: &'a str,
 }
 
 pub(super) async fn insert(client: &impl GenericClient, run: &NewRun<'_>) -> Result<i64> {
-    let metrics = serde_json::to_value(run.figures).unwrap_or_default();
+    let mut metrics = serde_json::to_value(run.figures).unwrap_or_default();
+    if let (Some(baseline), Some(object)) = (run.baseline, metrics.as_object_mut()) {
+        let mut baseline = baseline.clone();
+        baseline.misclassified.clear();
+        baseline.by_family.clear();
+        object.insert(
+            "baseline".into(),
+            serde_json::to_value(baseline).unwrap_or_default(),
+        );
+    }
     let row = client
         .query_one(
             r#"
@@ -118,7 +130,8 @@ pub async fn newest_per_version(
         .collect())
 }
 
-/// The gated figures of `version`'s newest run on `set_digest`'s test split.
+/// The gated figures of `version`'s newest run on `set_digest`'s test split, with its
+/// families' counts when it was stored with them (for the paired test).
 pub async fn gate_figures(
     client: &impl GenericClient,
     set_digest: &str,
@@ -128,7 +141,8 @@ pub async fn gate_figures(
         .query_opt(
             r#"
             SELECT (metrics -> 'department' ->> 'macro_f1')::float8,
-                   (metrics -> 'urgent' ->> 'recall')::float8
+                   (metrics -> 'urgent' ->> 'recall')::float8,
+                   metrics -> 'by_family'
             FROM eval_run
             WHERE set_digest = $1 AND split = 'test' AND prompt_version = $2 AND model_version = $3
             ORDER BY finished_at DESC, id DESC
@@ -140,7 +154,33 @@ pub async fn gate_figures(
     Ok(row.map(|row| Figures {
         macro_f1: row.get(0),
         urgent_recall: row.get(1),
+        // Absent in runs stored before it (or unreadable): the gate goes unpaired and says so.
+        by_family: row
+            .get::<_, Option<serde_json::Value>>(2)
+            .and_then(|v| serde_json::from_value::<FamilyTable>(v).ok())
+            .filter(|t| !t.is_empty()),
     }))
+}
+
+/// The offline baseline of the newest run on `set_digest`'s `split` stored with one (the rules
+/// classifier is deterministic, so any run of the set and split gives the same figures).
+pub async fn baseline(
+    client: &impl GenericClient,
+    set_digest: &str,
+    split: Split,
+) -> Result<Option<RunFigures>> {
+    let row = client
+        .query_opt(
+            r#"
+            SELECT metrics -> 'baseline' FROM eval_run
+            WHERE set_digest = $1 AND split = $2 AND metrics ? 'baseline'
+            ORDER BY finished_at DESC, id DESC
+            LIMIT 1
+            "#,
+            &[&set_digest, &split.as_str()],
+        )
+        .await?;
+    Ok(row.and_then(|row| serde_json::from_value(row.get(0)).ok()))
 }
 
 /// The text of eval tickets (`workload = 'eval'` only: no production ticket's text can be read

@@ -1,14 +1,28 @@
 //! The figures of one eval run, and the paired tests between two: pure functions over
-//! (label, prediction) pairs, unit-tested against hand-computed cases.
+//! (label, prediction) pairs, unit-tested against hand-computed cases. Intervals come from a
+//! bootstrap over scenario families ([`intervals`]); [`families`] keeps each family's counts
+//! with a stored run so that the promote gate can compare two runs family by family.
 //!
 //! Conventions (scikit-learn's, so the figures read as people expect): a class with no
 //! predictions has precision 0, with no support recall 0; macro-F1 averages the classes seen
 //! in the labels or the predictions; a missing prediction (a dead letter) is wrong for the
 //! department and counts as "not urgent, p = 0.5" for urgency.
 
+mod families;
+pub mod intervals;
+mod paired;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+
+use self::intervals::{bootstrap_interval, groups, wilson};
+pub use self::{
+    families::{
+        family_table, paired_difference, FamilyCounts, FamilyTable, Gated, PairedDifference,
+    },
+    paired::{mcnemar_exact, paired, Paired},
+};
 
 /// Bootstrap resamples for confidence intervals and the paired test.
 pub const BOOTSTRAP_RESAMPLES: usize = 1000;
@@ -20,6 +34,8 @@ const Z95: f64 = 1.959_963_984_540_054;
 /// One labelled row and what a version answered for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scored {
+    /// The row's scenario family (its id when the set names none): the bootstrap's unit.
+    pub family: String,
     pub department: String,
     pub is_urgent: bool,
     /// `None`: no answer (dead letter, or still pending).
@@ -50,10 +66,15 @@ pub struct ClassFigures {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DepartmentFigures {
     pub accuracy: f64,
-    /// Wilson score interval.
+    /// Wilson score interval, over rows (kept for earlier readers; [`Self::accuracy_ci`] is
+    /// the one shown).
     pub accuracy_ci95: Interval,
+    /// `[low, high]`: 95% percentile bootstrap over families ([`BOOTSTRAP_RESAMPLES`],
+    /// [`BOOTSTRAP_SEED`]). `None` in runs stored before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy_ci: Option<[f64; 2]>,
     pub macro_f1: f64,
-    /// Percentile bootstrap ([`BOOTSTRAP_RESAMPLES`], [`BOOTSTRAP_SEED`]).
+    /// Percentile bootstrap over families ([`BOOTSTRAP_RESAMPLES`], [`BOOTSTRAP_SEED`]).
     pub macro_f1_ci95: Interval,
     pub per_class: BTreeMap<String, ClassFigures>,
     /// `confusion[label][predicted]`; a missing answer is predicted `"(none)"`.
@@ -66,6 +87,9 @@ pub struct UrgentFigures {
     pub threshold: f64,
     pub precision: f64,
     pub recall: f64,
+    /// Percentile bootstrap over families. `None` in runs stored before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall_ci95: Option<Interval>,
     pub f1: f64,
     pub brier: f64,
     /// `None` when the labels hold one class only.
@@ -91,11 +115,17 @@ pub fn department(rows: &[Scored]) -> DepartmentFigures {
             .or_default() += 1;
     }
     let indices: Vec<usize> = (0..rows.len()).collect();
+    let families = groups(rows.iter().map(|r| r.family.as_str()));
+    let accuracy_ci = bootstrap_interval(&families, |sample| {
+        let right = sample.iter().filter(|&&i| is_correct(&rows[i])).count();
+        ratio(right as u64, sample.len() as u64)
+    });
     DepartmentFigures {
         accuracy: ratio(correct, n),
         accuracy_ci95: wilson(correct, n),
+        accuracy_ci: Some([accuracy_ci.low, accuracy_ci.high]),
         macro_f1: macro_f1(rows, &indices),
-        macro_f1_ci95: bootstrap_interval(rows.len(), |sample| macro_f1(rows, sample)),
+        macro_f1_ci95: bootstrap_interval(&families, |sample| macro_f1(rows, sample)),
         per_class: per_class(rows, &indices),
         confusion,
     }
@@ -121,10 +151,19 @@ pub fn urgent(rows: &[Scored], threshold: f64) -> UrgentFigures {
             / rows.len() as f64
     };
     let scores: Vec<(f64, bool)> = rows.iter().map(|r| (probability(r), r.is_urgent)).collect();
+    let families = groups(rows.iter().map(|r| r.family.as_str()));
+    let recall_ci95 = bootstrap_interval(&families, |sample| {
+        let urgent = sample.iter().filter(|&&i| rows[i].is_urgent);
+        let (caught, all) = urgent.fold((0, 0), |(c, a), &i| {
+            (c + u64::from(flagged(&rows[i])), a + 1)
+        });
+        ratio(caught, all)
+    });
     UrgentFigures {
         threshold,
         precision,
         recall,
+        recall_ci95: Some(recall_ci95),
         f1: f1(precision, recall),
         brier,
         auc: roc_auc(&scores),
@@ -197,24 +236,6 @@ fn macro_f1(rows: &[Scored], sample: &[usize]) -> f64 {
     classes.values().map(|c| c.f1).sum::<f64>() / classes.len() as f64
 }
 
-/// Wilson score interval for `k` successes in `n`.
-fn wilson(k: u64, n: u64) -> Interval {
-    if n == 0 {
-        return Interval {
-            low: 0.0,
-            high: 1.0,
-        };
-    }
-    let (n, p) = (n as f64, k as f64 / n as f64);
-    let z2 = Z95 * Z95;
-    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
-    let half = Z95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / (1.0 + z2 / n);
-    Interval {
-        low: (centre - half).max(0.0),
-        high: (centre + half).min(1.0),
-    }
-}
-
 /// ROC AUC as the Mann–Whitney statistic with mid-ranks, so tied scores count one half.
 /// `None` without both classes.
 pub fn roc_auc(scores: &[(f64, bool)]) -> Option<f64> {
@@ -241,141 +262,16 @@ pub fn roc_auc(scores: &[(f64, bool)]) -> Option<f64> {
     Some((rank_sum - p * (p + 1.0) / 2.0) / (p * n))
 }
 
-/// Whether two versions differ, on the same rows (in the same order).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Paired {
-    /// Rows the baseline got right and the other wrong.
-    pub only_baseline_right: u64,
-    /// Rows the other got right and the baseline wrong.
-    pub only_other_right: u64,
-    /// McNemar's exact (binomial) two-sided p-value on department correctness.
-    pub mcnemar_p: f64,
-    /// Macro-F1 of the other minus the baseline's.
-    pub macro_f1_diff: f64,
-    pub macro_f1_diff_ci95: Interval,
-    /// Paired bootstrap: twice the share of resamples where the difference has the other sign.
-    pub bootstrap_p: f64,
-    /// Both tests below 0.05.
-    pub significant: bool,
-}
-
-pub fn paired(baseline: &[Scored], other: &[Scored]) -> Paired {
-    assert_eq!(baseline.len(), other.len(), "paired rows");
-    let (mut b, mut c) = (0, 0);
-    for (x, y) in baseline.iter().zip(other) {
-        match (is_correct(x), is_correct(y)) {
-            (true, false) => b += 1,
-            (false, true) => c += 1,
-            _ => {}
-        }
-    }
-    let all: Vec<usize> = (0..baseline.len()).collect();
-    let diff_of = |sample: &[usize]| macro_f1(other, sample) - macro_f1(baseline, sample);
-    let diff = diff_of(&all);
-    let mut diffs = resample(baseline.len(), diff_of);
-    let against = diffs
-        .iter()
-        .filter(|d| if diff >= 0.0 { **d <= 0.0 } else { **d >= 0.0 })
-        .count();
-    let bootstrap_p = if baseline.is_empty() {
-        1.0
-    } else {
-        (2.0 * against as f64 / diffs.len() as f64).min(1.0)
-    };
-    let mcnemar_p = mcnemar_exact(b, c);
-    Paired {
-        only_baseline_right: b,
-        only_other_right: c,
-        mcnemar_p,
-        macro_f1_diff: diff,
-        macro_f1_diff_ci95: percentiles(&mut diffs),
-        bootstrap_p,
-        significant: mcnemar_p < 0.05 && bootstrap_p < 0.05,
-    }
-}
-
-/// Two-sided exact binomial test of `b` against `c` at p = 1/2.
-pub fn mcnemar_exact(b: u64, c: u64) -> f64 {
-    let n = b + c;
-    if n == 0 {
-        return 1.0;
-    }
-    // P(X <= min) under Binomial(n, 1/2), in logs so large n does not overflow.
-    let ln_half_n = n as f64 * 0.5f64.ln();
-    let mut ln_choose = 0.0; // ln C(n, 0)
-    let mut tail = 0.0;
-    for k in 0..=b.min(c) {
-        if k > 0 {
-            ln_choose += ((n - k + 1) as f64).ln() - (k as f64).ln();
-        }
-        tail += (ln_choose + ln_half_n).exp();
-    }
-    (2.0 * tail).min(1.0)
-}
-
-fn bootstrap_interval(n: usize, statistic: impl Fn(&[usize]) -> f64) -> Interval {
-    if n == 0 {
-        return Interval {
-            low: 0.0,
-            high: 0.0,
-        };
-    }
-    percentiles(&mut resample(n, statistic))
-}
-
-/// `statistic` over [`BOOTSTRAP_RESAMPLES`] resamples of `0..n` with replacement.
-fn resample(n: usize, statistic: impl Fn(&[usize]) -> f64) -> Vec<f64> {
-    if n == 0 {
-        return Vec::new();
-    }
-    let mut rng = SplitMix64(BOOTSTRAP_SEED);
-    let mut sample = vec![0; n];
-    (0..BOOTSTRAP_RESAMPLES)
-        .map(|_| {
-            for slot in sample.iter_mut() {
-                *slot = (rng.next() % n as u64) as usize;
-            }
-            statistic(&sample)
-        })
-        .collect()
-}
-
-/// The 2.5th and 97.5th percentiles (nearest rank).
-fn percentiles(values: &mut [f64]) -> Interval {
-    if values.is_empty() {
-        return Interval {
-            low: 0.0,
-            high: 0.0,
-        };
-    }
-    values.sort_by(f64::total_cmp);
-    let at =
-        |q: f64| values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
-    Interval {
-        low: at(0.025),
-        high: at(0.975),
-    }
-}
-
-/// A small seeded generator (Steele et al.'s SplitMix64): reproducible on every platform.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn row(label: &str, urgent: bool, predicted: Option<(&str, f64)>) -> Scored {
+    pub(super) fn row(label: &str, urgent: bool, predicted: Option<(&str, f64)>) -> Scored {
+        // Each row its own family, as in a set that names none.
+        static ROWS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = ROWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Scored {
+            family: format!("row-{n}"),
             department: label.into(),
             is_urgent: urgent,
             predicted: predicted.map(|(d, p)| Prediction {
@@ -475,49 +371,5 @@ mod tests {
         // Pairs: (0.7+, 0.7-) ½, (0.7+, 0.2-) 1, (0.2+, 0.7-) 0, (0.2+, 0.2-) ½ → 2/4.
         assert_eq!(roc_auc(&scores), Some(0.5));
         assert_eq!(roc_auc(&[(0.3, true)]), None);
-    }
-
-    #[test]
-    fn mcnemar_is_the_exact_binomial_test() {
-        assert_eq!(mcnemar_exact(0, 0), 1.0);
-        close(mcnemar_exact(0, 5), 2.0 / 32.0);
-        // b = 1, c = 9: 2 · (1 + 10) / 1024.
-        close(mcnemar_exact(1, 9), 22.0 / 1024.0);
-        close(mcnemar_exact(9, 1), 22.0 / 1024.0);
-        assert_eq!(mcnemar_exact(4, 4), 1.0);
-    }
-
-    #[test]
-    fn the_paired_test_finds_a_clear_difference_and_not_a_null_one() {
-        let labels = ["billing", "technical", "account", "sales", "general"];
-        let truth: Vec<&str> = (0..200).map(|i| labels[i % 5]).collect();
-        let good: Vec<Scored> = truth
-            .iter()
-            .map(|l| row(l, false, Some((l, 0.1))))
-            .collect();
-        // Wrong on every third row.
-        let bad: Vec<Scored> = truth
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                row(
-                    l,
-                    false,
-                    Some((if i % 3 == 0 { "general" } else { l }, 0.1)),
-                )
-            })
-            .collect();
-        let p = paired(&bad, &good);
-        assert!(
-            p.only_other_right > 50 && p.only_baseline_right == 0,
-            "{p:?}"
-        );
-        assert!(p.significant && p.macro_f1_diff > 0.0, "{p:?}");
-        assert!(p.macro_f1_diff_ci95.low > 0.0);
-        let same = paired(&good, &good);
-        assert_eq!((same.mcnemar_p, same.macro_f1_diff), (1.0, 0.0));
-        assert!(!same.significant);
-        // A fixed seed: the same rows give the same interval every time.
-        assert_eq!(paired(&bad, &good), p);
     }
 }
