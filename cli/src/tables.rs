@@ -386,6 +386,16 @@ fn ci(figure: f64, interval: &eval::metrics::Interval) -> String {
     format!("{figure:.3} [{:.3}, {:.3}]", interval.low, interval.high)
 }
 
+/// Department accuracy with its interval over families (`accuracy_ci`), or, for a run stored
+/// before it, the Wilson interval over rows.
+fn accuracy(f: &eval::RunFigures) -> String {
+    let d = &f.department;
+    match d.accuracy_ci {
+        Some([low, high]) => ci(d.accuracy, &eval::metrics::Interval { low, high }),
+        None => ci(d.accuracy, &d.accuracy_ci95) + " (rows)",
+    }
+}
+
 fn optional(value: Option<f64>, digits: usize) -> String {
     value.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
@@ -411,17 +421,21 @@ fn eval_report(r: &eval::Report) -> String {
              (triage eval --list shows it)"
         }
     );
+    // The offline baseline (rules@offline, answered in-process) is a column like the others.
+    let columns: Vec<&eval::RunFigures> = r.runs.iter().chain(&r.baseline).collect();
     type Figure = fn(&eval::RunFigures) -> String;
-    let figures: [(&str, Figure); 17] = [
+    let figures: [(&str, Figure); 18] = [
         ("answered / rows", |f| format!("{} / {}", f.answered, f.n)),
-        ("department accuracy [95% CI]", |f| {
-            ci(f.department.accuracy, &f.department.accuracy_ci95)
+        ("families", |f| f.families.to_string()),
+        ("department accuracy [95% CI]", accuracy),
+        ("urgent recall [95% CI]", |f| match &f.urgent.recall_ci95 {
+            Some(interval) => ci(f.urgent.recall, interval),
+            None => format!("{:.3}", f.urgent.recall),
         }),
         ("department macro-F1 [95% CI]", |f| {
             ci(f.department.macro_f1, &f.department.macro_f1_ci95)
         }),
         ("urgent precision", |f| format!("{:.3}", f.urgent.precision)),
-        ("urgent recall", |f| format!("{:.3}", f.urgent.recall)),
         ("urgent F1", |f| format!("{:.3}", f.urgent.f1)),
         ("urgent Brier score", |f| format!("{:.4}", f.urgent.brier)),
         ("urgent ROC AUC", |f| optional(f.urgent.auc, 3)),
@@ -446,16 +460,15 @@ fn eval_report(r: &eval::Report) -> String {
         }),
     ];
     let header = std::iter::once("")
-        .chain(r.runs.iter().map(|f| f.version.as_str()))
+        .chain(columns.iter().map(|f| f.version.as_str()))
         .collect();
-    let rows = figures
-        .iter()
-        .map(|(name, figure)| std::iter::once(name.to_string()).chain(r.runs.iter().map(figure)));
-    let numbers: Vec<usize> = (1..=r.runs.len()).collect();
+    let rows = figures.iter().map(|(name, figure)| {
+        std::iter::once(name.to_string()).chain(columns.iter().map(|f| figure(f)))
+    });
+    let numbers: Vec<usize> = (1..=columns.len()).collect();
     out += &table(Some(header), rows, &numbers);
 
-    let mut classes: Vec<&str> = r
-        .runs
+    let mut classes: Vec<&str> = columns
         .iter()
         .flat_map(|f| f.department.per_class.keys().map(String::as_str))
         .collect();
@@ -463,10 +476,10 @@ fn eval_report(r: &eval::Report) -> String {
     classes.dedup();
     let _ = writeln!(out, "\nper department: precision / recall / F1 (support)");
     let header = std::iter::once("department")
-        .chain(r.runs.iter().map(|f| f.version.as_str()))
+        .chain(columns.iter().map(|f| f.version.as_str()))
         .collect();
     let rows = classes.iter().map(|class| {
-        std::iter::once(class.to_string()).chain(r.runs.iter().map(|f| {
+        std::iter::once(class.to_string()).chain(columns.iter().map(|f| {
             f.department.per_class.get(*class).map_or("-".into(), |c| {
                 format!(
                     "{:.2} / {:.2} / {:.2} ({})",
@@ -578,7 +591,8 @@ fn eval_runs(runs: &[StoredRun]) -> String {
             "split",
             "version",
             "n",
-            "accuracy",
+            "families",
+            "accuracy [95% CI]",
             "macro-F1",
             "urgent recall",
             "calls",
@@ -593,7 +607,11 @@ fn eval_runs(runs: &[StoredRun]) -> String {
                 r.split.clone().unwrap_or_else(|| "all".into()),
                 r.version.to_string(),
                 r.n.to_string(),
-                format!("{:.3}", r.figures.department.accuracy),
+                match r.figures.families {
+                    0 => "-".into(),
+                    families => families.to_string(),
+                },
+                accuracy(&r.figures),
                 format!("{:.3}", r.figures.department.macro_f1),
                 format!("{:.3}", r.figures.urgent.recall),
                 r.calls.to_string(),
@@ -601,7 +619,7 @@ fn eval_runs(runs: &[StoredRun]) -> String {
                 r.operator.clone(),
             ]
         }),
-        &[0, 5, 6, 7, 8, 9, 10],
+        &[0, 5, 6, 7, 8, 9, 10, 11],
     )
 }
 

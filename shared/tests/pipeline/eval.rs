@@ -21,7 +21,8 @@ const DEPARTMENTS: [&str; 5] = ["billing", "technical", "account", "sales", "gen
 const MODEL: &str = "gpt-6-luna";
 const RATE: f64 = 0.25;
 
-/// 60 labelled rows, every department and both urgencies, half in each split.
+/// 60 labelled rows, every department and both urgencies, half in each split; 20 scenario
+/// families of 3 rows (rows i, i + 20, i + 40: one label, one split).
 fn labelled_set() -> String {
     (0..60)
         .map(|i| {
@@ -32,6 +33,7 @@ fn labelled_set() -> String {
                 "department": DEPARTMENTS[i % 5],
                 "is_urgent": i % 3 == 0,
                 "split": if i % 2 == 0 { "test" } else { "dev" },
+                "family": format!("f{}", i % 20),
             })
             .to_string()
                 + "\n"
@@ -62,7 +64,9 @@ pub async fn fake_classifier(set: &EvalSet) -> FakeProvider {
     let classifier = Classifier::from_jsonl(&set.text, RATE)
         .unwrap()
         .with_rate("gpt-good", 0.02)
-        .with_rate("gpt-bad", 0.45);
+        .with_rate("gpt-bad", 0.45)
+        // A little worse than the configured model's 0.25: on 10 families, noise.
+        .with_rate("gpt-noisy", 0.28);
     fake.classify_from_labels(classifier);
     fake
 }
@@ -492,5 +496,121 @@ async fn triage_evals_own_workers_leave_production_tickets_to_the_fleet() {
         1,
         "left untouched: {:?}",
         app.status_counts().await
+    );
+}
+
+/// Intervals by family, the offline baseline beside every run, and a gate that tells a loss
+/// beyond noise from noise (docs/quality.md, "Reading the figures" and the gate).
+#[tokio::test]
+async fn runs_carry_families_and_intervals_the_baseline_is_shown_and_noise_is_no_significant_difference(
+) {
+    let set = write_set();
+    let fake = fake_classifier(&set).await;
+    let path = set.path.to_string_lossy().to_string();
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.quality.set = Some(path);
+        config.versions.prompt = "triage-v5".parse().unwrap();
+    })
+    .await;
+    let versions = ["triage-v5", "triage-v5/gpt-noisy@medium"];
+    let report = evaluate(&app, &set.path, "test", &versions).await;
+
+    // n is rows and families; accuracy carries its interval over families.
+    for run in report["runs"].as_array().unwrap() {
+        assert_eq!(
+            (run["n"].as_u64(), run["families"].as_u64()),
+            (Some(30), Some(10))
+        );
+        let accuracy = run["department"]["accuracy"].as_f64().unwrap();
+        let ci: Vec<f64> = run["department"]["accuracy_ci"]
+            .as_array()
+            .unwrap_or_else(|| panic!("accuracy_ci: {run}"))
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert!(
+            ci.len() == 2 && ci[0] <= accuracy && accuracy <= ci[1] && ci[0] < ci[1],
+            "{ci:?} around {accuracy}"
+        );
+        assert!(run["urgent"]["recall_ci95"]["low"].is_number(), "{run}");
+    }
+    // The offline baseline, answered in-process: no job, no call.
+    let baseline = &report["baseline"];
+    assert_eq!(baseline["version"], "rules@offline (baseline)", "{report}");
+    assert_eq!(
+        (baseline["n"].as_u64(), baseline["families"].as_u64()),
+        (Some(30), Some(10))
+    );
+    assert_eq!(
+        (&baseline["answered"], &baseline["calls"]),
+        (&json!(30), &json!(0))
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_call").await,
+        60,
+        "two versions' calls, none for the baseline"
+    );
+    // The rules find "billing" and "account" in these subjects and nothing else (general),
+    // and no urgent word: 18 of 30 right, no urgent row caught.
+    assert_eq!(baseline["department"]["accuracy"], json!(0.6));
+    assert_eq!(baseline["urgent"]["recall"], json!(0.0));
+    assert!(baseline["department"]["accuracy_ci"][0].as_f64().unwrap() < 0.6);
+    // A run that asks for the rules classifier itself does not show it twice.
+    let rules = crate::operations::op(
+        &app,
+        json!({"op": "eval", "set": set.path, "split": "test", "versions": ["triage-v5/rules@offline"]}),
+    )
+    .await;
+    assert_eq!(rules["baseline"], Value::Null, "not duplicated: {rules}");
+
+    // gpt-noisy is worse than the current version by more than the tolerance, by noise: the
+    // paired test over the 10 shared families finds no significant difference.
+    let f1 = |i: usize| {
+        report["runs"][i]["department"]["macro_f1"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(f1(1) + 0.01 < f1(0), "{} vs {}", f1(1), f1(0));
+    let noisy = triage::domain::versions::VersionPair {
+        prompt_version: "triage-v5".parse().unwrap(),
+        model_version: triage::domain::versions::ModelVersion::new("gpt-noisy", "medium").unwrap(),
+    };
+    let note = operations::promote::quality_gate(&app.pool, &app.config, &noisy)
+        .await
+        .expect("noise passes")
+        .expect("and says so");
+    assert!(
+        note.contains("no significant difference") && note.contains("paired over 10 families"),
+        "{note}"
+    );
+    crate::operations::op(
+        &app,
+        json!({"op": "promote", "prompt_version": "triage-v5", "model_version": "gpt-noisy@medium"}),
+    )
+    .await;
+
+    // The Quality page shows the baseline beside the versions, and the intervals by family.
+    let base = crate::console::serve_console(&app, None).await;
+    let client = triage::tls::https_client_builder().build().unwrap();
+    let page = client
+        .get(format!("{base}/admin/quality"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("rules@offline (baseline)"), "{page}");
+    assert!(
+        page.contains(r#"data-figure="n/baseline">30 / 10<"#),
+        "{page}"
+    );
+    let [low, high] = [0, 1].map(|i| baseline["department"]["accuracy_ci"][i].as_f64().unwrap());
+    assert!(
+        page.contains(&format!(
+            r#"data-figure="accuracy/baseline">{:.3} [{low:.3}, {high:.3}]<"#,
+            baseline["department"]["accuracy"].as_f64().unwrap()
+        )),
+        "{page}"
     );
 }

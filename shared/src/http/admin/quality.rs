@@ -19,11 +19,13 @@ use super::{
 };
 use crate::{
     db,
+    domain::versions::ModelVersion,
     operations::eval::{
         self,
         metrics::NO_ANSWER,
         set::{self, Split},
         store::{self, StoredRun},
+        RunFigures,
     },
     pipeline::feedback::{self, Agreement},
 };
@@ -45,8 +47,11 @@ pub(super) async fn show(
     query: Result<Query<Choice>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let Query(choice) = query.map_err(|r| PageError::bad_request(r.body_text()))?;
-    let configured = set::configured_digest(state.app.config.quality.set.as_deref())
-        .map_err(|e| PageError::bad_request(e.to_string()))?;
+    let config = &state.app.config;
+    let policy = crate::evaluate::Policy::load(config.versions.policy.as_str())
+        .ok_or_else(|| PageError::bad_request("the configured policy is not in this build"))?;
+    let configured =
+        set::configured_digest_now(config.quality.set.as_deref(), &policy, &state.app.pool).await?;
     let digest = match choice.set.as_deref() {
         Some(d) if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => d.to_lowercase(),
         Some(_) => {
@@ -88,6 +93,7 @@ pub(super) async fn show(
     // Runs under way, read only (a GET concludes nothing; the sweeper's tick does).
     let under_way = eval::under_way(&state.app.pool).await?;
     let live = feedback::agreement(&client).await?;
+    let baseline = store::baseline(&client, &digest, split).await?;
     let body = html! {
         p {
             "Set " code data-set=(digest) { (&digest[..12]) }
@@ -119,7 +125,7 @@ pub(super) async fn show(
         @if runs.is_empty() {
             p.muted { "No eval run on this set and split yet." }
         } @else {
-            (side_by_side(&runs, &digest, split))
+            (side_by_side(&runs, baseline.as_ref(), &digest, split))
         }
         @if let Some(run) = chosen {
             (details(run, &texts))
@@ -158,48 +164,65 @@ fn agreement(live: &[Agreement]) -> Markup {
     }
 }
 
-fn side_by_side(runs: &[StoredRun], digest: &str, split: Split) -> Markup {
-    type Figure = fn(&StoredRun) -> String;
-    let rows: [(&str, &str, Figure); 9] = [
-        ("accuracy", "Department accuracy [95% CI]", |r| {
-            let d = &r.figures.department;
-            format!(
-                "{:.3} [{:.3}, {:.3}]",
-                d.accuracy, d.accuracy_ci95.low, d.accuracy_ci95.high
-            )
+fn side_by_side(
+    runs: &[StoredRun],
+    baseline: Option<&RunFigures>,
+    digest: &str,
+    split: Split,
+) -> Markup {
+    type Figure = fn(&RunFigures) -> String;
+    let rows: [(&str, &str, Figure); 10] = [
+        ("n", "Rows / families", |f| match f.families {
+            0 => format!("{} / –", f.n),
+            families => format!("{} / {families}", f.n),
         }),
-        ("macro_f1", "Department macro-F1 [95% CI]", |r| {
-            let d = &r.figures.department;
+        ("accuracy", "Department accuracy [95% CI]", |f| {
+            let d = &f.department;
+            match d.accuracy_ci {
+                Some([low, high]) => format!("{:.3} [{low:.3}, {high:.3}]", d.accuracy),
+                // Stored before intervals by family: Wilson's, over rows.
+                None => format!(
+                    "{:.3} [{:.3}, {:.3}] (rows)",
+                    d.accuracy, d.accuracy_ci95.low, d.accuracy_ci95.high
+                ),
+            }
+        }),
+        ("macro_f1", "Department macro-F1 [95% CI]", |f| {
+            let d = &f.department;
             format!(
                 "{:.3} [{:.3}, {:.3}]",
                 d.macro_f1, d.macro_f1_ci95.low, d.macro_f1_ci95.high
             )
         }),
-        ("urgent_precision", "Urgent precision", |r| {
-            format!("{:.3}", r.figures.urgent.precision)
+        ("urgent_precision", "Urgent precision", |f| {
+            format!("{:.3}", f.urgent.precision)
         }),
-        ("urgent_recall", "Urgent recall", |r| {
-            format!("{:.3}", r.figures.urgent.recall)
+        ("urgent_recall", "Urgent recall [95% CI]", |f| {
+            match &f.urgent.recall_ci95 {
+                Some(i) => format!("{:.3} [{:.3}, {:.3}]", f.urgent.recall, i.low, i.high),
+                None => format!("{:.3}", f.urgent.recall),
+            }
         }),
-        ("brier", "Urgent Brier score", |r| {
-            format!("{:.4}", r.figures.urgent.brier)
+        ("brier", "Urgent Brier score", |f| {
+            format!("{:.4}", f.urgent.brier)
         }),
-        ("auc", "Urgent ROC AUC", |r| {
-            optional(r.figures.urgent.auc.map(|a| format!("{a:.3}")))
+        ("auc", "Urgent ROC AUC", |f| {
+            optional(f.urgent.auc.map(|a| format!("{a:.3}")))
         }),
-        ("cost_per_ticket", "Cost per ticket", |r| {
-            usd(r.figures.cost_per_ticket_usd)
+        ("cost_per_ticket", "Cost per ticket", |f| {
+            usd(f.cost_per_ticket_usd)
         }),
-        ("failures", "Contract violations / dead letters", |r| {
-            format!(
-                "{} / {}",
-                r.figures.contract_violations, r.figures.dead_letters
-            )
+        ("failures", "Contract violations / dead letters", |f| {
+            format!("{} / {}", f.contract_violations, f.dead_letters)
         }),
-        ("finished", "Run finished", |r| {
-            r.finished_at.format("%Y-%m-%d %H:%M UTC").to_string()
-        }),
+        ("finished", "Run finished", |_| String::new()),
     ];
+    // The offline floor, unless a version shown is the rules classifier already.
+    let baseline = baseline.filter(|_| {
+        !runs
+            .iter()
+            .any(|r| r.version.model_version.as_str() == ModelVersion::RULES)
+    });
     html! {
         h2 { "Versions side by side" }
         table {
@@ -212,13 +235,35 @@ fn side_by_side(runs: &[StoredRun], digest: &str, split: Split) -> Markup {
                         }
                     }
                 }
+                @if let Some(b) = baseline {
+                    th.num scope="col" data-baseline { code { (b.version) } }
+                }
             } }
             tbody {
                 @for (key, name, figure) in rows {
                     tr { th scope="row" { (name) }
-                        @for r in runs { td.num data-figure=(format!("{key}/{}", r.version)) { (figure(r)) } } }
+                        @for r in runs {
+                            td.num data-figure=(format!("{key}/{}", r.version)) {
+                                @if key == "finished" {
+                                    (r.finished_at.format("%Y-%m-%d %H:%M UTC").to_string())
+                                } @else {
+                                    (figure(&r.figures))
+                                }
+                            }
+                        }
+                        @if let Some(b) = baseline {
+                            td.num data-figure=(format!("{key}/baseline")) {
+                                @if key == "finished" { "answered offline" } @else { (figure(b)) }
+                            }
+                        }
+                    }
                 }
             }
+        }
+        @if baseline.is_some() {
+            p.muted { "The baseline is the offline rules classifier (" code { "rules@offline" }
+                      ") over the same rows, answered without a provider: the floor any version must clear. \
+                       Intervals are 95% percentile bootstraps over scenario families." }
         }
     }
 }
