@@ -6,11 +6,13 @@
 //! Each block runs in bash with a `PATH` holding only an `aws` stand-in: every other external
 //! command (psql, curl, git, python3, sleep…) is "not found" and answered by
 //! `command_not_found_handle` with a placeholder, so nothing but builtins runs. The stand-in
-//! records its arguments and hands them to the real AWS CLI (`target/test-tools`, v1) pointed at
-//! a closed loopback port: the CLI validates the parameters against the service model before it
-//! connects, so "Could not connect to the endpoint URL" means the command parsed, and anything
-//! else (*Error parsing parameter*, *Invalid type for parameter*, *Unknown options*) is a doc
-//! bug. Commands only AWS CLI v2 has are named in `V2_ONLY` and not run.
+//! records its arguments and hands them to the real AWS CLIs in `target/test-tools`, v2
+//! (`bin/aws2`, the CLI docs/deploy.md requires; `scripts/awscli-v2`, Linux x86_64 only) and v1
+//! (`bin/aws`), both pointed at a closed loopback port: a CLI validates the parameters against
+//! the service model before it connects, so "Could not connect to the endpoint URL" means the
+//! command parsed, and anything else (*Error parsing parameter*, *Invalid type for parameter*,
+//! *Unknown options*) is a doc bug. v1 is spared what only v2 has: the commands named in
+//! `V2_ONLY` and the option `--cli-binary-format`.
 
 use std::{
     io::Write,
@@ -18,7 +20,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-/// `aws` subcommands of AWS CLI v2 that v1 lacks: not run, only counted.
+/// `aws` subcommands of AWS CLI v2 that v1 lacks: run by v2 only.
 const V2_ONLY: &[&str] = &["configure export-credentials", "logs tail"];
 
 fn root() -> PathBuf {
@@ -51,17 +53,18 @@ fn sh_blocks(markdown: &str) -> Vec<(usize, String)> {
 }
 
 /// The `aws` stand-in: records `argv` as one JSON line in `$DOCS_AWS_LOG` with the verdict of
-/// the real CLI, and prints a placeholder for the command substitution around it.
+/// each real CLI, and prints a placeholder for the command substitution around it.
 const STAND_IN: &str = r#"
 import json, os, subprocess, sys
 
 args = sys.argv[1:]
-record = {"args": args, "line": os.environ.get("DOCS_BLOCK_LINE", "?")}
+record = {"args": args, "line": os.environ.get("DOCS_BLOCK_LINE", "?"), "checked": []}
 words = [a for a in args if not a.startswith("-")]
-if " ".join(words[:2]) in os.environ["DOCS_V2_ONLY"].split(","):
-    record["verdict"] = "v2-only"
-else:
-    run = []
+runs = {}
+if os.environ.get("DOCS_REAL_AWS2"):
+    runs["v2"] = [os.environ["DOCS_REAL_AWS2"], *args]
+if " ".join(words[:2]) not in os.environ["DOCS_V2_ONLY"].split(","):
+    v1 = []
     skip = False
     for arg in args:
         # v2's option for raw JSON payloads; v1 takes JSON payloads as they are.
@@ -71,12 +74,23 @@ else:
         if arg == "--cli-binary-format":
             skip = True
             continue
-        run.append(arg)
-    out = subprocess.run([os.environ["DOCS_REAL_AWS"], *run], stdin=subprocess.DEVNULL if "file:///dev/stdin" not in args else None,
-                         capture_output=True, text=True, timeout=60)
-    parsed = "Could not connect to the endpoint URL" in out.stderr
-    record["verdict"] = "parsed" if parsed else "refused"
-    record["stderr"] = out.stderr.strip()[-600:]
+        v1.append(arg)
+    runs["v1"] = [os.environ["DOCS_REAL_AWS"], *v1]
+# A payload piped in (file:///dev/stdin) is read once and handed to each CLI.
+data = sys.stdin.buffer.read() if "file:///dev/stdin" in args else b""
+started = {cli: subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+           for cli, argv in runs.items()}
+refusals = []
+for cli, child in started.items():
+    out, err = child.communicate(data, timeout=60)
+    err = err.decode(errors="replace")
+    # export-credentials answers from the environment, without connecting.
+    if "Could not connect to the endpoint URL" in err or child.returncode == 0:
+        record["checked"].append(cli)
+    else:
+        refusals.append(cli + ": " + err.strip()[-600:])
+record["verdict"] = "refused" if refusals else "parsed" if runs else "v2-only"
+record["stderr"] = "\n    ".join(refusals)
 with open(os.environ["DOCS_AWS_LOG"], "a") as log:
     log.write(json.dumps(record) + "\n")
 print("PLACEHOLDER")
@@ -85,6 +99,8 @@ print("PLACEHOLDER")
 struct Harness {
     dir: PathBuf,
     aws: PathBuf,
+    /// AWS CLI v2, where `scripts/awscli-v2` could install it (Linux x86_64).
+    aws2: Option<PathBuf>,
     endpoint: String,
 }
 
@@ -92,6 +108,24 @@ impl Harness {
     fn new() -> Option<Self> {
         let aws = testkit::moto::tool("aws")?;
         let python = aws.parent().unwrap().join("python");
+        let aws2 = aws.with_file_name("aws2");
+        let aws2 = if aws2.exists() {
+            Some(aws2)
+        } else if cfg!(all(target_os = "linux", target_arch = "x86_64"))
+            && std::env::var_os("MOTO_SERVER").is_some()
+        {
+            panic!(
+                "{} is missing (scripts/test installs it with scripts/awscli-v2)",
+                aws2.display()
+            )
+        } else {
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n!!!!! CHECKING WITH AWS CLI v1 ONLY: {} is missing (scripts/awscli-v2, Linux x86_64).\n",
+                aws2.display()
+            );
+            None
+        };
         let dir =
             std::env::temp_dir().join(format!("docs-commands-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(dir.join("bin")).unwrap();
@@ -111,6 +145,7 @@ impl Harness {
         Some(Harness {
             dir,
             aws,
+            aws2,
             endpoint: format!("http://127.0.0.1:{port}"),
         })
     }
@@ -161,8 +196,13 @@ impl Harness {
             .env("AWS_ENDPOINT_URL", &self.endpoint)
             .env("AWS_MAX_ATTEMPTS", "1")
             .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("AWS_PAGER", "")
             .env("DOCS_AWS_LOG", &log)
             .env("DOCS_REAL_AWS", &self.aws)
+            .env(
+                "DOCS_REAL_AWS2",
+                self.aws2.as_deref().unwrap_or_else(|| Path::new("")),
+            )
             .env("DOCS_V2_ONLY", V2_ONLY.join(","))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -227,6 +267,7 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
     let mut problems = Vec::new();
     let mut parsed = 0;
     let mut v2_only = 0;
+    let mut by_v2 = 0;
     let mut seen = Vec::new();
     for (syntax, records) in results {
         problems.extend(syntax);
@@ -240,6 +281,7 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
                 .map(|a| a.as_str().unwrap())
                 .collect();
             seen.push(args.join(" "));
+            by_v2 += usize::from(record["checked"].as_array().unwrap().contains(&"v2".into()));
             match record["verdict"].as_str().unwrap() {
                 "parsed" => parsed += 1,
                 "v2-only" => v2_only += 1,
@@ -252,7 +294,10 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     // The harness itself: it saw the commands, with the arguments the shell made of them.
-    println!("aws commands parsed: {parsed}, v2-only (not run): {v2_only}");
+    println!("aws commands parsed: {parsed} ({by_v2} by AWS CLI v2), v2-only (not run): {v2_only}");
+    if harness.aws2.is_some() {
+        assert_eq!(by_v2, parsed, "AWS CLI v2 checked every command");
+    }
     assert!(
         parsed >= 50,
         "only {parsed} aws commands parsed:\n{}",
@@ -261,7 +306,8 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
     assert!(
         seen.iter()
             .any(|c| c.contains("create-cloud-formation-change-set")
-                && c.contains(" Name=vpcSubnetIds,Value=\"subnet-PRIVATE1,subnet-PRIVATE2\" ")),
+                && c.contains(" Name=vpcSubnetIds,Value=\"PLACEHOLDER\" ")
+                && c.contains(" Name=vpcSecurityGroupIds,Value=\"PLACEHOLDER\" ")),
         "the rotation's change set was not seen as the shell passes it:\n{}",
         seen.join("\n")
     );

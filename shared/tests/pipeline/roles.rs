@@ -131,29 +131,53 @@ async fn the_documented_roles_steps_work_on_an_rds_shaped_cluster_first_time_and
         std::env::var("PATH").unwrap_or_default()
     );
     env.push(("PATH".into(), path));
-    // The AWS CLI v1 reads its region from here only.
-    env.push(("AWS_DEFAULT_REGION".into(), "us-east-1".into()));
+    // The AWS CLI v1 reads its region from here only. Not us-east-1: there v1 sends RDS calls
+    // to rds.amazonaws.com whatever AWS_ENDPOINT_URL says.
+    env.push(("AWS_DEFAULT_REGION".into(), "eu-west-1".into()));
+    env.push(("AWS_REGION".into(), "eu-west-1".into()));
+    // The instance `triage-$ENV` with its RDS-managed master secret (step 4), holding this
+    // server's master login: step 15 finds the secret from the instance's name.
+    let deploy_env = format!("roles{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let aws_text = |args: &[&str]| {
+        let out = Command::new(&aws)
+            .args(args)
+            .args(["--output", "text"])
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "aws {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let arn = aws_text(&[
+        "rds",
+        "create-db-instance",
+        "--db-instance-identifier",
+        &format!("triage-{deploy_env}"),
+        "--engine",
+        "postgres",
+        "--db-instance-class",
+        "db.t4g.small",
+        "--allocated-storage",
+        "20",
+        "--master-username",
+        "triage_admin",
+        "--manage-master-user-password",
+        "--query",
+        "DBInstance.MasterUserSecret.SecretArn",
+    ]);
     let secret = json!({"username": "triage_admin", "password": master_password}).to_string();
-    let created = Command::new(&aws)
-        .args(["secretsmanager", "create-secret", "--name"])
-        .arg(format!("rds-master-{}", uuid::Uuid::new_v4().simple()))
-        .args([
-            "--secret-string",
-            &secret,
-            "--query",
-            "ARN",
-            "--output",
-            "text",
-        ])
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .output()
-        .unwrap();
-    assert!(created.status.success(), "{created:?}");
-    let arn = String::from_utf8(created.stdout)
-        .unwrap()
-        .trim()
-        .to_string();
+    aws_text(&[
+        "secretsmanager",
+        "put-secret-value",
+        "--secret-id",
+        &arn,
+        "--secret-string",
+        &secret,
+        "--query",
+        "ARN",
+    ]);
     env.push(("MASTER_SECRET".into(), arn));
+    env.push(("ENV".into(), deploy_env));
 
     // Step 4, before the first deploy.
     let step_4 = documented_command("## 4. Database", port);
@@ -178,8 +202,14 @@ async fn the_documented_roles_steps_work_on_an_rds_shaped_cluster_first_time_and
         !step_15.contains("PASSWORD\""),
         "the upgrade passes no password:\n{step_15}"
     );
-    run_as_operator(&step_15, &env, &[]);
-    run_as_operator(&step_15, &env, &[]);
+    // A day-2 shell: the master secret found again from the instance's name, not carried over.
+    let day_2: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| k != "MASTER_SECRET")
+        .cloned()
+        .collect();
+    run_as_operator(&step_15, &day_2, &[]);
+    run_as_operator(&step_15, &day_2, &[]);
     for url in [&app_url, &api_url, &deliver_url] {
         let client = connect(url)
             .await
