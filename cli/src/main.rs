@@ -413,6 +413,7 @@ mod tests {
             split,
             versions,
             list,
+            ..
         } = operation(&[
             "eval",
             "--set",

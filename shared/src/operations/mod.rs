@@ -219,6 +219,7 @@ async fn execute(
         }
         Request::Eval {
             set,
+            days,
             split,
             versions,
             list: false,
@@ -229,10 +230,22 @@ async fn execute(
                     "the configured policy is not in this build".into(),
                 )
             })?;
-            let source = set.ok_or_else(|| {
-                InvalidRequest::new("set", "--set shipped|s3://BUCKET/KEY|PATH is needed".into())
-            })?;
-            let set = eval::set::LabelledSet::load(&source, &policy).await?;
+            let source = match (set, days) {
+                (None, _) => {
+                    let needed = "--set shipped|s3://BUCKET/KEY|PATH|feedback is needed";
+                    return Err(InvalidRequest::new("set", needed.into()).into());
+                }
+                (Some(eval::set::SetSource::Feedback { .. }), Some(days)) => {
+                    within("days", days.into(), 366)?;
+                    eval::set::SetSource::Feedback { days }
+                }
+                (Some(_), Some(_)) => {
+                    let only = "--days goes with --set feedback only".into();
+                    return Err(InvalidRequest::new("days", only).into());
+                }
+                (Some(source), None) => source,
+            };
+            let set = eval::set::LabelledSet::load(&source, &policy, pool).await?;
             let configured = &config.versions.model;
             let versions: Vec<VersionPair> = if versions.is_empty() {
                 vec![config.versions.pair()]

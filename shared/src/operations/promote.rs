@@ -92,7 +92,14 @@ pub async fn quality_gate(
     config: &Config,
     version: &VersionPair,
 ) -> Result<Option<String>> {
-    let digest = set::configured_digest(config.quality.set.as_deref())?;
+    let policy =
+        crate::evaluate::Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
+            InvalidRequest::new(
+                "policy",
+                "the configured policy is not in this build".into(),
+            )
+        })?;
+    let digest = set::configured_digest_now(config.quality.set.as_deref(), &policy, pool).await?;
     let client = db::client(pool).await?;
     let current = match client.query_opt(CURRENT, &[]).await? {
         Some(row) => VersionPair {

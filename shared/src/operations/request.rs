@@ -88,11 +88,16 @@ pub enum Request {
     /// shows the stored runs.
     Eval {
         /// The labelled set (JSONL): `shipped` (built into the binary, evals/tickets.jsonl),
-        /// `s3://BUCKET/KEY`, or a file's path.
+        /// `s3://BUCKET/KEY`, a file's path, or `feedback`: the production tickets the help
+        /// desk labelled (see --days).
         #[arg(long, required_unless_present = "list")]
         #[serde(default)]
         #[serde_as(as = "Option<DisplayFromStr>")]
         set: Option<SetSource>,
+        /// With `--set feedback`: how many days of the desk's labels (default 30).
+        #[arg(long)]
+        #[serde(default)]
+        days: Option<u32>,
         /// Only this split: dev (for tuning prompts) or test (only reported).
         #[arg(long)]
         #[serde(default)]

@@ -125,6 +125,40 @@ pub async fn give(
     }))
 }
 
+/// A production ticket with the desk's current labels (`triage eval --set feedback`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelledTicket {
+    pub ticket_id: TicketId,
+    pub subject: String,
+    pub message: String,
+    pub department: String,
+    pub is_urgent: bool,
+}
+
+/// The tickets whose current feedback was given in the last `days` days, in ticket order.
+pub async fn labelled(client: &impl GenericClient, days: u32) -> Result<Vec<LabelledTicket>> {
+    let rows = client
+        .query(
+            "SELECT t.id, t.subject, t.message, f.department, f.is_urgent \
+             FROM ticket_feedback f JOIN ticket t ON t.id = f.ticket_id \
+             WHERE f.superseded_at IS NULL AND t.workload = 'production' \
+               AND f.created_at > now() - make_interval(days => $1) \
+             ORDER BY t.id",
+            &[&(days as i32)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| LabelledTicket {
+            ticket_id: TicketId(row.get(0)),
+            subject: row.get(1),
+            message: row.get(2),
+            department: row.get(3),
+            is_urgent: row.get(4),
+        })
+        .collect())
+}
+
 /// Agreement with the desk for one version over a window (SPEC: `agreement` in `triage stats`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Agreement {

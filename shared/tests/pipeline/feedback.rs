@@ -295,3 +295,76 @@ async fn erasure_takes_feedback_and_its_share_of_agreement_and_eval_tickets_take
         0
     );
 }
+
+/// `triage eval --set feedback`: the versions judged on the tickets the desk labelled, through
+/// the same pipeline (the production version's answers are reused, a candidate's are called
+/// once), evaluated in place (no eval copy of a production ticket's text).
+#[tokio::test]
+async fn an_eval_over_the_desks_feedback_scores_versions_on_real_traffic() {
+    let fake = FakeProvider::start().await;
+    // The promote gate judges on the desk's last week (TRIAGE_EVAL_SET=feedback:7).
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.quality.set = Some("feedback:7".into());
+    })
+    .await;
+    let answers = evaluated(&app, 4).await;
+    for (i, (id, department, _)) in answers.iter().enumerate() {
+        let department = if i < 3 {
+            department.as_str()
+        } else {
+            other(department)
+        };
+        give(
+            &app,
+            id,
+            json!({"department": department, "is_urgent": false}),
+        )
+        .await;
+    }
+    let calls_before = fake.billed_calls().len();
+    let pair = &app.config.versions;
+    let promote = json!({"op": "promote", "prompt_version": pair.prompt.as_str(),
+                         "model_version": pair.model.as_str()});
+    let refused = try_op(&app, promote.clone()).await.unwrap_err().to_string();
+    assert!(refused.contains("no eval run"), "{refused}");
+    let request = json!({"op": "eval", "set": "feedback", "days": 7, "split": "test",
+                         "versions": [app.config.versions.pair().to_string(), "triage-v5/gpt-other@medium"]});
+    let queued = op(&app, request.clone()).await;
+    assert_eq!(queued["set"]["source"], "feedback:7");
+    assert_eq!(queued["set"]["rows"], 4);
+    assert_eq!(
+        app.count("SELECT count(*) FROM ticket WHERE workload = 'eval'")
+            .await,
+        0,
+        "no copy of a production ticket"
+    );
+    app.drain(&app.worker(), Duration::from_secs(20)).await;
+    let report = op(&app, request).await;
+    assert_eq!(report["complete"], true, "{report}");
+    // The production version's answers were there: its figures are the live agreement's.
+    assert_eq!(report["runs"][0]["department"]["accuracy"], 0.75);
+    assert_eq!(report["runs"][0]["calls"], 0);
+    assert_eq!(
+        fake.billed_calls().len() - calls_before,
+        4,
+        "the candidate, once per ticket"
+    );
+    assert_eq!(report["runs"][1]["n"], 4);
+    // The offline baseline answered the same tickets in place.
+    assert_eq!(report["baseline"]["answered"], 4, "{report}");
+    // The gate finds the runs on today's feedback set.
+    op(&app, promote).await;
+
+    // No feedback in the window: refused, nothing queued.
+    let empty = try_op(
+        &app,
+        json!({"op": "eval", "set": "feedback:1", "split": "test"}),
+    )
+    .await;
+    app.exec("UPDATE ticket_feedback SET created_at = now() - interval '3 days'")
+        .await;
+    let empty_after = try_op(&app, json!({"op": "eval", "set": "feedback:1"})).await;
+    assert!(empty.is_ok());
+    let error = empty_after.unwrap_err().to_string();
+    assert!(error.contains("labelled no ticket"), "{error}");
+}

@@ -244,7 +244,11 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -
 
 async fn start(pool: &Pool, plan: &Plan, operator: &Operator) -> Result<Pending> {
     let rows = plan.set.rows_of(plan.split);
-    let ids: Vec<Uuid> = rows.iter().map(|r| ticket_id(r)).collect();
+    // The desk's tickets are evaluated in place; a labelled row becomes an eval ticket.
+    let ids: Vec<Uuid> = rows
+        .iter()
+        .map(|r| r.ticket.unwrap_or_else(|| ticket_id(r)))
+        .collect();
     let keys: Vec<Vec<String>> = plan
         .versions
         .iter()
@@ -418,10 +422,15 @@ async fn queue(
     let client = db::client(pool).await?;
     for start in (0..rows.len()).step_by(WRITE_BATCH) {
         let end = (start + WRITE_BATCH).min(rows.len());
-        let chunk = &rows[start..end];
-        let subjects: Vec<&str> = chunk.iter().map(|r| r.subject.as_str()).collect();
-        let messages: Vec<&str> = chunk.iter().map(|r| r.message.as_str()).collect();
-        ingest::insert_eval_tickets(&client, &ids[start..end], &subjects, &messages).await?;
+        let copies: Vec<(&Uuid, &&Row)> = ids[start..end]
+            .iter()
+            .zip(&rows[start..end])
+            .filter(|(_, row)| row.ticket.is_none())
+            .collect();
+        let copy_ids: Vec<Uuid> = copies.iter().map(|(id, _)| **id).collect();
+        let subjects: Vec<&str> = copies.iter().map(|(_, r)| r.subject.as_str()).collect();
+        let messages: Vec<&str> = copies.iter().map(|(_, r)| r.message.as_str()).collect();
+        ingest::insert_eval_tickets(&client, &copy_ids, &subjects, &messages).await?;
         for (version, keys) in plan.versions.iter().zip(keys) {
             let batch = reprocess::Batch {
                 ticket_ids: &ids[start..end],

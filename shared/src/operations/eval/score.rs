@@ -160,7 +160,7 @@ pub(super) async fn baseline(
     policy: &Policy,
 ) -> Result<(RunFigures, Vec<Scored>)> {
     let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.ticket_id).collect();
-    let texts = store::eval_ticket_texts(client, &ids).await?;
+    let texts = store::run_ticket_texts(client, &ids).await?;
     // The rules read neither the prompt nor the model; the request only needs them.
     let prompt = Prompt {
         version: String::new(),

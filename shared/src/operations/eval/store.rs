@@ -183,6 +183,24 @@ pub async fn baseline(
     Ok(row.and_then(|row| serde_json::from_value(row.get(0)).ok()))
 }
 
+/// The text of a run's tickets, for the offline baseline to answer: eval tickets, and the
+/// production tickets of `--set feedback`, which are evaluated in place. Never shown: the
+/// Quality page reads [`eval_ticket_texts`].
+pub async fn run_ticket_texts(
+    client: &impl GenericClient,
+    ids: &[uuid::Uuid],
+) -> Result<std::collections::HashMap<uuid::Uuid, (String, String)>> {
+    Ok(client
+        .query(
+            "SELECT id, subject, message FROM ticket WHERE id = ANY($1)",
+            &[&ids],
+        )
+        .await?
+        .into_iter()
+        .map(|row| (row.get(0), (row.get(1), row.get(2))))
+        .collect())
+}
+
 /// The text of eval tickets (`workload = 'eval'` only: no production ticket's text can be read
 /// through this), for the Quality page's misclassified rows.
 pub async fn eval_ticket_texts(
