@@ -258,8 +258,13 @@ fn promote(p: &Promotion) -> String {
         ),
         None => "previously the API's configured version; to undo, promote that one".into(),
     };
+    let gate = p
+        .gate
+        .as_ref()
+        .map(|note| format!("quality gate: {note}\n"))
+        .unwrap_or_default();
     format!(
-        "GET /tickets/{{id}} now shows {} (promoted {})\n{undo}\n",
+        "{gate}GET /tickets/{{id}} now shows {} (promoted {})\n{undo}\n",
         p.version,
         p.promoted_at.format("%Y-%m-%d %H:%M:%S UTC"),
     )

@@ -197,10 +197,11 @@ async fn execute(
         } => {
             let version = pair(prompt_version, model_version);
             priced(config, &version.model_version)?;
+            let mut gate = None;
             if !force {
                 // An eval whose answers came in since the last tick counts already.
                 eval::tend(pool).await?;
-                promote::quality_gate(pool, config, &version).await?;
+                gate = promote::quality_gate(pool, config, &version).await?;
             } else if reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
                 return Err(InvalidRequest::new(
                     "reason",
@@ -208,7 +209,10 @@ async fn execute(
                 )
                 .into());
             }
-            Outcome::Promote(promote::promote(pool, &version).await?)
+            Outcome::Promote(promote::Promotion {
+                gate,
+                ..promote::promote(pool, &version).await?
+            })
         }
         Request::Eval { list: true, .. } => {
             // Runs whose answers are all in are concluded first, so the list is current.

@@ -30,6 +30,9 @@ pub struct Promotion {
     /// The promotion this one replaces; `None`: readers saw the configured version (the API's
     /// environment, which this process need not share).
     pub previous: Option<VersionPair>,
+    /// What the quality gate said of a pass worth knowing ("no significant difference ...").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
 }
 
 /// Records the promotion only if a result exists under the version: a misspelt model version
@@ -70,6 +73,7 @@ pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
                 prompt_version,
                 model_version: row.get(2),
             }),
+        gate: None,
     };
     // Results of the promoted version are announced to subscribers with the promotion.
     let announced = announce::announce_promoted(&tx, version).await?;

@@ -583,11 +583,13 @@ async fn runs_carry_families_and_intervals_the_baseline_is_shown_and_noise_is_no
         note.contains("no significant difference") && note.contains("paired over 10 families"),
         "{note}"
     );
-    crate::operations::op(
+    // The operator reads it in the promotion's answer.
+    let promoted = crate::operations::op(
         &app,
         json!({"op": "promote", "prompt_version": "triage-v5", "model_version": "gpt-noisy@medium"}),
     )
     .await;
+    assert_eq!(promoted["gate"], note.as_str(), "{promoted}");
 
     // The Quality page shows the baseline beside the versions, and the intervals by family.
     let base = crate::console::serve_console(&app, None).await;
