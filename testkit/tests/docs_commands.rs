@@ -1,4 +1,5 @@
-//! The command blocks of docs/deploy.md and docs/runbook.md, as a reader pastes them: every
+//! The command blocks of docs/deploy.md, docs/runbook.md and docs/delivery.md (a consumer's
+//! subscriptions and EventBridge rules), as a reader pastes them: every
 //! `sh` block passes `bash -n`, and every `aws` command in them passes the AWS CLI's own
 //! parsing of its options and shorthand, with the arguments the shell really hands it
 //! (quotes stripped, variables expanded).
@@ -236,9 +237,9 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
     let Some(harness) = Harness::new() else {
         return;
     };
-    // The two documents side by side (each AWS CLI start costs about a second).
+    // The documents side by side (each AWS CLI start costs about a second).
     let results: Vec<(Vec<String>, Vec<serde_json::Value>)> = std::thread::scope(|scope| {
-        let runs: Vec<_> = ["docs/deploy.md", "docs/runbook.md"]
+        let runs: Vec<_> = ["docs/deploy.md", "docs/runbook.md", "docs/delivery.md"]
             .into_iter()
             .map(|doc| {
                 let harness = &harness;
@@ -246,7 +247,12 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
                     let text = std::fs::read_to_string(root().join(doc)).unwrap();
                     let mut problems = Vec::new();
                     let mut blocks = sh_blocks(&text);
-                    assert!(blocks.len() >= 5, "{doc}: only {} sh blocks", blocks.len());
+                    let at_least = if doc == "docs/delivery.md" { 4 } else { 5 };
+                    assert!(
+                        blocks.len() >= at_least,
+                        "{doc}: only {} sh blocks",
+                        blocks.len()
+                    );
                     blocks.retain(|(line, block)| match harness.syntax(block) {
                         Some(complaint) => {
                             problems.push(format!("{doc}:{line}: bash -n: {complaint}"));
@@ -311,6 +317,18 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
         "the rotation's change set was not seen as the shell passes it:\n{}",
         seen.join("\n")
     );
+    // docs/delivery.md's: a consumer's policy and the removal of rules on the stack's bus.
+    for command in [
+        "iam put-role-policy",
+        "events remove-targets",
+        "events delete-rule",
+    ] {
+        assert!(
+            seen.iter().any(|c| c.starts_with(command)),
+            "no aws {command}:\n{}",
+            seen.join("\n")
+        );
+    }
 }
 
 /// The check catches what issue 21 found: the rotation's subnet list written with the quotes
