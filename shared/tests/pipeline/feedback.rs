@@ -15,7 +15,7 @@ use crate::{
     operations::{op, try_op},
 };
 
-async fn give(app: &TestApp, id: &str, body: Value) -> Response {
+pub(crate) async fn give(app: &TestApp, id: &str, body: Value) -> Response {
     let request = Request::post(format!("/tickets/{id}/feedback"))
         .header("content-type", "application/json")
         .body(Body::from(body.to_string()))
@@ -25,7 +25,7 @@ async fn give(app: &TestApp, id: &str, body: Value) -> Response {
 
 /// Posts `n` tickets, evaluates them, and answers each one's id with the department the
 /// model gave it.
-async fn evaluated(app: &TestApp, n: usize) -> Vec<(String, String, f64)> {
+pub(crate) async fn evaluated(app: &TestApp, n: usize) -> Vec<(String, String, f64)> {
     let mut ids = Vec::new();
     for i in 0..n {
         let created = app
@@ -47,7 +47,7 @@ async fn evaluated(app: &TestApp, n: usize) -> Vec<(String, String, f64)> {
     answered
 }
 
-fn other(department: &str) -> &'static str {
+pub(crate) fn other(department: &str) -> &'static str {
     if department == "billing" {
         "technical"
     } else {

@@ -277,3 +277,39 @@ async fn in_chromium_the_quality_page_shows_versions_side_by_side_a_heat_map_and
     );
     browser.close().await.unwrap();
 }
+
+/// The help desk's feedback round trip as an operator sees it: agreement on the Quality page,
+/// exact, and following a correction.
+#[tokio::test]
+async fn in_chromium_the_quality_page_shows_live_agreement_that_follows_the_desks_corrections() {
+    let Some(driver) = Driver::start().await else {
+        return;
+    };
+    let fake = fake_provider::FakeProvider::start().await;
+    let app = crate::helpers::spawn_app_with_fake(&fake, |_| {}).await;
+    let answers = crate::feedback::evaluated(&app, 2).await;
+    let (agreed, disputed) = (&answers[0], &answers[1]);
+    let labels =
+        |department: &str| serde_json::json!({"department": department, "is_urgent": false});
+    crate::feedback::give(&app, &agreed.0, labels(&agreed.1)).await;
+    let wrong = crate::feedback::other(&disputed.1);
+    crate::feedback::give(&app, &disputed.0, labels(wrong)).await;
+    let base = serve_console(&app, None).await;
+    let browser = driver.browser().await;
+    let week = format!(
+        "[data-agreement='7:{}'] [data-stat=department_accuracy]",
+        app.config.versions.pair()
+    );
+
+    browser
+        .goto(&format!("{base}/admin/quality"))
+        .await
+        .unwrap();
+    assert_eq!(text(&browser, &week).await, "0.500");
+    screenshot(&browser, "quality-agreement").await;
+    // The desk corrects itself: the model was right after all.
+    crate::feedback::give(&app, &disputed.0, labels(&disputed.1)).await;
+    browser.refresh().await.unwrap();
+    assert_eq!(text(&browser, &week).await, "1.000");
+    browser.close().await.unwrap();
+}
