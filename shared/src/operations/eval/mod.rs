@@ -254,7 +254,6 @@ async fn start(pool: &Pool, plan: &Plan, operator: &Operator) -> Result<Pending>
         .iter()
         .map(|v| rows.iter().map(|r| key(r, v)).collect())
         .collect();
-    queue(pool, &rows, &ids, plan, &keys).await?;
     let mut pending = Pending {
         id: Uuid::nil(),
         set_digest: plan.set.digest.clone(),
@@ -277,8 +276,14 @@ async fn start(pool: &Pool, plan: &Plan, operator: &Operator) -> Result<Pending>
         operator: operator.as_str().to_string(),
         started_at: Utc::now(),
     };
+    // Recorded before its jobs exist: a worker may call for one at once, and the run's calls
+    // are the ledger's rows since its start. (A run whose queueing fails stays pending; the
+    // same request again continues it.)
     let client = db::client(pool).await?;
     (pending.id, pending.started_at) = pending::record(&client, &pending).await?;
+    drop(client);
+    let keys = &pending.keys;
+    queue(pool, &rows, &ids, plan, keys).await?;
     Ok(pending)
 }
 
