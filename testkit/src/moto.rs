@@ -117,3 +117,27 @@ fn start() -> Result<String, String> {
     }
     Ok(format!("http://{addr}"))
 }
+
+/// The AWS CLI installed beside moto, run against `moto` (as [`aws_env`] gives it); its JSON
+/// answer (`Null` for none). A failure is the test's, with the CLI's stderr.
+pub fn aws(moto: &[(&'static str, String)], args: &[&str]) -> serde_json::Value {
+    let cli = tool("aws").expect("moto is up, so the CLI is beside it");
+    let get = |name: &str| {
+        moto.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let output = Command::new(cli)
+        .args(args)
+        .args(["--output", "json", "--region", get("AWS_REGION").unwrap()])
+        .args(["--endpoint-url", get("AWS_ENDPOINT_URL").unwrap()])
+        .envs(moto.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "aws {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null)
+}

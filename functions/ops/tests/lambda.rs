@@ -277,12 +277,12 @@ async fn an_eval_of_a_set_in_s3_is_read_with_its_digest_and_a_missing_object_is_
         .collect::<String>();
     let file = std::env::temp_dir().join(format!("triage-s3-set-{}.jsonl", std::process::id()));
     std::fs::write(&file, &set).unwrap();
-    aws(
+    testkit::moto::aws(
         &moto,
         &["s3api", "create-bucket", "--bucket", "triage-sets"],
     );
     let body = file.to_str().unwrap();
-    aws(
+    testkit::moto::aws(
         &moto,
         &[
             "s3api",
@@ -321,26 +321,4 @@ async fn an_eval_of_a_set_in_s3_is_read_with_its_digest_and_a_missing_object_is_
     assert_eq!(missing.error_type, "InvalidRequest", "{missing:?}");
     assert!(missing.error_message.contains("404"), "{missing:?}");
     let _ = std::fs::remove_file(file);
-}
-
-/// The AWS CLI installed beside moto, against it.
-fn aws(moto: &[(&'static str, String)], args: &[&str]) {
-    let cli = testkit::moto::tool("aws").expect("moto is up, so the CLI is beside it");
-    let get = |name: &str| {
-        moto.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let output = std::process::Command::new(cli)
-        .args(args)
-        .args(["--region", get("AWS_REGION").unwrap()])
-        .args(["--endpoint-url", get("AWS_ENDPOINT_URL").unwrap()])
-        .envs(moto.iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "aws {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
 }

@@ -239,9 +239,9 @@ async fn execute(
                     let needed = "--set shipped|s3://BUCKET/KEY|PATH|feedback is needed";
                     return Err(InvalidRequest::new("set", needed.into()).into());
                 }
-                (Some(eval::set::SetSource::Feedback { .. }), Some(days)) => {
+                (Some(eval::source::SetSource::Feedback { .. }), Some(days)) => {
                     within("days", days.into(), 366)?;
-                    eval::set::SetSource::Feedback { days }
+                    eval::source::SetSource::Feedback { days }
                 }
                 (Some(_), Some(_)) => {
                     let only = "--days goes with --set feedback only".into();

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::eval::{
     gate::{self, Figures, Verdict},
-    set, store,
+    source, store,
 };
 use crate::{
     config::Config,
@@ -103,7 +103,8 @@ pub async fn quality_gate(
                 "the configured policy is not in this build".into(),
             )
         })?;
-    let digest = set::configured_digest_now(config.quality.set.as_deref(), &policy, pool).await?;
+    let digest =
+        source::configured_digest_now(config.quality.set.as_deref(), &policy, pool).await?;
     let client = db::client(pool).await?;
     let current = match client.query_opt(CURRENT, &[]).await? {
         Some(row) => VersionPair {

@@ -8,7 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_with::{serde_as, DisplayFromStr};
 
-use super::eval::set::{SetSource, Split};
+use super::eval::{set::Split, source::SetSource};
 use crate::{
     domain::{
         error::InvalidRequest,

@@ -654,29 +654,6 @@ async fn a_slow_endpoint_holds_only_its_own_slots() {
     run.abort();
 }
 
-/// The AWS CLI (installed beside moto) against moto; its JSON answer.
-fn aws(moto: &[(&'static str, String)], args: &[&str]) -> Value {
-    let cli = testkit::moto::tool("aws").expect("moto is up, so the CLI is beside it");
-    let get = |name: &str| {
-        moto.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let output = Command::new(cli)
-        .args(args)
-        .args(["--output", "json", "--region", get("AWS_REGION").unwrap()])
-        .args(["--endpoint-url", get("AWS_ENDPOINT_URL").unwrap()])
-        .envs(moto.iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "aws {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
-}
-
 #[tokio::test]
 async fn every_result_reaches_an_sqs_queue_through_an_eventbridge_rule() {
     let Some(moto) = testkit::moto::aws_env() else {
@@ -684,8 +661,8 @@ async fn every_result_reaches_an_sqs_queue_through_an_eventbridge_rule() {
     };
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let bus = format!("triage-{suffix}");
-    aws(&moto, &["events", "create-event-bus", "--name", &bus]);
-    let queue_url = aws(
+    testkit::moto::aws(&moto, &["events", "create-event-bus", "--name", &bus]);
+    let queue_url = testkit::moto::aws(
         &moto,
         &[
             "sqs",
@@ -697,7 +674,7 @@ async fn every_result_reaches_an_sqs_queue_through_an_eventbridge_rule() {
         .as_str()
         .unwrap()
         .to_string();
-    let queue_arn = aws(
+    let queue_arn = testkit::moto::aws(
         &moto,
         &[
             "sqs",
@@ -712,7 +689,7 @@ async fn every_result_reaches_an_sqs_queue_through_an_eventbridge_rule() {
         .unwrap()
         .to_string();
     let pattern = json!({"source": ["triage"], "detail-type": ["TicketEvaluated"]}).to_string();
-    aws(
+    testkit::moto::aws(
         &moto,
         &[
             "events",
@@ -725,7 +702,7 @@ async fn every_result_reaches_an_sqs_queue_through_an_eventbridge_rule() {
             &pattern,
         ],
     );
-    aws(
+    testkit::moto::aws(
         &moto,
         &[
             "events",
@@ -778,7 +755,7 @@ async fn every_result_reaches_an_sqs_queue_through_an_eventbridge_rule() {
     let mut routed = Vec::new();
     let until = Instant::now() + Duration::from_secs(20);
     while routed.len() < 13 && Instant::now() < until {
-        let answer = aws(
+        let answer = testkit::moto::aws(
             &moto,
             &[
                 "sqs",

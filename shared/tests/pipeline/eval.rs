@@ -592,16 +592,7 @@ async fn runs_carry_families_and_intervals_the_baseline_is_shown_and_noise_is_no
     assert_eq!(promoted["gate"], note.as_str(), "{promoted}");
 
     // The Quality page shows the baseline beside the versions, and the intervals by family.
-    let base = crate::console::serve_console(&app, None).await;
-    let client = triage::tls::https_client_builder().build().unwrap();
-    let page = client
-        .get(format!("{base}/admin/quality"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = crate::console::console_page(&app, "/admin/quality").await;
     assert!(page.contains("rules@offline (baseline)"), "{page}");
     assert!(
         page.contains(r#"data-figure="n/baseline">30 / 10<"#),

@@ -157,16 +157,7 @@ async fn a_feedback_round_trip_gives_exact_agreement_and_a_correction_replaces_i
     );
 
     // The console's Quality page shows the same figures beside the offline runs.
-    let base = crate::console::serve_console(&app, None).await;
-    let client = triage::tls::https_client_builder().build().unwrap();
-    let page = client
-        .get(format!("{base}/admin/quality"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = crate::console::console_page(&app, "/admin/quality").await;
     let version = format!("7:{}", app.config.versions.pair());
     assert!(
         page.contains(&format!(r#"data-agreement="{version}""#)),

@@ -23,7 +23,8 @@ use crate::{
     operations::eval::{
         self,
         metrics::NO_ANSWER,
-        set::{self, Split},
+        set::Split,
+        source,
         store::{self, StoredRun},
         RunFigures,
     },
@@ -51,7 +52,8 @@ pub(super) async fn show(
     let policy = crate::evaluate::Policy::load(config.versions.policy.as_str())
         .ok_or_else(|| PageError::bad_request("the configured policy is not in this build"))?;
     let configured =
-        set::configured_digest_now(config.quality.set.as_deref(), &policy, &state.app.pool).await?;
+        source::configured_digest_now(config.quality.set.as_deref(), &policy, &state.app.pool)
+            .await?;
     let digest = match choice.set.as_deref() {
         Some(d) if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => d.to_lowercase(),
         Some(_) => {

@@ -17,7 +17,9 @@ pub mod metrics;
 pub mod pending;
 mod score;
 pub mod set;
+pub mod source;
 pub mod store;
+mod under_way;
 
 use std::{sync::Arc, time::Duration};
 
@@ -28,10 +30,13 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+pub use under_way::{tend, under_way, Listing, Running};
+
 use self::{
     metrics::{DepartmentFigures, FamilyTable, Paired, UrgentFigures},
     pending::{Labelled, Pending},
-    set::{LabelledSet, Row, SetSource, Split},
+    set::{LabelledSet, Row, Split},
+    source::SetSource,
 };
 use super::{reprocess, Operator};
 use crate::{
@@ -118,26 +123,6 @@ pub struct SetInfo {
     /// Rows evaluated (of the split, when one was given).
     pub rows: usize,
     pub split: Option<Split>,
-}
-
-/// A run not yet concluded, as `triage eval --list` and the Quality page show it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Running {
-    pub run_id: Uuid,
-    pub set_digest: String,
-    pub set_source: String,
-    pub split: Option<Split>,
-    pub versions: Vec<String>,
-    pub started_at: chrono::DateTime<Utc>,
-    pub operator: String,
-    pub progress: Progress,
-}
-
-/// `triage eval --list`: the runs under way, then the stored ones, newest first.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Listing {
-    pub running: Vec<Running>,
-    pub runs: Vec<store::StoredRun>,
 }
 
 /// One version's figures over the set.
@@ -376,46 +361,6 @@ pub async fn conclude(pool: &Pool, pending: &Pending, progress: Progress) -> Res
     })
 }
 
-/// The runs not yet concluded, with their progress; reads only (the Quality page's).
-pub async fn under_way(pool: &Pool) -> Result<Vec<(Pending, Progress)>> {
-    let running = pending::running(&db::client(pool).await?).await?;
-    let mut under_way = Vec::with_capacity(running.len());
-    for pending in running {
-        let progress = progress_of(pool, &pending.all_keys()).await?;
-        under_way.push((pending, progress));
-    }
-    Ok(under_way)
-}
-
-/// Concludes every pending run whose jobs are all answered or dead (the sweeper's tick,
-/// `triage eval --list` and `promote` first); answers the others, with their progress.
-pub async fn tend(pool: &Pool) -> Result<Vec<Running>> {
-    let mut still = Vec::new();
-    for (pending, progress) in under_way(pool).await? {
-        if progress.finished() {
-            conclude(pool, &pending, progress).await?;
-        } else {
-            still.push(Running::of(&pending, progress));
-        }
-    }
-    Ok(still)
-}
-
-impl Running {
-    pub fn of(pending: &Pending, progress: Progress) -> Self {
-        Running {
-            run_id: pending.id,
-            set_digest: pending.set_digest.clone(),
-            set_source: pending.set_source.clone(),
-            split: pending.split,
-            versions: pending.versions.iter().map(ToString::to_string).collect(),
-            started_at: pending.started_at,
-            operator: pending.operator.clone(),
-            progress,
-        }
-    }
-}
-
 /// The tickets (once) and each version's links and jobs, as bulk eval work claimable now.
 async fn queue(
     pool: &Pool,
@@ -458,7 +403,7 @@ LEFT JOIN evaluation_result r ON r.idempotency_key = k.key
 LEFT JOIN evaluation_outbox o ON o.idempotency_key = k.key
 "#;
 
-async fn progress_of(pool: &Pool, keys: &[String]) -> Result<Progress> {
+pub(super) async fn progress_of(pool: &Pool, keys: &[String]) -> Result<Progress> {
     let client = db::client(pool).await?;
     let row = client.query_one(PROGRESS, &[&keys]).await?;
     Ok(Progress {

@@ -3,13 +3,14 @@
 //! fenced write. Run by the worker Lambda (deadline from the Lambda context) and by
 //! `triage worker` (deadline from `TRIAGE_INVOCATION_SECONDS`).
 //!
-//! [`process`] is one job's turn, [`pacing`] its slot in the provider's shared rate limit,
+//! [`claiming`] is the next claim (breaker, budget, lanes), [`process`] one job's turn, [`pacing`] its slot in the provider's shared rate limit,
 //! [`disposition`] the pure decision after it, [`settle`] its writes carried through a
 //! database blink, [`timing`] the time checks, [`run`] the long-running loop of
 //! `triage worker`, [`batch`] the batch tier's submissions. The daily spend budget gates the
 //! claim (`pipeline::limits::budget`).
 
 mod batch;
+mod claiming;
 mod disposition;
 mod pacing;
 mod process;
@@ -38,6 +39,8 @@ pub use disposition::{disposition, Disposition, Turn};
 pub use run::{back_to_back, run_until_stopped};
 pub use timing::WRITE_MARGIN;
 
+use claiming::Claimed;
+
 use crate::{
     config::Config,
     db,
@@ -47,15 +50,8 @@ use crate::{
     },
     evaluate::{BatchClient, Policy, Prompt, Provider, Tier},
     pipeline::{
-        limits::{
-            breaker,
-            budget::{self, Budgeted},
-            rate_limit::Limiter,
-        },
-        outbox::{
-            claim::{self, Serves},
-            ClaimedJob, Lanes,
-        },
+        limits::{budget, rate_limit::Limiter},
+        outbox::ClaimedJob,
         pause::{self, Paused},
         prompt_registry,
     },
@@ -164,24 +160,6 @@ enum Task {
     Claim(Result<Claimed>),
 }
 
-/// One claim: the jobs, whether claiming may go on (at once, or once a job of this
-/// invocation has finished), and whether the budget stopped it.
-struct Claimed {
-    jobs: Vec<ClaimedJob>,
-    more: bool,
-    after_a_job: bool,
-    budget_exhausted: bool,
-}
-
-impl Claimed {
-    const NOTHING: Claimed = Claimed {
-        jobs: Vec::new(),
-        more: false,
-        after_a_job: false,
-        budget_exhausted: false,
-    };
-}
-
 pub struct Worker<P> {
     pool: Pool,
     provider: P,
@@ -281,7 +259,7 @@ impl<P: Provider> Worker<P> {
         // not wait while a batch's lines are written (lines that fall back online are claimed
         // by this invocation if it still claims, else by the next).
         let tend = async {
-            match self.tend_batches(deadline).await {
+            match self.tend(deadline, paused).await {
                 Err(error) if error.is_unavailable() => {
                     tracing::warn!(error = %error.report(), "database unavailable: batches wait");
                     Ok(())
@@ -375,105 +353,5 @@ impl<P: Provider> Worker<P> {
             tracing::info!(?report, "worker invocation finished");
         }
         Ok(report)
-    }
-
-    /// The next batch, and whether claiming may go on after it.
-    async fn claim_next(
-        &self,
-        deadline: Instant,
-        stop: &CancellationToken,
-        holds: &Holds,
-        (grant, paused): (&budget::Grant, Paused),
-    ) -> Result<Claimed> {
-        let policy = &self.config.worker;
-        if stop.is_cancelled() || holds.any() || !self.call_fits(deadline) {
-            return Ok(Claimed::NOTHING);
-        }
-        let client = db::client(&self.pool).await?;
-        let gate = breaker::gate(
-            &client,
-            self.provider.name(),
-            policy.call_timeout + WRITE_MARGIN,
-        )
-        .await?;
-        let batch = match gate {
-            breaker::Gate::Closed {
-                counting,
-                rate_held,
-                announced,
-            } => {
-                holds.breaker_counting.store(counting, Ordering::Relaxed);
-                self.limiter.adopt(announced);
-                if rate_held {
-                    self.limiter.engage();
-                }
-                policy.batch_size
-            }
-            // One item tests the provider; the rest waits for the next invocation.
-            breaker::Gate::Probe => 1,
-            breaker::Gate::Open { until } => {
-                tracing::info!(provider = self.provider.name(), %until, "provider paused: not claiming");
-                holds.provider_paused.store(true, Ordering::Relaxed);
-                return Ok(Claimed::NOTHING);
-            }
-        };
-        let serves = Serves::for_model_version(&self.config.versions.model);
-        let (id, lease, lanes) = (
-            self.id.as_str(),
-            policy.lease,
-            Lanes {
-                eval_only: self.eval_only,
-                ..Lanes::from_policy(policy, paused)
-            },
-        );
-        let (jobs, cut) = match policy.daily_budget_usd {
-            None => (
-                claim::claim(&client, id, batch, lease, serves, lanes).await?,
-                false,
-            ),
-            Some(budget_usd) => {
-                let claim = (id, batch, lease, serves, lanes);
-                let estimate = |job: &ClaimedJob| self.estimate_usd(job, self.tier(job));
-                match budget::claim_within(&client, budget_usd, claim, estimate, grant).await? {
-                    Budgeted::Claimed { jobs, cut } => (jobs, cut),
-                    Budgeted::Wait => {
-                        return Ok(Claimed {
-                            more: true,
-                            after_a_job: true,
-                            ..Claimed::NOTHING
-                        })
-                    }
-                    Budgeted::Exhausted => {
-                        return Ok(Claimed {
-                            budget_exhausted: true,
-                            ..Claimed::NOTHING
-                        })
-                    }
-                }
-            }
-        };
-        // A full batch means there may be more; one the budget cut short decides again once a
-        // call has ended (with these reserved); the probe's single item decides nothing.
-        let closed = matches!(gate, breaker::Gate::Closed { .. });
-        let more = closed && (cut || jobs.len() as i64 == batch);
-        Ok(Claimed {
-            jobs,
-            more,
-            after_a_job: more && cut,
-            ..Claimed::NOTHING
-        })
-    }
-
-    /// The invocation's budget grant goes back to the fleet; if the database is away, its row
-    /// lapses with the jobs' lease instead.
-    async fn release(&self, grant: &budget::Grant) {
-        if let Err(error) = grant.release(&self.pool, &self.id).await {
-            tracing::warn!(error = %error.report(), "budget grant not released: it lapses");
-        }
-    }
-
-    /// Whether one more call and its write fit before `deadline`.
-    fn call_fits(&self, deadline: Instant) -> bool {
-        Instant::now() + self.config.worker.call_timeout + WRITE_MARGIN <= deadline
     }
 }

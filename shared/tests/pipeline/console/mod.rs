@@ -112,3 +112,18 @@ pub async fn serve_console(app: &TestApp, token: Option<&str>) -> String {
     ));
     base
 }
+
+/// One console page as its HTML, from a console served for `app` (no token).
+pub async fn console_page(app: &TestApp, path: &str) -> String {
+    let base = serve_console(app, None).await;
+    triage::tls::https_client_builder()
+        .build()
+        .unwrap()
+        .get(format!("{base}{path}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}

@@ -34,7 +34,7 @@ use crate::{
             submission::{self, Submission},
             ClaimedJob, OutboxId,
         },
-        pause,
+        pause::{self, Paused},
     },
 };
 
@@ -63,16 +63,19 @@ pub struct BatchReport {
 
 impl<P: Provider> Worker<P> {
     /// Collects, then submits unless the bulk lane is paused or the worker is `triage eval`'s
-    /// own (see the module's header): a
-    /// worker invocation's turn with the batches; nothing without a batch tier.
+    /// own (see the module's header): a worker invocation's turn with the batches; nothing
+    /// without a batch tier.
     pub async fn tend_batches(&self, deadline: Instant) -> Result<BatchReport> {
+        let paused = pause::paused(&db::client(&self.pool).await?).await?;
+        self.tend(deadline, paused).await
+    }
+
+    /// [`Self::tend_batches`] with the pause the invocation read at its start.
+    pub(super) async fn tend(&self, deadline: Instant, paused: Paused) -> Result<BatchReport> {
         let mut report = self.collect_batches(deadline).await?;
         if let Some(batches) = &self.batches {
             // A paused bulk lane sends nothing new; what was sent is still collected.
-            if !self.eval_only
-                && Instant::now() + self.request_time() <= deadline
-                && !pause::paused(&db::client(&self.pool).await?).await?.bulk
-            {
+            if !self.eval_only && !paused.bulk && Instant::now() + self.request_time() <= deadline {
                 report.submitted += self.submit(batches).await?;
             }
         }
