@@ -132,6 +132,7 @@ async fn a_classification_comes_back_as_json_with_the_billed_usage() {
                 usage: fake_usage(api),
                 http_status: 200,
                 rate: Default::default(),
+                confidence: None,
             },
             "{api:?}"
         );

@@ -160,6 +160,7 @@ impl Provider for HttpProvider {
             usage,
             http_status: exchange.status.as_u16(),
             rate: rate_headers::read(&exchange.headers, SystemTime::now()),
+            confidence: None,
         })
     }
 }

@@ -122,6 +122,10 @@ pub struct ProviderReply {
     pub http_status: u16,
     /// What the provider said about its rate limit alongside the answer.
     pub rate: RateSignals,
+    /// How sure the provider is of the whole answer (department and urgency both right), as a
+    /// calibrated probability: the local classifier's, which a cascade compares with its
+    /// threshold. `None` for a large model, which says nothing of it.
+    pub confidence: Option<f64>,
 }
 
 /// A call that failed. `kind` decides the class (see [`failure`]).

@@ -89,6 +89,7 @@ impl Provider for RulesProvider {
             usage: Usage::default(),
             http_status: 200,
             rate: Default::default(),
+            confidence: None,
         })
     }
 }

@@ -150,6 +150,7 @@ fn read_line(line: &Value) -> Option<BatchLine> {
                 usage,
                 http_status: 200,
                 rate: Default::default(),
+                confidence: None,
             })
         }
         Some(status) => {
