@@ -18,7 +18,7 @@ pub use policies::{
 use crate::{
     db::{DatabaseConfig, DbSecretRef, DbTls},
     domain::{
-        error::ConfigError,
+        error::{ConfigError, InvalidRequest},
         versions::{ModelVersion, Versions},
     },
     evaluate::{PriceTable, ProviderConfig, ProviderKind, Tier},
@@ -65,7 +65,19 @@ impl Config {
         };
         let model = env.string("TRIAGE_MODEL", "gpt-6-luna");
         let effort = env.string("TRIAGE_EFFORT", "medium");
-        let model_version = if provider_kind == ProviderKind::Rules {
+        let model_version = if model.starts_with("cascade(") {
+            // A cascade names its large model and effort itself (SPEC).
+            if provider_kind == ProviderKind::Rules {
+                return Err(ConfigError::invalid(
+                    "TRIAGE_MODEL",
+                    "a cascade calls a large model: set TRIAGE_PROVIDER to openai or anthropic"
+                        .into(),
+                ));
+            }
+            model
+                .parse()
+                .map_err(|e: InvalidRequest| ConfigError::invalid("TRIAGE_MODEL", e.reason))?
+        } else if provider_kind == ProviderKind::Rules {
             // The offline classifier is not the named model; its results must not be cached
             // under the real model's keys.
             ModelVersion::rules()
@@ -114,6 +126,10 @@ impl Config {
                 },
                 flex_timeout: env.seconds("TRIAGE_FLEX_TIMEOUT_SECONDS", defaults.flex_timeout)?,
                 batch_max_lines: env.number("TRIAGE_BATCH_MAX_LINES", defaults.batch_max_lines)?,
+                provisional_after: env.seconds(
+                    "TRIAGE_PROVISIONAL_AFTER_SECONDS",
+                    defaults.provisional_after,
+                )?,
             };
         if !(0.0..=1.0).contains(&worker.bulk_share) {
             return Err(ConfigError::invalid(

@@ -201,6 +201,13 @@ pub mod metric {
         counter!("provider.tokens", "direction" => "output").increment(tokens.1.max(0) as u64);
         histogram!("provider.cost_usd").record(cost_usd);
     }
+    /// A cascade's local classifier was asked: how long it took, and whether it was sure
+    /// enough to answer (the share of local answers is the cascade's saving).
+    pub fn local_answer(latency: Duration, sure: bool) {
+        histogram!("cascade.local_latency_ms").record(latency.as_secs_f64() * 1000.0);
+        let stage = if sure { "local" } else { "model" };
+        counter!("cascade.answered", "stage" => stage).increment(1);
+    }
     /// The provider refused the shape of a request: a deployment fault, alarmed at once.
     pub fn request_rejected() {
         counter!("provider.request_rejected").increment(1);

@@ -61,6 +61,11 @@ pub struct WorkerPolicy {
     pub flex_timeout: Duration,
     /// The most lines one provider batch carries (`TRIAGE_BATCH_MAX_LINES`).
     pub batch_max_lines: i64,
+    /// `TRIAGE_PROVISIONAL_AFTER_SECONDS`: with a cascade configured, how long a new ticket may
+    /// wait for the large model (behind the rate limit, say) before its local answer is
+    /// given as provisional (`pipeline::provisional`). An open breaker or a spent budget
+    /// does not wait for it.
+    pub provisional_after: Duration,
 }
 
 impl Default for WorkerPolicy {
@@ -81,6 +86,7 @@ impl Default for WorkerPolicy {
             bulk_tier: Tier::Online,
             flex_timeout: Duration::from_secs(900),
             batch_max_lines: 1000,
+            provisional_after: Duration::from_secs(60),
         }
     }
 }

@@ -19,12 +19,30 @@ pub struct PromptVersion(String);
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PolicyVersion(String);
 
-/// `model@effort`, e.g. `gpt-6-luna@medium`; the offline classifier is `rules@offline`.
+/// `model@effort`, e.g. `gpt-6-luna@medium`; the offline classifier is `rules@offline`; a
+/// cascade is `cascade(LOCAL,THRESHOLD,MODEL@EFFORT)` (see [`Cascade`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ModelVersion {
     text: String,
-    /// Where `@` is in `text` (its length when a stored value has none).
+    /// Where the called model's `model@effort` is in `text`: all of it, or a cascade's last
+    /// part (the large model, the one a provider is called with and priced by).
+    called: (usize, usize),
+    /// Where `@` is in `text` (the called part's end when a stored value has none).
     at: usize,
+}
+
+/// A cascade's parts: the local classifier answers when its confidence is at least
+/// `threshold`, else `large` is called (docs/cascade.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cascade {
+    /// `local-<hex>`: a trained classifier, stored by `triage train`.
+    pub local: String,
+    pub threshold: f64,
+    pub large: ModelVersion,
+}
+
+impl Cascade {
+    const PREFIX: &'static str = "cascade(";
 }
 
 impl PromptVersion {
@@ -59,11 +77,23 @@ impl ModelVersion {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+    /// The model a provider is called with (a cascade's large model).
     pub fn model(&self) -> &str {
-        &self.text[..self.at]
+        &self.text[self.called.0..self.at]
     }
     pub fn effort(&self) -> &str {
-        self.text.get(self.at + 1..).unwrap_or("")
+        self.text.get(self.at + 1..self.called.1).unwrap_or("")
+    }
+    /// The cascade this version names, if it is one.
+    pub fn cascade(&self) -> Option<Cascade> {
+        let inner = self.text.strip_prefix(Cascade::PREFIX)?.strip_suffix(')')?;
+        let mut parts = inner.splitn(3, ',');
+        let (local, threshold, large) = (parts.next()?, parts.next()?, parts.next()?);
+        Some(Cascade {
+            local: local.to_string(),
+            threshold: threshold.parse().ok()?,
+            large: Self::from_stored(large),
+        })
     }
     pub fn is_rules(&self) -> bool {
         self.model() == "rules"
@@ -71,10 +101,75 @@ impl ModelVersion {
     /// A value as stored (or as a provider test names it): not checked, since what was
     /// written must be read back, whatever an older build accepted.
     pub fn from_stored(text: &str) -> Self {
+        let called = match text.strip_prefix(Cascade::PREFIX) {
+            Some(inner) if text.ends_with(')') => {
+                let start = inner
+                    .match_indices(',')
+                    .nth(1)
+                    .map_or(text.len(), |(i, _)| i + 1);
+                (
+                    Cascade::PREFIX.len() + start.min(inner.len()),
+                    text.len() - 1,
+                )
+            }
+            _ => (0, text.len()),
+        };
+        let at = text[called.0..called.1]
+            .rfind('@')
+            .map_or(called.1, |i| called.0 + i);
         Self {
             text: text.to_string(),
-            at: text.rfind('@').unwrap_or(text.len()),
+            called,
+            at,
         }
+    }
+
+    /// `cascade(LOCAL,THRESHOLD,MODEL@EFFORT)`, written canonically (the threshold as the
+    /// shortest decimal that reads back the same), so `0.90` and `0.9` make one key.
+    fn parse_cascade(inner: &str, whole: &str) -> Result<Self, InvalidRequest> {
+        let invalid = |why: String| {
+            InvalidRequest::new(
+                "model_version",
+                format!(
+                    "{whole:?} is not cascade(LOCAL,THRESHOLD,MODEL@EFFORT) \
+                     (e.g. cascade(local-3f2a9c,0.92,gpt-6-luna@medium)): {why}"
+                ),
+            )
+        };
+        let mut parts = inner.splitn(3, ',');
+        let (Some(local), Some(threshold), Some(large)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(invalid("it needs three parts".into()));
+        };
+        let hex = local.strip_prefix("local-").unwrap_or("");
+        if hex.is_empty()
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(invalid(format!(
+                "{local:?} is not local-<hex> (see triage models)"
+            )));
+        }
+        let threshold: f64 = match threshold.parse() {
+            Ok(t) if (0.0..=1.0).contains(&t) => t,
+            _ => {
+                return Err(invalid(format!(
+                    "{threshold:?} is not a threshold in [0, 1]"
+                )))
+            }
+        };
+        let large: ModelVersion = large
+            .parse()
+            .map_err(|e: InvalidRequest| invalid(e.reason))?;
+        if large.cascade().is_some() || large.is_rules() {
+            return Err(invalid("its last part must be a large model".into()));
+        }
+        Ok(Self::from_stored(&format!(
+            "{}{local},{threshold},{large})",
+            Cascade::PREFIX
+        )))
     }
 }
 
@@ -108,6 +203,10 @@ impl FromStr for PolicyVersion {
 impl FromStr for ModelVersion {
     type Err = InvalidRequest;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some(inner) = s.strip_prefix(Cascade::PREFIX) {
+            let inner = inner.strip_suffix(')').unwrap_or(inner);
+            return Self::parse_cascade(inner, s);
+        }
         match s.rsplit_once('@') {
             Some((model, effort)) if !model.is_empty() && !effort.is_empty() && s.trim() == s => {
                 Ok(Self::from_stored(s))
@@ -268,6 +367,45 @@ mod tests {
             assert!(bad.parse::<ModelVersion>().is_err(), "{bad:?}");
         }
         assert!(ModelVersion::rules().is_rules());
+    }
+
+    #[test]
+    fn a_cascade_is_a_model_version_written_canonically_and_called_as_its_large_model() {
+        let v: ModelVersion = "cascade(local-3f2a9c,0.920,org/gpt-6-luna@high)"
+            .parse()
+            .unwrap();
+        assert_eq!(v.as_str(), "cascade(local-3f2a9c,0.92,org/gpt-6-luna@high)");
+        assert_eq!((v.model(), v.effort()), ("org/gpt-6-luna", "high"));
+        let cascade = v.cascade().unwrap();
+        assert_eq!(
+            (cascade.local.as_str(), cascade.threshold),
+            ("local-3f2a9c", 0.92)
+        );
+        assert_eq!(cascade.large.as_str(), "org/gpt-6-luna@high");
+        assert_eq!(ModelVersion::from_stored(v.as_str()), v);
+        assert!("gpt-6-luna@high"
+            .parse::<ModelVersion>()
+            .unwrap()
+            .cascade()
+            .is_none());
+        for bad in [
+            "cascade(local-3f2a9c,0.92)",
+            "cascade(local-3f2a9c,1.5,gpt@high)",
+            "cascade(local-XYZ,0.9,gpt@high)",
+            "cascade(model,0.9,gpt@high)",
+            "cascade(local-3f,0.9,gpt)",
+            "cascade(local-3f,0.9,rules@offline)",
+            "cascade(local-3f,0.9,cascade(local-3f,0.9,gpt@high))",
+            "cascade(local-3f,NaN,gpt@high)",
+        ] {
+            assert!(bad.parse::<ModelVersion>().is_err(), "{bad:?}");
+        }
+        // In a version spec, a prompt and then the cascade.
+        let spec: VersionSpec = "triage-v5/cascade(local-3f,0.9,gpt@high)".parse().unwrap();
+        assert_eq!(
+            spec.model_version.unwrap().cascade().unwrap().threshold,
+            0.9
+        );
     }
 
     #[test]

@@ -15,6 +15,26 @@ pub struct Evaluation {
     pub is_urgent: f64,
     pub department: String,
     pub urgency_score: f64,
+    pub answered_by: AnsweredBy,
+}
+
+/// Which stage of a cascade answered (a version that is no cascade has only the model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnsweredBy {
+    /// The local classifier, sure enough: no call, nothing paid.
+    Local,
+    /// The model called.
+    Model,
+}
+
+impl AnsweredBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Model => "model",
+        }
+    }
 }
 
 /// The contract's fields: the only names a violation may quote.
@@ -94,6 +114,7 @@ pub fn validate(output: &ModelOutput, policy: &Policy) -> Result<Evaluation, Con
         is_urgent,
         department,
         urgency_score,
+        answered_by: AnsweredBy::Model,
     })
 }
 
@@ -119,7 +140,8 @@ mod tests {
             Evaluation {
                 is_urgent: 1.0,
                 department: "billing".into(),
-                urgency_score: 0.25
+                urgency_score: 0.25,
+                answered_by: AnsweredBy::Model,
             }
         );
     }

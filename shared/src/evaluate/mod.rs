@@ -9,6 +9,7 @@ pub mod contract;
 pub mod failure;
 mod http_common;
 mod http_errors;
+pub mod local;
 pub mod openai;
 pub mod prices;
 pub mod prompt;
@@ -19,7 +20,7 @@ pub mod rules;
 use std::{future::Future, time::Duration};
 
 pub use batch::{Batch, BatchClient, BatchLine, BatchRequest, BatchState, LineOutcome};
-pub use contract::{ContractViolation, Evaluation};
+pub use contract::{AnsweredBy, ContractViolation, Evaluation};
 pub use failure::{ErrorClass, FailureKind};
 pub use prices::{PriceTable, Tier};
 pub use prompt::{Framing, Policy, Prompt};

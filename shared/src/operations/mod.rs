@@ -6,12 +6,14 @@
 //! the quality gate `promote` consults).
 
 pub mod audit;
+mod checks;
 pub mod eval;
 pub mod promote;
 pub mod redrive;
 pub mod reprocess;
 mod request;
 pub mod shadow;
+pub mod train;
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +22,7 @@ use deadpool_postgres::Pool;
 use serde::Serialize;
 
 pub use audit::Operator;
+use checks::{configured_policy, confirmed, known_to_this_build, priced, usable, within};
 pub use request::{FeedbackItem, FeedbackItems, HumanDuration, Request, Since};
 
 use crate::{
@@ -27,14 +30,13 @@ use crate::{
     domain::{
         error::{InvalidRequest, Result},
         ticket::TicketId,
-        versions::{ModelVersion, PromptVersion, VersionPair},
+        versions::{ModelVersion, VersionPair},
     },
-    evaluate::{Policy, Prompt},
     pipeline::{
+        cascade::models::StoredModel,
         delivery,
         erase::{self, Erased},
         feedback,
-        limits::budget,
         outbox::{claim::Serves, Lane},
         pause::{self, Pausable},
         reads::report::{self, DeadLetterGroup, Health},
@@ -92,6 +94,8 @@ pub enum Outcome {
         given: Vec<feedback::Given>,
         not_found: Vec<TicketId>,
     },
+    Trained(train::Trained),
+    Models(Vec<StoredModel>),
 }
 
 /// The sweeper's tick (Lambda, `triage sweeper`, `triage dev`): the pipeline's sweep, then the
@@ -166,7 +170,7 @@ async fn execute(
         } => {
             known_to_this_build(&prompt_version)?;
             let versions = pair(prompt_version, model_version);
-            priced(config, &versions.model_version)?;
+            usable(pool, config, &versions.model_version).await?;
             let plan = reprocess::Plan {
                 since: since.resolve(Utc::now()),
                 versions,
@@ -196,7 +200,7 @@ async fn execute(
             reason,
         } => {
             let version = pair(prompt_version, model_version);
-            priced(config, &version.model_version)?;
+            usable(pool, config, &version.model_version).await?;
             let mut gate = None;
             if !force {
                 // An eval whose answers came in since the last tick counts already.
@@ -228,12 +232,7 @@ async fn execute(
             versions,
             list: false,
         } => {
-            let policy = Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
-                InvalidRequest::new(
-                    "policy",
-                    "the configured policy is not in this build".into(),
-                )
-            })?;
+            let policy = configured_policy(config)?;
             let source = match (set, days) {
                 (None, _) => {
                     let needed = "--set shipped|s3://BUCKET/KEY|PATH|feedback is needed";
@@ -261,7 +260,7 @@ async fn execute(
             };
             for version in &versions {
                 known_to_this_build(&version.prompt_version)?;
-                priced(config, &version.model_version)?;
+                usable(pool, config, &version.model_version).await?;
             }
             let plan = eval::Plan {
                 source,
@@ -349,12 +348,7 @@ async fn execute(
         Request::Feedback { items } => {
             let items = items.0;
             within("items", items.len() as i64, MAX_FEEDBACK_ITEMS)?;
-            let policy = Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
-                InvalidRequest::new(
-                    "policy",
-                    "the configured policy is not in this build".into(),
-                )
-            })?;
+            let policy = configured_policy(config)?;
             // All checked before any is stored: a bad item changes nothing.
             if let Some(bad) = items
                 .iter()
@@ -385,59 +379,15 @@ async fn execute(
             }
             Outcome::Feedback { given, not_found }
         }
+        Request::Train { sources } => {
+            let policy = configured_policy(config)?;
+            Outcome::Trained(train::train(pool, &policy, &sources, operator.as_str()).await?)
+        }
+        Request::Models => Outcome::Models(train::list(pool).await?),
         Request::Audit { limit } => {
             let limit = limit.unwrap_or(DEFAULT_AUDIT_ROWS);
             within("limit", limit, MAX_AUDIT_ROWS)?;
             Outcome::Audit(audit::list(pool, limit).await?)
         }
     })
-}
-
-/// Refuses a count outside 1..=`max`: every list and limit of a request is bounded.
-fn within(field: &str, value: i64, max: i64) -> Result<(), InvalidRequest> {
-    if (1..=max).contains(&value) {
-        return Ok(());
-    }
-    Err(InvalidRequest::new(
-        field,
-        format!("{value} is outside 1..={max}"),
-    ))
-}
-
-/// Refuses a run over [`CONFIRM_ABOVE_JOBS`] that was not confirmed.
-fn confirmed(jobs: i64) -> Result<(), InvalidRequest> {
-    if jobs <= CONFIRM_ABOVE_JOBS {
-        return Ok(());
-    }
-    Err(InvalidRequest::new(
-        "confirm",
-        format!(
-            "this would queue {jobs} jobs (over {CONFIRM_ABOVE_JOBS}), each a billed call: \
-             check with --dry-run, then run again with --confirm (\"confirm\": true)"
-        ),
-    ))
-}
-
-/// Work for a model the daily budget could not count is refused (`budget::unpriced`).
-fn priced(config: &Config, model: &ModelVersion) -> Result<(), InvalidRequest> {
-    let (budget, prices) = (config.worker.daily_budget_usd, &config.provider.prices);
-    match budget::unpriced(budget, prices, model) {
-        Some(reason) => Err(InvalidRequest::new("model_version", reason)),
-        None => Ok(()),
-    }
-}
-
-/// A reprocess under a prompt this build cannot send would only fill the dead letters.
-fn known_to_this_build(prompt_version: &PromptVersion) -> Result<(), InvalidRequest> {
-    if Prompt::known_versions().any(|v| v == prompt_version.as_str()) {
-        return Ok(());
-    }
-    Err(InvalidRequest::new(
-        "prompt_version",
-        format!(
-            "{:?} is not in this build (known: {})",
-            prompt_version.as_str(),
-            Prompt::known_versions().collect::<Vec<_>>().join(", ")
-        ),
-    ))
 }

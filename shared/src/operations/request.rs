@@ -8,7 +8,10 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_with::{serde_as, DisplayFromStr};
 
-use super::eval::{set::Split, source::SetSource};
+use super::{
+    eval::{set::Split, source::SetSource},
+    train::TrainSource,
+};
 use crate::{
     domain::{
         error::InvalidRequest,
@@ -205,6 +208,19 @@ pub enum Request {
         #[serde_as(as = "serde_with::FromInto<Vec<FeedbackItem>>")]
         items: FeedbackItems,
     },
+    /// Build a local classifier for a cascade (docs/cascade.md) and store it; prints its
+    /// version, `local-<hex>`.
+    Train {
+        /// What it learns from, any mix: set:PATH[:dev] (the dev split only; also
+        /// set:shipped, set:s3://BUCKET/KEY), results:DAYS (the model's own answers),
+        /// feedback:DAYS (the desk's corrections).
+        #[arg(long = "from", required = true, num_args = 1..)]
+        #[serde(rename = "from")]
+        #[serde_as(as = "Vec<DisplayFromStr>")]
+        sources: Vec<TrainSource>,
+    },
+    /// The local classifiers stored, newest first.
+    Models,
     /// The operator commands run, newest first: who, what, with which parameters.
     Audit {
         /// At most this many (default 50).
@@ -231,6 +247,8 @@ impl Request {
             Request::Pause { .. } => "pause",
             Request::Resume { .. } => "resume",
             Request::Feedback { .. } => "feedback",
+            Request::Train { .. } => "train",
+            Request::Models => "models",
             Request::Audit { .. } => "audit",
         }
     }

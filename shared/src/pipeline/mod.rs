@@ -1,11 +1,13 @@
 //! The pipeline, in the ticket's order: [`ingest`] writes ticket and job in one statement,
-//! [`outbox`] claims jobs and changes their state (fenced), [`worker`] runs one invocation,
+//! [`outbox`] claims jobs and changes their state (fenced), [`worker`] runs one invocation
+//! ([`cascade`]: a local classifier first, provisional answers while the model is away),
 //! [`sweep`] returns expired leases; [`delivery`] announces results to subscribers; [`limits`]
 //! bound the work (backoff, breaker, rate limit, daily budget, fleet size); [`pause`] is the
 //! operator's switch on lanes and deliveries; [`feedback`] takes the help desk's labels and
 //! keeps agreement's totals; [`erase`] forgets tickets; [`reads`] is the read side. Uses config, evaluate, db, telemetry and domain; never
 //! an entry point.
 
+pub mod cascade;
 pub mod delivery;
 pub mod erase;
 pub mod feedback;

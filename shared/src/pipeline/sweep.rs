@@ -2,7 +2,8 @@
 //! to their queues, deletes
 //! finished jobs past retention (and drops the ledger's days past it, creating days ahead), erases tickets past theirs (when set), forgets expired
 //! request keys, and reports queue health. Its [`Sweeper::tick`] also polls and collects the
-//! provider batches (the batch tier), so their results come in while no worker runs.
+//! provider batches (the batch tier), so their results come in while no worker runs, and gives
+//! a cascade's provisional answers to new tickets that waited too long.
 //! A lease expiry means a worker died mid-job, so it counts as the attempt the claim already
 //! added; at the maximum the job is dead-lettered as `lease_expired` instead of looping.
 
@@ -17,6 +18,7 @@ use crate::{
     domain::error::{ConfigError, Result},
     evaluate::{AnyProvider, Tier},
     pipeline::{
+        cascade::provisional::{self, Reason},
         erase, ingest, ledger,
         outbox::{
             claim::Serves,
@@ -50,6 +52,9 @@ pub struct SweepReport {
     pub dead_letters: Vec<report::DeadLetterGroup>,
     /// The provider batches polled and collected on this tick (none without the batch tier).
     pub batches: BatchReport,
+    /// New tickets given a cascade's local answer as provisional after waiting past
+    /// `TRIAGE_PROVISIONAL_AFTER_SECONDS`.
+    pub provisional: u64,
 }
 
 /// The sweeper as its schedule runs it (the Lambda, `triage sweeper`, `triage dev`).
@@ -88,6 +93,12 @@ impl Sweeper {
     /// `collect_batches`, bounded per tick), before `deadline`.
     pub async fn tick(&self, deadline: Instant) -> Result<SweepReport> {
         let mut report = sweep(&self.pool, &self.config).await?;
+        let (versions, after) = (&self.config.versions, self.config.worker.provisional_after);
+        // Like the batches, a failure here is the next tick's to retry; the sweep's report stands.
+        match provisional::give(&self.pool, versions, Reason::Waiting, after).await {
+            Ok(given) => report.provisional = given,
+            Err(error) => tracing::warn!(error = %error.report(), "provisional answers not given"),
+        }
         if let Some(worker) = &self.batches {
             report.batches = worker.collect_batches(deadline).await?;
             if report.batches != BatchReport::default() {
@@ -189,5 +200,6 @@ pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
         health,
         dead_letters,
         batches: BatchReport::default(),
+        provisional: 0,
     })
 }

@@ -45,10 +45,10 @@ pub(crate) enum Answer {
 
 #[derive(Clone, Debug)]
 pub(crate) struct Received {
-    id: String,
+    pub(crate) id: String,
     timestamp: String,
     signature: String,
-    body: String,
+    pub(crate) body: String,
 }
 
 #[derive(Clone)]
@@ -438,6 +438,7 @@ async fn a_result_rolled_back_announces_nothing_and_a_committed_one_announces_on
         is_urgent: 0.9,
         department: "billing".into(),
         urgency_score: 0.8,
+        answered_by: triage::evaluate::AnsweredBy::Model,
     };
     let policy = &app.config.versions.policy;
 

@@ -3,6 +3,7 @@
 mod audit;
 mod batch_text;
 mod budget;
+mod cascade;
 mod console;
 mod database_outage;
 mod delivery;

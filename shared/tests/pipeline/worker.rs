@@ -126,6 +126,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         is_urgent: 0.1,
         department: "sales".into(),
         urgency_score: 0.1,
+        answered_by: triage::evaluate::AnsweredBy::Model,
     };
     let conn = app.pool.get().await.unwrap();
     assert_eq!(
@@ -157,6 +158,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         is_urgent: 0.9,
         department: "billing".into(),
         urgency_score: 0.8,
+        answered_by: triage::evaluate::AnsweredBy::Model,
     };
     assert_eq!(
         fresh

@@ -70,6 +70,7 @@ pub(super) async fn show(
                 div { dt { "Department" } dd { (result.department) } }
                 div { dt { "Urgent" } dd { (format!("{:.2}", result.is_urgent)) } }
                 div { dt { "Urgency score" } dd { (format!("{:.2}", result.urgency_score)) } }
+                div { dt { "Answered by" } dd data-stat="answered_by" { (result.answered_by) } }
             }
         }
         p.muted {

@@ -66,7 +66,7 @@ WITH claimed AS (
         LIMIT $3
     )
     RETURNING id, subscription_id, ticket_id, event_id, idempotency_key, attempts, claim_token,
-              created_at
+              created_at, provisional
 )
 SELECT c.id, c.subscription_id, c.event_id, c.attempts, c.claim_token, c.created_at,
        s.kind, s.target, s.secret,
@@ -78,10 +78,20 @@ SELECT c.id, c.subscription_id, c.event_id, c.attempts, c.claim_token, c.created
        -- someone else's ticket, before this one existed, and its event must not say so.
        greatest(r.computed_at, t.created_at),
        CASE WHEN s.include_text THEN t.subject END,
-       CASE WHEN s.include_text THEN t.message END
+       CASE WHEN s.include_text THEN t.message END,
+       c.provisional, r.answered_by
 FROM claimed c
 JOIN subscription s ON s.id = c.subscription_id
-JOIN evaluation_result r ON r.idempotency_key = c.idempotency_key
+-- The answer announced: the final one, or the provisional one given before it.
+CROSS JOIN LATERAL (
+    SELECT is_urgent, department, urgency_score, model_version, prompt_version, policy_version,
+           computed_at, answered_by
+    FROM evaluation_result WHERE idempotency_key = c.idempotency_key AND NOT c.provisional
+    UNION ALL
+    SELECT is_urgent, department, urgency_score, model_version, prompt_version, policy_version,
+           computed_at, 'local'
+    FROM provisional_result WHERE idempotency_key = c.idempotency_key AND c.provisional
+) r
 JOIN ticket t ON t.id = c.ticket_id
 "#
 );
@@ -103,6 +113,11 @@ pub struct EventData {
     pub prompt_version: String,
     pub policy_version: String,
     pub evaluated_at: DateTime<Utc>,
+    /// A provisional answer (the local classifier's, while the model could not be asked);
+    /// the final one follows as another event.
+    pub provisional: bool,
+    /// Which stage of a cascade answered: `local` or `model`.
+    pub answered_by: String,
     /// Only for a subscription that asked for the text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
@@ -192,6 +207,8 @@ pub async fn claim(
                     evaluated_at: row.get(18),
                     subject: row.get(19),
                     message: row.get(20),
+                    provisional: row.get(21),
+                    answered_by: row.get(22),
                 },
             }
         })

@@ -37,24 +37,30 @@ macro_rules! subscribers_of_t {
     };
 }
 
-/// A CTE (`, announced AS (…)`) to append after a CTE `done` that returns the
-/// `idempotency_key` of a job just closed with its result stored: announces it to the
-/// subscribers of every ticket of that content (duplicates share the key).
-macro_rules! announce_done {
-    () => {
+/// A CTE (`, announced AS (…)`) to append after a CTE named `$cte` that returns the
+/// `idempotency_key` of each answer just stored: announces it to the subscribers of every
+/// ticket of that content (duplicates share the key). `$event_key` is what the event id is
+/// made of beside the ticket (a provisional answer's event is not its final one's);
+/// `$provisional`, whether the delivery's body is read from `provisional_result`.
+macro_rules! announce_from {
+    ($cte:literal, $event_key:literal, $provisional:literal) => {
         concat!(
             r#", announced AS (
-    INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id)
+    INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id, provisional)
     SELECT s.id, te.ticket_id, te.idempotency_key, "#,
-            $crate::pipeline::outbox::announce::event_id!("te.ticket_id", "te.idempotency_key"),
+            $crate::pipeline::outbox::announce::event_id!("te.ticket_id", $event_key),
+            ", ",
+            $provisional,
             r#"
-    FROM done
+    FROM "#,
+            $cte,
+            r#" AS answered
     -- Key to links to tickets, each a lookup whatever the statistics say (OFFSET 0 keeps the
     -- planner from reordering them): with a fresh deployment's tables analyzed while empty, it
     -- scanned every ticket for each result stored (docs/database.md).
     CROSS JOIN LATERAL (
         SELECT ticket_id, idempotency_key, prompt_version, model_version, created_at
-        FROM ticket_evaluation WHERE idempotency_key = done.idempotency_key OFFSET 0) te
+        FROM ticket_evaluation WHERE idempotency_key = answered.idempotency_key OFFSET 0) te
     CROSS JOIN LATERAL (
         SELECT owner FROM ticket WHERE id = te.ticket_id AND workload = 'production' OFFSET 0) t
     "#,
@@ -71,7 +77,14 @@ macro_rules! announce_done {
     };
 }
 
-pub(crate) use {announce_done, event_id, subscribers_of_t};
+/// [`announce_from`] for a CTE `done`: the job just closed with its result stored.
+macro_rules! announce_done {
+    () => {
+        $crate::pipeline::outbox::announce::announce_from!("done", "te.idempotency_key", "false")
+    };
+}
+
+pub(crate) use {announce_done, announce_from, event_id, subscribers_of_t};
 
 /// Announces every stored result of a version just promoted, to the subscribers of each of
 /// its tickets. Runs in the promotion's transaction.

@@ -76,8 +76,8 @@ const STORE_RESULT_AND_MARK_DONE: &str = concat!(
 ), stored AS (
     INSERT INTO evaluation_result
         (idempotency_key, ticket_id, is_urgent, department, urgency_score,
-         model_version, prompt_version, policy_version)
-    SELECT $4, done.ticket_id, $5, $6, $7, $8, $9, $10 FROM done
+         model_version, prompt_version, policy_version, answered_by)
+    SELECT $4, done.ticket_id, $5, $6, $7, $8, $9, $10, $11 FROM done
     ON CONFLICT (idempotency_key) DO NOTHING
 )"#,
     crate::pipeline::outbox::announce::announce_done!(),
@@ -158,6 +158,7 @@ impl ClaimedJob {
                     &self.versions.model_version,
                     &self.versions.prompt_version,
                     policy,
+                    &evaluation.answered_by.as_str(),
                 ],
             )
             .await?;

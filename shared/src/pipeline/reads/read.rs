@@ -20,8 +20,11 @@ pub struct TicketView {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EvaluationView {
-    /// `pending`, `processing`, `done` or `dead`.
+    /// `pending`, `processing`, `done` or `dead`; `provisional` while only the local
+    /// classifier's provisional answer exists (the job still queued).
     pub status: String,
+    /// Whether the answer shown is provisional (the final one replaces it).
+    pub provisional: bool,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub result: Option<ResultView>,
     /// Versions whose evaluation this is (also while it is still pending).
@@ -52,6 +55,8 @@ pub struct ResultView {
     pub prompt_version: String,
     pub policy_version: String,
     pub evaluated_at: DateTime<Utc>,
+    /// Which stage of a cascade answered: `local` or `model`.
+    pub answered_by: String,
 }
 
 /// A ticket resolves to the evaluation of its *content* (via its key), so duplicates show the
@@ -62,14 +67,21 @@ pub struct ResultView {
 /// what counts. Dedup reveals nothing across callers: a result computed for someone else's
 /// earlier ticket shows as evaluated no earlier than this ticket was created (the versions
 /// shown are this ticket's own). Only `owner`'s tickets are found (`$4`; NULL, any ticket).
+/// With no result, a provisional answer of the shown key (a cascade's local answer given while
+/// the model could not be asked) is shown as such.
 const SELECT_TICKET: &str = r#"
 SELECT t.id, t.subject, t.message, t.created_at,
        shown.prompt_version, shown.model_version,
        o.status,
-       shown.is_urgent, shown.department, shown.urgency_score,
-       shown.result_model_version, shown.result_prompt_version, shown.policy_version,
-       greatest(shown.computed_at, t.created_at),
-       shown.is_active, active.promoted
+       coalesce(shown.is_urgent, pr.is_urgent), coalesce(shown.department, pr.department),
+       coalesce(shown.urgency_score, pr.urgency_score),
+       coalesce(shown.result_model_version, pr.model_version),
+       coalesce(shown.result_prompt_version, pr.prompt_version),
+       coalesce(shown.policy_version, pr.policy_version),
+       greatest(coalesce(shown.computed_at, pr.computed_at), t.created_at),
+       shown.is_active, active.promoted,
+       shown.department IS NULL AND pr.department IS NOT NULL,
+       coalesce(shown.answered_by, 'local')
 FROM ticket t
 CROSS JOIN (
     SELECT coalesce(p.prompt_version, $2) AS prompt_version,
@@ -85,7 +97,7 @@ LEFT JOIN LATERAL (
             AND te.model_version = active.model_version) AS is_active,
            r.is_urgent, r.department, r.urgency_score,
            r.model_version AS result_model_version, r.prompt_version AS result_prompt_version,
-           r.policy_version, r.computed_at
+           r.policy_version, r.computed_at, r.answered_by
     FROM ticket_evaluation te
     LEFT JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
     WHERE te.ticket_id = t.id
@@ -93,6 +105,8 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) shown ON true
 LEFT JOIN evaluation_outbox o ON o.idempotency_key = shown.idempotency_key
+LEFT JOIN provisional_result pr
+       ON pr.idempotency_key = shown.idempotency_key AND shown.department IS NULL
 WHERE t.id = $1 AND ($4::text IS NULL OR t.owner = $4)
 "#;
 
@@ -125,8 +139,11 @@ pub async fn find(
             prompt_version: row.get(11),
             policy_version: row.get(12),
             evaluated_at: row.get(13),
+            answered_by: row.get(17),
         });
+    let provisional: bool = row.get(16);
     let status = match (&result, row.get::<_, Option<String>>(6)) {
+        (Some(_), _) if provisional => "provisional".to_string(),
         (Some(_), _) => "done".to_string(),
         (None, Some(status)) => status,
         (None, None) => "pending".to_string(),
@@ -138,6 +155,7 @@ pub async fn find(
         created_at: row.get(3),
         evaluation: EvaluationView {
             status,
+            provisional,
             result,
             requested_prompt_version: row.get::<_, Option<String>>(4).unwrap_or_default(),
             requested_model_version: row.get::<_, Option<String>>(5).unwrap_or_default(),

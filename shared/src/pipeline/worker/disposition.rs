@@ -28,6 +28,9 @@ pub enum Turn<'a> {
     NoBudget { opens_in: Duration },
     /// This build does not know the job's prompt version, and no result answers it.
     UnknownPrompt,
+    /// The job's cascade names a local classifier that is not stored (`triage train` makes
+    /// it); redriven once it is.
+    UnknownLocalModel,
     /// No call was started: a daily budget is set and the job's model has no price, so its
     /// spend could not be counted. It waits for one (TRIAGE_PRICES), its attempt given back.
     Unpriced,
@@ -76,6 +79,11 @@ pub fn disposition<'a>(
         Turn::UnknownPrompt => {
             return Disposition::DeadLetter {
                 reason: "unknown_prompt_version",
+            }
+        }
+        Turn::UnknownLocalModel => {
+            return Disposition::DeadLetter {
+                reason: "unknown_local_model",
             }
         }
         Turn::Failed { kind, retry_after } => (kind, retry_after),
@@ -280,6 +288,7 @@ mod tests {
             is_urgent: 1.0,
             department: "billing".into(),
             urgency_score: 0.9,
+            answered_by: crate::evaluate::AnsweredBy::Model,
         };
         let policy = WorkerPolicy::default();
         let decide = |turn| disposition(turn, 1, false, &policy, &key());
@@ -304,6 +313,12 @@ mod tests {
             decide(Turn::UnknownPrompt),
             Disposition::DeadLetter {
                 reason: "unknown_prompt_version"
+            }
+        );
+        assert_eq!(
+            decide(Turn::UnknownLocalModel),
+            Disposition::DeadLetter {
+                reason: "unknown_local_model"
             }
         );
     }

@@ -3,7 +3,8 @@
 //! fenced write. Run by the worker Lambda (deadline from the Lambda context) and by
 //! `triage worker` (deadline from `TRIAGE_INVOCATION_SECONDS`).
 //!
-//! [`claiming`] is the next claim (breaker, budget, lanes), [`process`] one job's turn, [`pacing`] its slot in the provider's shared rate limit,
+//! [`claiming`] is the next claim (breaker, budget, lanes), [`local`] a cascade's first stage,
+//! [`process`] one job's turn, [`pacing`] its slot in the provider's shared rate limit,
 //! [`disposition`] the pure decision after it, [`settle`] its writes carried through a
 //! database blink, [`timing`] the time checks, [`run`] the long-running loop of
 //! `triage worker`, [`batch`] the batch tier's submissions. The daily spend budget gates the
@@ -12,6 +13,7 @@
 mod batch;
 mod claiming;
 mod disposition;
+mod local;
 mod pacing;
 mod process;
 mod run;
@@ -77,6 +79,8 @@ pub struct Report {
     pub database_away: bool,
     /// Claiming stopped because today's spend reached `TRIAGE_DAILY_BUDGET_USD`.
     pub budget_exhausted: bool,
+    /// New tickets given a cascade's local answer as provisional, the provider being away.
+    pub provisional: u32,
 }
 
 /// How one job's turn ended, as far as this worker could write it.
@@ -269,7 +273,9 @@ impl<P: Provider> Worker<P> {
         };
         let (tended, online) = tokio::join!(tend, self.run_online(deadline, stop, paused));
         tended?;
-        online
+        let mut report = online?;
+        self.give_provisional(&mut report).await;
+        Ok(report)
     }
 
     /// The online part of an invocation: claims and calls until `deadline`, `stop`, or

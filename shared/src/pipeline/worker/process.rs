@@ -61,6 +61,22 @@ impl<P: Provider> Worker<P> {
                 .give_back(&job, deadline, holds, Turn::NotStarted, "")
                 .await;
         }
+        // A cascade's local classifier first: a sure answer needs no call.
+        match self.answer_locally(&job, deadline).await {
+            Ok(None) => {}
+            Ok(Some(outcome)) => {
+                grant.started(job.id);
+                return Ok(outcome);
+            }
+            Err(error) if error.is_unavailable() => {
+                grant.started(job.id);
+                holds.database_away.store(true, Ordering::Relaxed);
+                return self
+                    .give_back(&job, deadline, holds, Turn::NotStarted, "")
+                    .await;
+            }
+            Err(error) => return Err(error),
+        }
         // Under a budget, a call whose price is unknown could not be counted: it is not made.
         let (budget, prices) = (
             self.config.worker.daily_budget_usd,

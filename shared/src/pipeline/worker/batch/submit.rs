@@ -60,6 +60,10 @@ impl<P: Provider> Worker<P> {
                 let _ = job.fall_back_online(&client, None).await?;
                 continue;
             };
+            // A cascade's classifier answers what it is sure of: no line for those.
+            if self.answer_locally(&job, Instant::now()).await?.is_some() {
+                continue;
+            }
             match self.start_line(&client, &job).await? {
                 Some(call) => lines.push((job, prompt, call)),
                 None => {

@@ -1,16 +1,15 @@
 //! Plain-text tables for people at a terminal; `--json` gives machines the same data.
+//! [`eval`] has the eval reports', [`cascade`] the local classifiers'.
+
+mod cascade;
+mod eval;
 
 use std::fmt::Write;
 
 use comfy_table::{presets::NOTHING, CellAlignment, Table};
 use triage::{
     operations::{
-        audit::AuditEntry,
-        eval::{self, store::StoredRun},
-        promote::Promotion,
-        redrive, reprocess,
-        shadow::ShadowDiff,
-        Outcome,
+        audit::AuditEntry, promote::Promotion, redrive, reprocess, shadow::ShadowDiff, Outcome,
     },
     pipeline::{
         delivery::report::DeliveriesReport,
@@ -29,8 +28,10 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::DeadLetters(groups) => dead_letters(groups),
         Outcome::Erase(erased) => erase(erased),
         Outcome::Audit(entries) => audit(entries),
-        Outcome::Eval(report) => eval_report(report),
-        Outcome::EvalRuns(listing) => eval_running(&listing.running) + &eval_runs(&listing.runs),
+        Outcome::Eval(report) => eval::report(report),
+        Outcome::EvalRuns(listing) => eval::running(&listing.running) + &eval::runs(&listing.runs),
+        Outcome::Trained(trained) => cascade::trained(trained),
+        Outcome::Models(models) => cascade::models(models),
         Outcome::Deliveries(report) => deliveries(report),
         Outcome::ReplayDeliveries { queued } => format!("{queued} deliveries queued again\n"),
         Outcome::Feedback { given, not_found } => format!(
@@ -61,7 +62,7 @@ pub fn outcome(outcome: &Outcome) -> String {
 
 /// Columns aligned with spaces, no borders: output people read and `grep` alike. Columns
 /// after the first are right-aligned when `numbers` says so.
-fn table<R: IntoIterator<Item = String>>(
+pub(super) fn table<R: IntoIterator<Item = String>>(
     header: Option<Vec<&str>>,
     rows: impl IntoIterator<Item = R>,
     numbers: &[usize],
@@ -92,7 +93,7 @@ fn table<R: IntoIterator<Item = String>>(
 }
 
 /// `key  value` lines, keys aligned.
-fn pairs(rows: &[(&str, String)]) -> String {
+pub(super) fn pairs(rows: &[(&str, String)]) -> String {
     table(
         None,
         rows.iter().map(|(k, v)| [k.to_string(), v.clone()]),
@@ -384,247 +385,6 @@ fn audit(entries: &[AuditEntry]) -> String {
             ]
         }),
         &[],
-    )
-}
-
-fn ci(figure: f64, interval: &eval::metrics::Interval) -> String {
-    format!("{figure:.3} [{:.3}, {:.3}]", interval.low, interval.high)
-}
-
-/// Department accuracy with its interval over families (`accuracy_ci`), or, for a run stored
-/// before it, the Wilson interval over rows.
-fn accuracy(f: &eval::RunFigures) -> String {
-    let d = &f.department;
-    match d.accuracy_ci {
-        Some([low, high]) => ci(d.accuracy, &eval::metrics::Interval { low, high }),
-        None => ci(d.accuracy, &d.accuracy_ci95) + " (rows)",
-    }
-}
-
-fn optional(value: Option<f64>, digits: usize) -> String {
-    value.map_or("-".into(), |v| format!("{v:.digits$}"))
-}
-
-/// promptfoo's layout: one column per version, the figures side by side, then each
-/// version's classes and confusion, then the paired tests.
-fn eval_report(r: &eval::Report) -> String {
-    let split = r
-        .set
-        .split
-        .map_or("all rows".into(), |s| format!("split {s}"));
-    let mut out = format!(
-        "run {}, set {} {} ({}, {} rows){}\n\n",
-        r.run_id,
-        r.set.source,
-        &r.set.digest[..12.min(r.set.digest.len())],
-        split,
-        r.set.rows,
-        if r.complete {
-            ""
-        } else {
-            " — INCOMPLETE: missing answers count as wrong; stored once the workers have answered \
-             (triage eval --list shows it)"
-        }
-    );
-    // The offline baseline (rules@offline, answered in-process) is a column like the others.
-    let columns: Vec<&eval::RunFigures> = r.runs.iter().chain(&r.baseline).collect();
-    type Figure = fn(&eval::RunFigures) -> String;
-    let figures: [(&str, Figure); 18] = [
-        ("answered / rows", |f| format!("{} / {}", f.answered, f.n)),
-        ("families", |f| f.families.to_string()),
-        ("department accuracy [95% CI]", accuracy),
-        ("urgent recall [95% CI]", |f| match &f.urgent.recall_ci95 {
-            Some(interval) => ci(f.urgent.recall, interval),
-            None => format!("{:.3}", f.urgent.recall),
-        }),
-        ("department macro-F1 [95% CI]", |f| {
-            ci(f.department.macro_f1, &f.department.macro_f1_ci95)
-        }),
-        ("urgent precision", |f| format!("{:.3}", f.urgent.precision)),
-        ("urgent F1", |f| format!("{:.3}", f.urgent.f1)),
-        ("urgent Brier score", |f| format!("{:.4}", f.urgent.brier)),
-        ("urgent ROC AUC", |f| optional(f.urgent.auc, 3)),
-        ("contract violations", |f| f.contract_violations.to_string()),
-        ("dead letters", |f| f.dead_letters.to_string()),
-        ("calls made by this run", |f| f.calls.to_string()),
-        ("tokens in / out", |f| {
-            format!("{} / {}", f.input_tokens, f.output_tokens)
-        }),
-        ("cost of this run", |f| format!("${:.4}", f.cost_usd)),
-        ("cost per ticket (answers)", |f| {
-            format!("${:.6}", f.cost_per_ticket_usd)
-        }),
-        ("p50 time per evaluation", |f| {
-            optional(f.latency_p50_ms, 0) + " ms"
-        }),
-        ("p95 time per evaluation", |f| {
-            optional(f.latency_p95_ms, 0) + " ms"
-        }),
-        ("urgent threshold (policy)", |f| {
-            format!("{}", f.urgent.threshold)
-        }),
-    ];
-    let header = std::iter::once("")
-        .chain(columns.iter().map(|f| f.version.as_str()))
-        .collect();
-    let rows = figures.iter().map(|(name, figure)| {
-        std::iter::once(name.to_string()).chain(columns.iter().map(|f| figure(f)))
-    });
-    let numbers: Vec<usize> = (1..=columns.len()).collect();
-    out += &table(Some(header), rows, &numbers);
-
-    let mut classes: Vec<&str> = columns
-        .iter()
-        .flat_map(|f| f.department.per_class.keys().map(String::as_str))
-        .collect();
-    classes.sort_unstable();
-    classes.dedup();
-    let _ = writeln!(out, "\nper department: precision / recall / F1 (support)");
-    let header = std::iter::once("department")
-        .chain(columns.iter().map(|f| f.version.as_str()))
-        .collect();
-    let rows = classes.iter().map(|class| {
-        std::iter::once(class.to_string()).chain(columns.iter().map(|f| {
-            f.department.per_class.get(*class).map_or("-".into(), |c| {
-                format!(
-                    "{:.2} / {:.2} / {:.2} ({})",
-                    c.precision, c.recall, c.f1, c.support
-                )
-            })
-        }))
-    });
-    out += &table(Some(header), rows, &numbers);
-
-    for f in &r.runs {
-        let _ = writeln!(
-            out,
-            "\nconfusion of {} (rows: label, columns: answer)",
-            f.version
-        );
-        let mut answers: Vec<&str> = f
-            .department
-            .confusion
-            .values()
-            .flat_map(|row| row.keys().map(String::as_str))
-            .chain(f.department.confusion.keys().map(String::as_str))
-            .collect();
-        answers.sort_unstable();
-        answers.dedup();
-        let header = std::iter::once("label \\ answer")
-            .chain(answers.iter().copied())
-            .collect();
-        let rows = f.department.confusion.iter().map(|(label, row)| {
-            std::iter::once(label.clone()).chain(
-                answers
-                    .iter()
-                    .map(|a| row.get(*a).copied().unwrap_or(0).to_string()),
-            )
-        });
-        let numbers: Vec<usize> = (1..=answers.len()).collect();
-        out += &table(Some(header), rows, &numbers);
-    }
-
-    for c in &r.comparison {
-        let p = &c.paired;
-        let _ = writeln!(
-            out,
-            "\n{} vs {}: macro-F1 {:+.3} [{:+.3}, {:+.3}] (paired bootstrap p = {:.3}); \
-             McNemar: {} right only under {}, {} only under {}, p = {:.3} → {}",
-            c.other,
-            c.baseline,
-            p.macro_f1_diff,
-            p.macro_f1_diff_ci95.low,
-            p.macro_f1_diff_ci95.high,
-            p.bootstrap_p,
-            p.only_other_right,
-            c.other,
-            p.only_baseline_right,
-            c.baseline,
-            p.mcnemar_p,
-            if p.significant {
-                "significant"
-            } else {
-                "not significant"
-            }
-        );
-    }
-    out
-}
-
-fn eval_running(running: &[eval::Running]) -> String {
-    if running.is_empty() {
-        return String::new();
-    }
-    let mut out = table(
-        Some(vec![
-            "run under way",
-            "since",
-            "set",
-            "split",
-            "versions",
-            "answered",
-            "dead",
-            "of",
-        ]),
-        running.iter().map(|r| {
-            [
-                r.run_id.to_string(),
-                r.started_at.format("%Y-%m-%d %H:%M").to_string(),
-                r.set_source.clone(),
-                r.split.map_or("all".into(), |s| s.to_string()),
-                r.versions.join(" "),
-                r.progress.answered.to_string(),
-                r.progress.dead.to_string(),
-                r.progress.total.to_string(),
-            ]
-        }),
-        &[5, 6, 7],
-    );
-    out.push('\n');
-    out
-}
-
-fn eval_runs(runs: &[StoredRun]) -> String {
-    if runs.is_empty() {
-        return "no eval runs yet: triage eval --set evals/tickets.jsonl --split test\n".into();
-    }
-    table(
-        Some(vec![
-            "id",
-            "finished",
-            "set",
-            "split",
-            "version",
-            "n",
-            "families",
-            "accuracy [95% CI]",
-            "macro-F1",
-            "urgent recall",
-            "calls",
-            "cost",
-            "who",
-        ]),
-        runs.iter().map(|r| {
-            [
-                r.id.to_string(),
-                r.finished_at.format("%Y-%m-%d %H:%M").to_string(),
-                r.set_digest[..12.min(r.set_digest.len())].to_string(),
-                r.split.clone().unwrap_or_else(|| "all".into()),
-                r.version.to_string(),
-                r.n.to_string(),
-                match r.figures.families {
-                    0 => "-".into(),
-                    families => families.to_string(),
-                },
-                accuracy(&r.figures),
-                format!("{:.3}", r.figures.department.macro_f1),
-                format!("{:.3}", r.figures.urgent.recall),
-                r.calls.to_string(),
-                format!("${:.4}", r.cost_usd),
-                r.operator.clone(),
-            ]
-        }),
-        &[0, 5, 6, 7, 8, 9, 10, 11],
     )
 }
 

@@ -1,0 +1,81 @@
+//! What a request must pass before it changes anything: bounded counts, confirmed large runs,
+//! versions this build and this deployment can evaluate.
+
+use deadpool_postgres::Pool;
+
+use super::{train, CONFIRM_ABOVE_JOBS};
+use crate::{
+    config::Config,
+    domain::{
+        error::{InvalidRequest, Result},
+        versions::{ModelVersion, PromptVersion},
+    },
+    evaluate::{Policy, Prompt},
+    pipeline::limits::budget,
+};
+
+/// Refuses a count outside 1..=`max`: every list and limit of a request is bounded.
+pub(super) fn within(field: &str, value: i64, max: i64) -> Result<(), InvalidRequest> {
+    if (1..=max).contains(&value) {
+        return Ok(());
+    }
+    Err(InvalidRequest::new(
+        field,
+        format!("{value} is outside 1..={max}"),
+    ))
+}
+
+/// Refuses a run over [`CONFIRM_ABOVE_JOBS`] that was not confirmed.
+pub(super) fn confirmed(jobs: i64) -> Result<(), InvalidRequest> {
+    if jobs <= CONFIRM_ABOVE_JOBS {
+        return Ok(());
+    }
+    Err(InvalidRequest::new(
+        "confirm",
+        format!(
+            "this would queue {jobs} jobs (over {CONFIRM_ABOVE_JOBS}), each a billed call: \
+             check with --dry-run, then run again with --confirm (\"confirm\": true)"
+        ),
+    ))
+}
+
+/// The configured policy (departments and threshold), which this build must have.
+pub(super) fn configured_policy(config: &Config) -> Result<Policy, InvalidRequest> {
+    Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
+        InvalidRequest::new(
+            "policy",
+            "the configured policy is not in this build".into(),
+        )
+    })
+}
+
+/// Work the pipeline could not do is refused: a model the daily budget could not count, a
+/// cascade whose classifier is not stored.
+pub(super) async fn usable(pool: &Pool, config: &Config, model: &ModelVersion) -> Result<()> {
+    priced(config, model)?;
+    train::stored_if_cascade(pool, model).await
+}
+
+/// Work for a model the daily budget could not count is refused (`budget::unpriced`).
+pub(super) fn priced(config: &Config, model: &ModelVersion) -> Result<(), InvalidRequest> {
+    let (budget, prices) = (config.worker.daily_budget_usd, &config.provider.prices);
+    match budget::unpriced(budget, prices, model) {
+        Some(reason) => Err(InvalidRequest::new("model_version", reason)),
+        None => Ok(()),
+    }
+}
+
+/// A reprocess under a prompt this build cannot send would only fill the dead letters.
+pub(super) fn known_to_this_build(prompt_version: &PromptVersion) -> Result<(), InvalidRequest> {
+    if Prompt::known_versions().any(|v| v == prompt_version.as_str()) {
+        return Ok(());
+    }
+    Err(InvalidRequest::new(
+        "prompt_version",
+        format!(
+            "{:?} is not in this build (known: {})",
+            prompt_version.as_str(),
+            Prompt::known_versions().collect::<Vec<_>>().join(", ")
+        ),
+    ))
+}

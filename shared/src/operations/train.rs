@@ -1,0 +1,246 @@
+//! `triage train --from SOURCE...` and `triage models` (docs/cascade.md): a local classifier
+//! built from any mix of a labelled set's dev split (never a test family: those judge it), the
+//! large model's own answers of the last days (distillation) and the desk's corrections,
+//! stored by content for every function to load by version.
+
+use std::{fmt, str::FromStr, time::Instant};
+
+use deadpool_postgres::Pool;
+use serde::Serialize;
+
+use super::eval::{
+    set::{LabelledSet, Split},
+    source::SetSource,
+};
+use crate::{
+    db,
+    domain::{
+        error::{InvalidRequest, Result},
+        versions::ModelVersion,
+    },
+    evaluate::{
+        local::{Example, LocalModel},
+        Policy,
+    },
+    pipeline::cascade::{
+        models::{self, StoredModel},
+        training,
+    },
+};
+
+/// What a classifier learns from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrainSource {
+    /// `set:PATH[:dev]` (or `set:shipped`, `set:s3://…`): the set's dev rows only.
+    Set(SetSource),
+    /// `results:DAYS`: production results a model answered in the last DAYS days.
+    Results { days: u32 },
+    /// `feedback:DAYS`: the desk's current labels given in the last DAYS days.
+    Feedback { days: u32 },
+}
+
+/// Days back a source may look (as `--set feedback`).
+const MAX_DAYS: u32 = 366;
+
+impl FromStr for TrainSource {
+    type Err = InvalidRequest;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = |why: &str| InvalidRequest::new("from", format!("{s:?}: {why}"));
+        let days = |text: &str| {
+            text.parse::<u32>()
+                .ok()
+                .filter(|d| (1..=MAX_DAYS).contains(d))
+                .ok_or_else(|| invalid("DAYS is a whole number of days, 1 to 366"))
+        };
+        if let Some(days_text) = s.strip_prefix("results:") {
+            return Ok(Self::Results {
+                days: days(days_text)?,
+            });
+        }
+        if let Some(days_text) = s.strip_prefix("feedback:") {
+            return Ok(Self::Feedback {
+                days: days(days_text)?,
+            });
+        }
+        let Some(set) = s.strip_prefix("set:") else {
+            return Err(invalid(
+                "give set:PATH[:dev], results:DAYS or feedback:DAYS",
+            ));
+        };
+        if set.ends_with(":test") {
+            return Err(invalid(
+                "the test split never trains: its families judge the classifier",
+            ));
+        }
+        match set.strip_suffix(":dev").unwrap_or(set).parse()? {
+            SetSource::Feedback { .. } => Err(invalid("the desk's labels are feedback:DAYS")),
+            source => Ok(Self::Set(source)),
+        }
+    }
+}
+
+impl fmt::Display for TrainSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Set(source) => write!(f, "set:{source}:dev"),
+            Self::Results { days } => write!(f, "results:{days}"),
+            Self::Feedback { days } => write!(f, "feedback:{days}"),
+        }
+    }
+}
+
+/// One source's share of the examples.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceCount {
+    pub source: String,
+    pub examples: usize,
+}
+
+/// What `triage train` made.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Trained {
+    /// `local-<hex>`: name it in a cascade, `cascade(VERSION,THRESHOLD,MODEL@EFFORT)`.
+    pub version: String,
+    /// False when the same classifier was stored already (the same examples).
+    pub new: bool,
+    /// Examples it learnt from, once each (a ticket the desk corrected counts once, with the
+    /// desk's labels).
+    pub examples: usize,
+    pub sources: Vec<SourceCount>,
+    pub bytes: usize,
+    pub seconds: f64,
+}
+
+/// Builds a classifier from `sources` and stores it.
+pub async fn train(
+    pool: &Pool,
+    policy: &Policy,
+    sources: &[TrainSource],
+    trained_by: &str,
+) -> Result<Trained> {
+    let started = Instant::now();
+    let mut gathered = Vec::with_capacity(sources.len());
+    let mut counts = Vec::with_capacity(sources.len());
+    for source in sources {
+        let examples = examples_of(pool, policy, source).await?;
+        counts.push(SourceCount {
+            source: source.to_string(),
+            examples: examples.len(),
+        });
+        gathered.push(examples);
+    }
+    let examples = training::merge(gathered);
+    if examples.is_empty() {
+        return Err(InvalidRequest::new(
+            "from",
+            "these sources hold no example to learn from".into(),
+        )
+        .into());
+    }
+    let departments = policy.departments.clone();
+    // Seconds of arithmetic: off the async workers.
+    let model = tokio::task::spawn_blocking(move || LocalModel::train(&examples, &departments))
+        .await
+        .expect("training does not panic")
+        .map_err(|e| InvalidRequest::new("from", e.to_string()))?;
+    let client = db::client(pool).await?;
+    let recorded = serde_json::to_value(&counts).unwrap_or_default();
+    let new = models::store(&client, &model, &recorded, trained_by).await?;
+    let trained = Trained {
+        version: model.version(),
+        new,
+        examples: model.examples(),
+        sources: counts,
+        bytes: model.to_bytes().len(),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    tracing::info!(version = %trained.version, examples = trained.examples, seconds = trained.seconds, "local classifier trained");
+    Ok(trained)
+}
+
+async fn examples_of(pool: &Pool, policy: &Policy, source: &TrainSource) -> Result<Vec<Example>> {
+    Ok(match source {
+        TrainSource::Set(set) => LabelledSet::load(set, policy, pool)
+            .await?
+            .rows
+            .into_iter()
+            .filter(|row| row.split == Split::Dev)
+            .map(|row| Example {
+                subject: row.subject,
+                message: row.message,
+                department: row.department,
+                is_urgent: row.is_urgent,
+                weight: 1.0,
+            })
+            .collect(),
+        TrainSource::Results { days } => {
+            let client = db::client(pool).await?;
+            training::results(&client, *days as i32, policy.urgent_threshold).await?
+        }
+        TrainSource::Feedback { days } => {
+            let client = db::client(pool).await?;
+            training::feedback(&client, *days as i32).await?
+        }
+    })
+}
+
+/// The stored classifiers, newest first.
+pub async fn list(pool: &Pool) -> Result<Vec<StoredModel>> {
+    models::list(&db::client(pool).await?).await
+}
+
+/// Work under a cascade whose classifier is not stored would only fill the dead letters.
+pub async fn stored_if_cascade(pool: &Pool, model: &ModelVersion) -> Result<()> {
+    let Some(cascade) = model.cascade() else {
+        return Ok(());
+    };
+    let client = db::client(pool).await?;
+    if models::load(&client, &cascade.local).await?.is_some() {
+        return Ok(());
+    }
+    Err(InvalidRequest::new(
+        "model_version",
+        format!(
+            "{} is not stored: triage train makes it, triage models lists them",
+            cascade.local
+        ),
+    )
+    .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_read_as_spec_writes_them_and_the_test_split_never_trains() {
+        let parse = |s: &str| s.parse::<TrainSource>();
+        assert_eq!(
+            parse("set:evals/tickets.jsonl:dev").unwrap(),
+            TrainSource::Set(SetSource::Path("evals/tickets.jsonl".into()))
+        );
+        assert_eq!(
+            parse("set:shipped").unwrap(),
+            TrainSource::Set(SetSource::Shipped)
+        );
+        assert_eq!(
+            parse("results:30").unwrap(),
+            TrainSource::Results { days: 30 }
+        );
+        assert_eq!(
+            parse("feedback:7").unwrap().to_string(),
+            "feedback:7".to_string()
+        );
+        for bad in [
+            "set:evals/tickets.jsonl:test",
+            "set:feedback:30",
+            "results:0",
+            "results:x",
+            "feedback:400",
+            "evals/tickets.jsonl",
+            "set:",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

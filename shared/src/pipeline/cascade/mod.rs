@@ -1,0 +1,38 @@
+//! The cascade (docs/cascade.md): a model version `cascade(LOCAL,THRESHOLD,MODEL@EFFORT)`
+//! whose first stage is a local classifier the project trained. It answers a job when its
+//! confidence is at least the threshold (no call, nothing paid, no ledger row); otherwise the
+//! large model is called as for any version. [`models`] stores and loads the classifiers,
+//! [`training`] gathers what trains them, [`provisional`] gives new tickets the local answer
+//! while the large model cannot be asked now.
+
+pub mod models;
+pub mod provisional;
+pub mod training;
+
+use std::sync::Arc;
+
+use crate::evaluate::{
+    contract,
+    local::{LocalModel, LocalProvider},
+    AnsweredBy, Evaluation, EvaluationRequest, Provider,
+};
+
+/// What the local classifier says of one ticket, held to the contract like any provider's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalAnswer {
+    pub evaluation: Evaluation,
+    /// How sure it is of the whole answer (calibrated).
+    pub confidence: f64,
+}
+
+/// Asks the local classifier through the providers' own trait (it is one more provider); an
+/// answer outside the contract (a department the policy lacks) is no answer.
+pub async fn ask(model: Arc<LocalModel>, request: EvaluationRequest<'_>) -> Option<LocalAnswer> {
+    let reply = LocalProvider { model }.evaluate(request).await.ok()?;
+    let mut evaluation = contract::validate(&reply.output, request.policy).ok()?;
+    evaluation.answered_by = AnsweredBy::Local;
+    Some(LocalAnswer {
+        evaluation,
+        confidence: reply.confidence.unwrap_or(0.0),
+    })
+}

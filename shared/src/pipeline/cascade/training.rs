@@ -1,0 +1,120 @@
+//! What trains a local classifier, from the database: the large model's own answers
+//! (distillation; never the classifier's own, never eval work) and the help desk's
+//! corrections. A labelled set's dev rows come from `operations::train`. Erased tickets are
+//! gone from both, so they never train the next classifier.
+
+use deadpool_postgres::GenericClient;
+
+use crate::{domain::error::Result, evaluate::local::Example};
+
+/// How much one correction from the desk counts beside one answer of the model: the desk's
+/// word is the truth the model's answers only approximate.
+pub const FEEDBACK_WEIGHT: f32 = 3.0;
+
+/// The most examples one source gives: the newest. Training holds them in memory (about 300
+/// bytes each), and the ops Lambda's memory is the bound.
+pub const MAX_EXAMPLES_PER_SOURCE: i64 = 300_000;
+
+/// Production results answered by a model in the last `days` days, one per content, with the
+/// text of the ticket they name, the newest first; `urgent_threshold` turns the answer's
+/// `is_urgent` into a label.
+const RESULTS: &str = r#"
+SELECT t.subject, t.message, r.department, r.is_urgent >= $2
+FROM evaluation_result r
+JOIN ticket t ON t.id = r.ticket_id AND t.workload = 'production'
+WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'model'
+ORDER BY r.computed_at DESC, r.idempotency_key
+LIMIT $3
+"#;
+
+/// The desk's current labels given in the last `days` days.
+const FEEDBACK: &str = r#"
+SELECT t.subject, t.message, f.department, f.is_urgent
+FROM ticket_feedback f
+JOIN ticket t ON t.id = f.ticket_id
+WHERE f.superseded_at IS NULL AND f.created_at > now() - make_interval(days => $1)
+ORDER BY f.created_at DESC, f.id
+LIMIT $2
+"#;
+
+pub async fn results(
+    client: &impl GenericClient,
+    days: i32,
+    urgent_threshold: f64,
+) -> Result<Vec<Example>> {
+    let limit = MAX_EXAMPLES_PER_SOURCE;
+    let rows = client
+        .query(RESULTS, &[&days, &urgent_threshold, &limit])
+        .await?;
+    Ok(rows.iter().map(|row| example(row, 1.0)).collect())
+}
+
+pub async fn feedback(client: &impl GenericClient, days: i32) -> Result<Vec<Example>> {
+    let rows = client
+        .query(FEEDBACK, &[&days, &MAX_EXAMPLES_PER_SOURCE])
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| example(row, FEEDBACK_WEIGHT))
+        .collect())
+}
+
+fn example(row: &tokio_postgres::Row, weight: f32) -> Example {
+    Example {
+        subject: row.get(0),
+        message: row.get(1),
+        department: row.get(2),
+        is_urgent: row.get(3),
+        weight,
+    }
+}
+
+/// One example per text: where the desk corrected a ticket the model also answered, the desk's
+/// label stands (whatever the order the sources were named in); otherwise the first one.
+pub fn merge(sources: Vec<Vec<Example>>) -> Vec<Example> {
+    let mut at = std::collections::HashMap::new();
+    let mut merged: Vec<Example> = Vec::new();
+    for example in sources.into_iter().flatten() {
+        let text = (example.subject.clone(), example.message.clone());
+        match at.get(&text) {
+            Some(&i) => {
+                let kept: &mut Example = &mut merged[i];
+                if example.weight > kept.weight {
+                    *kept = example;
+                }
+            }
+            None => {
+                at.insert(text, merged.len());
+                merged.push(example);
+            }
+        }
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example(text: &str, department: &str, weight: f32) -> Example {
+        Example {
+            subject: text.into(),
+            message: "m".into(),
+            department: department.into(),
+            is_urgent: false,
+            weight,
+        }
+    }
+
+    #[test]
+    fn one_example_per_text_and_the_desks_label_stands_over_the_models() {
+        let model = vec![example("a", "billing", 1.0), example("b", "sales", 1.0)];
+        let desk = vec![example("a", "account", FEEDBACK_WEIGHT)];
+        for sources in [vec![model.clone(), desk.clone()], vec![desk, model]] {
+            let merged = merge(sources);
+            assert_eq!(merged.len(), 2);
+            let a = merged.iter().find(|e| e.subject == "a").unwrap();
+            assert_eq!(a.department, "account");
+        }
+    }
+}

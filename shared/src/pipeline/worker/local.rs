@@ -1,0 +1,78 @@
+//! A cascade's first stage in the worker: the local classifier answers a job when it is sure
+//! enough (its confidence at least the cascade's threshold). That answer is stored like any
+//! other (`answered_by: local`) with no call: no ledger row, no slot in the rate limit, nothing
+//! reserved from the budget. Otherwise the job goes on to the large model. And when the
+//! large model cannot be asked (its breaker open, the budget spent), new tickets get the
+//! local answer as provisional (`pipeline::cascade::provisional`).
+
+use std::time::{Duration, Instant};
+
+use super::{Outcome, Report, Turn, Worker};
+use crate::{
+    db,
+    domain::error::Result,
+    evaluate::Provider,
+    pipeline::{
+        cascade::{self, models, provisional},
+        outbox::ClaimedJob,
+    },
+    telemetry::metric,
+};
+
+impl<P: Provider> Worker<P> {
+    /// `Some` when the job's turn ended here: answered locally, or dead-lettered for a
+    /// classifier that is not stored. `None` for a version that is no cascade, or an answer
+    /// below the threshold.
+    pub(super) async fn answer_locally(
+        &self,
+        job: &ClaimedJob,
+        deadline: Instant,
+    ) -> Result<Option<Outcome>> {
+        let Some(cascade) = job.versions.model_version.cascade() else {
+            return Ok(None);
+        };
+        // A prompt this build does not know is `start`'s to settle.
+        let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
+            return Ok(None);
+        };
+        let client = db::client(&self.pool).await?;
+        let Some(model) = models::load(&client, &cascade.local).await? else {
+            let error = format!("{} is not stored (triage train makes it)", cascade.local);
+            let outcome = self
+                .carry_out(&client, job, Turn::UnknownLocalModel, false, &error)
+                .await?;
+            return Ok(Some(outcome));
+        };
+        let request = self.request(job, prompt, deadline);
+        let started = Instant::now();
+        let answer = cascade::ask(model, request).await;
+        let sure = answer
+            .as_ref()
+            .is_some_and(|answer| answer.confidence >= cascade.threshold);
+        metric::local_answer(started.elapsed(), sure);
+        let Some(answer) = answer.filter(|_| sure) else {
+            return Ok(None);
+        };
+        let turn = Turn::Answered(&answer.evaluation);
+        Ok(Some(self.carry_out(&client, job, turn, false, "").await?))
+    }
+
+    /// After an invocation whose claim stopped at an open breaker or a spent budget: the
+    /// configured cascade's new tickets get the local answer as provisional, at once. Counted
+    /// in `report`; a failure only delays them to the next invocation or the sweeper's tick.
+    pub(super) async fn give_provisional(&self, report: &mut Report) {
+        let reason = match (report.paused, report.budget_exhausted) {
+            _ if self.eval_only => return,
+            (true, _) => provisional::Reason::BreakerOpen,
+            (false, true) => provisional::Reason::BudgetSpent,
+            (false, false) => return,
+        };
+        let versions = &self.config.versions;
+        match provisional::give(&self.pool, versions, reason, Duration::ZERO).await {
+            Ok(given) => report.provisional += given as u32,
+            Err(error) => {
+                tracing::warn!(error = %error.report(), "provisional answers not given: they wait")
+            }
+        }
+    }
+}
