@@ -229,12 +229,13 @@ async fn operate(
     } else {
         print!("{}", tables::outcome(&outcome));
     }
-    if let operations::Outcome::Eval(report) = &outcome {
-        if !report.complete {
-            anyhow::bail!(
-                "stopped before every answer was in; run the same command again to continue"
-            );
-        }
+    let complete = match &outcome {
+        operations::Outcome::Eval(report) => report.complete,
+        operations::Outcome::Sweep(sweep) => sweep.complete,
+        _ => true,
+    };
+    if !complete {
+        anyhow::bail!("stopped before every answer was in; run the same command again to continue");
     }
     Ok(())
 }
@@ -439,6 +440,15 @@ mod tests {
             Request::Eval { list: true, .. }
         ));
         assert!(operation(&["eval"]).is_err(), "--set or --list");
+        let sweep = ["eval", "--set", "shipped", "--thresholds"];
+        assert!(matches!(
+            operation(&sweep).unwrap(),
+            Request::Eval {
+                thresholds: true,
+                ..
+            }
+        ));
+        assert!(operation(&["eval", "--list", "--thresholds"]).is_err());
         assert!(operation(&["eval", "--set", "x", "--split", "train"]).is_err());
         let promote = ["promote", "--prompt-version", "triage-v6", "--force"];
         assert!(operation(&promote).is_err(), "--force needs --reason");

@@ -20,6 +20,11 @@ fn accuracy(f: &eval::RunFigures) -> String {
     }
 }
 
+/// The cost of one correct triage: "-" when no row was right.
+fn per_correct(usd: Option<f64>) -> String {
+    usd.map_or("-".into(), |usd| format!("${usd:.6}"))
+}
+
 fn optional(value: Option<f64>, digits: usize) -> String {
     value.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
@@ -48,7 +53,7 @@ pub(super) fn report(r: &eval::Report) -> String {
     // The offline baseline (rules@offline, answered in-process) is a column like the others.
     let columns: Vec<&eval::RunFigures> = r.runs.iter().chain(&r.baseline).collect();
     type Figure = fn(&eval::RunFigures) -> String;
-    let figures: [(&str, Figure); 18] = [
+    let figures: [(&str, Figure); 20] = [
         ("answered / rows", |f| format!("{} / {}", f.answered, f.n)),
         ("families", |f| f.families.to_string()),
         ("department accuracy [95% CI]", accuracy),
@@ -72,6 +77,12 @@ pub(super) fn report(r: &eval::Report) -> String {
         ("cost of this run", |f| format!("${:.4}", f.cost_usd)),
         ("cost per ticket (answers)", |f| {
             format!("${:.6}", f.cost_per_ticket_usd)
+        }),
+        ("cost per correct triage", |f| {
+            per_correct(f.cost_per_correct_usd)
+        }),
+        ("answered locally (cascade)", |f| {
+            format!("{:.3}", f.local_share)
         }),
         ("p50 time per evaluation", |f| {
             optional(f.latency_p50_ms, 0) + " ms"
@@ -219,8 +230,11 @@ pub(super) fn runs(runs: &[StoredRun]) -> String {
             "accuracy [95% CI]",
             "macro-F1",
             "urgent recall",
+            "local",
             "calls",
             "cost",
+            "cost/ticket",
+            "cost/correct",
             "who",
         ]),
         runs.iter().map(|r| {
@@ -238,11 +252,90 @@ pub(super) fn runs(runs: &[StoredRun]) -> String {
                 accuracy(&r.figures),
                 format!("{:.3}", r.figures.department.macro_f1),
                 format!("{:.3}", r.figures.urgent.recall),
+                format!("{:.3}", r.figures.local_share),
                 r.calls.to_string(),
                 format!("${:.4}", r.cost_usd),
+                format!("${:.6}", r.figures.cost_per_ticket_usd),
+                per_correct(r.figures.cost_per_correct_usd),
                 r.operator.clone(),
             ]
         }),
-        &[0, 5, 6, 7, 8, 9, 10, 11],
+        &[0, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
     )
+}
+
+/// `triage eval --thresholds`: one line per threshold, the large model alone above them.
+pub(super) fn sweep(s: &eval::thresholds::Sweep) -> String {
+    let interval =
+        |ci: Option<[f64; 2]>| ci.map_or(String::new(), |[l, h]| format!(" [{l:.3}, {h:.3}]"));
+    let mut out = format!(
+        "run {}, set {} {} (split dev, {} rows): {} with {}\n",
+        s.run_id,
+        s.set.source,
+        &s.set.digest[..12.min(s.set.digest.len())],
+        s.set.rows,
+        s.version,
+        s.local,
+    );
+    let large = &s.large;
+    let _ = writeln!(
+        out,
+        "the large model alone, {}: accuracy {:.3}{}, cost per ticket ${:.6}, per correct {} \
+         ({} calls by this run, ${:.4})\n",
+        large.version,
+        large.department_accuracy,
+        interval(large.department_accuracy_ci),
+        large.cost_per_ticket_usd,
+        per_correct(large.cost_per_correct_usd),
+        large.calls,
+        large.cost_usd,
+    );
+    if !s.complete {
+        let p = &s.progress;
+        let _ = writeln!(
+            out,
+            "INCOMPLETE: {} of {} answers in ({} dead); the same command again continues the run \
+             and sweeps once every answer is in",
+            p.answered, p.total, p.dead
+        );
+        return out;
+    }
+    out += &table(
+        Some(vec![
+            "threshold",
+            "answered locally",
+            "department accuracy [95% CI]",
+            "vs large",
+            "urgent recall",
+            "cost per ticket",
+            "cost per correct",
+            "",
+        ]),
+        s.points.iter().map(|p| {
+            [
+                format!("{:.2}", p.threshold),
+                format!("{:.3}", p.local_share),
+                format!("{:.3}", p.department_accuracy) + &interval(p.department_accuracy_ci),
+                format!("{:+.3}", p.department_accuracy - large.department_accuracy),
+                format!("{:.3}", p.urgent_recall),
+                format!("${:.6}", p.cost_per_ticket_usd),
+                per_correct(p.cost_per_correct_usd),
+                if p.named {
+                    "<- the cascade's".into()
+                } else {
+                    String::new()
+                },
+            ]
+        }),
+        &[0, 1, 3, 4, 5, 6],
+    );
+    if let Some(id) = s.stored {
+        let _ = writeln!(
+            out,
+            "\nstored as sweep {id} (the console's Quality page draws it). A row: at this threshold \
+             the classifier answers the share shown, the large model the rest. Pick the lowest \
+             threshold whose accuracy you accept, then evaluate that cascade on --split test."
+        );
+    }
+    out
 }

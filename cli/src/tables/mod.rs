@@ -29,6 +29,7 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::Erase(erased) => erase(erased),
         Outcome::Audit(entries) => audit(entries),
         Outcome::Eval(report) => eval::report(report),
+        Outcome::Sweep(sweep) => eval::sweep(sweep),
         Outcome::EvalRuns(listing) => eval::running(&listing.running) + &eval::runs(&listing.runs),
         Outcome::Trained(trained) => cascade::trained(trained),
         Outcome::Models(models) => cascade::models(models),

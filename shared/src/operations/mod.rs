@@ -80,6 +80,8 @@ pub enum Outcome {
     Erase(Erased),
     Audit(Vec<audit::AuditEntry>),
     Eval(Box<eval::Report>),
+    /// `triage eval --thresholds`.
+    Sweep(Box<eval::thresholds::Sweep>),
     EvalRuns(eval::Listing),
     Deliveries(delivery::report::DeliveriesReport),
     ReplayDeliveries {
@@ -231,6 +233,7 @@ async fn execute(
             split,
             versions,
             list: false,
+            thresholds,
         } => {
             let policy = configured_policy(config)?;
             let source = match (set, days) {
@@ -248,7 +251,6 @@ async fn execute(
                 }
                 (Some(source), None) => source,
             };
-            let set = eval::set::LabelledSet::load(&source, &policy, pool).await?;
             let configured = &config.versions.model;
             let versions: Vec<VersionPair> = if versions.is_empty() {
                 vec![config.versions.pair()]
@@ -258,10 +260,14 @@ async fn execute(
                     .map(|v| v.resolve(configured))
                     .collect()
             };
+            if thresholds {
+                eval::thresholds::check(split, &versions)?;
+            }
             for version in &versions {
                 known_to_this_build(&version.prompt_version)?;
                 usable(pool, config, &version.model_version).await?;
             }
+            let set = eval::set::LabelledSet::load(&source, &policy, pool).await?;
             let plan = eval::Plan {
                 source,
                 set,
@@ -269,7 +275,12 @@ async fn execute(
                 versions,
                 policy,
             };
-            Outcome::Eval(Box::new(eval::run(pool, &plan, operator, watch).await?))
+            if thresholds {
+                let sweep = eval::thresholds::sweep(pool, &plan, operator, watch).await?;
+                Outcome::Sweep(Box::new(sweep))
+            } else {
+                Outcome::Eval(Box::new(eval::run(pool, &plan, operator, watch).await?))
+            }
         }
         Request::Redrive {
             reason,

@@ -115,6 +115,11 @@ pub enum Request {
         #[arg(long)]
         #[serde(default)]
         list: bool,
+        /// Sweep the threshold of one cascade (--version PROMPT/cascade(...)) on the dev split:
+        /// accuracy, the share answered locally and the cost at each threshold.
+        #[arg(long, conflicts_with = "list")]
+        #[serde(default)]
+        thresholds: bool,
     },
     /// Move dead letters back to the queue with attempts reset.
     Redrive {

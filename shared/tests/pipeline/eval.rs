@@ -73,10 +73,13 @@ pub async fn fake_classifier(set: &EvalSet) -> FakeProvider {
 
 /// `triage eval` as the CLI runs it: the operation waits while a worker answers.
 pub async fn evaluate(app: &TestApp, set: &Path, split: &str, versions: &[&str]) -> Value {
-    let request: operations::Request = serde_json::from_value(json!({
-        "op": "eval", "set": set, "split": split, "versions": versions,
-    }))
-    .unwrap();
+    let payload = json!({"op": "eval", "set": set, "split": split, "versions": versions});
+    waiting(app, payload).await.expect("eval succeeds")
+}
+
+/// An operation as the CLI runs `triage eval`: it waits while a worker answers its jobs.
+pub async fn waiting(app: &TestApp, payload: Value) -> triage::Result<Value> {
+    let request: operations::Request = serde_json::from_value(payload).unwrap();
     let working = CancellationToken::new();
     let watch = Watch {
         wait: true,
@@ -96,7 +99,7 @@ pub async fn evaluate(app: &TestApp, set: &Path, split: &str, versions: &[&str])
         worker::run_until_stopped(&w, Duration::from_millis(20), working.clone())
     );
     worked.unwrap();
-    serde_json::to_value(outcome.expect("eval succeeds")).unwrap()
+    Ok(serde_json::to_value(outcome?).unwrap())
 }
 
 /// What the fake will answer for each test row: (label, answered department, answered urgent).

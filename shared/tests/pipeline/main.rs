@@ -4,6 +4,7 @@ mod audit;
 mod batch_text;
 mod budget;
 mod cascade;
+mod cascade_eval;
 mod console;
 mod database_outage;
 mod delivery;

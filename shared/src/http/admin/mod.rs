@@ -16,6 +16,7 @@ mod pause;
 mod quality;
 mod queries;
 pub mod security;
+mod thresholds;
 mod ticket;
 mod versions;
 

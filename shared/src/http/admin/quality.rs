@@ -1,7 +1,8 @@
 //! `GET /admin/quality`: how right each version is, from the stored eval runs (`triage eval`,
 //! docs/quality.md) on the set the promote gate uses (`TRIAGE_EVAL_SET`) or another
 //! (`?set=DIGEST`): the newest run of each version side by side, the confusion matrix of one
-//! (`?version=`) as a heat map, and its misclassified tickets with their text. Like the ticket
+//! (`?version=`) as a heat map, and its misclassified tickets with their text; and the newest
+//! threshold sweep of each cascade on the set ([`super::thresholds`]). Like the ticket
 //! page, this page shows ticket text: eval tickets only (`store::eval_ticket_texts`).
 
 use axum::{
@@ -15,7 +16,7 @@ use serde::Deserialize;
 use super::{
     charts,
     layout::{html_response, optional, page, usd, PageError, Section},
-    ConsoleState,
+    thresholds, ConsoleState,
 };
 use crate::{
     db,
@@ -26,6 +27,7 @@ use crate::{
         set::Split,
         source,
         store::{self, StoredRun},
+        thresholds::store as sweeps,
         RunFigures,
     },
     pipeline::feedback::{self, Agreement},
@@ -96,6 +98,7 @@ pub(super) async fn show(
     let under_way = eval::under_way(&state.app.pool).await?;
     let live = feedback::agreement(&client).await?;
     let baseline = store::baseline(&client, &digest, split).await?;
+    let sweeps = sweeps::newest_per_cascade(&client, &digest).await?;
     let body = html! {
         p {
             "Set " code data-set=(digest) { (&digest[..12]) }
@@ -129,6 +132,7 @@ pub(super) async fn show(
         } @else {
             (side_by_side(&runs, baseline.as_ref(), &digest, split))
         }
+        (thresholds::sweeps(&sweeps))
         @if let Some(run) = chosen {
             (details(run, &texts))
         }
@@ -173,7 +177,7 @@ fn side_by_side(
     split: Split,
 ) -> Markup {
     type Figure = fn(&RunFigures) -> String;
-    let rows: [(&str, &str, Figure); 10] = [
+    let rows: [(&str, &str, Figure); 12] = [
         ("n", "Rows / families", |f| match f.families {
             0 => format!("{} / –", f.n),
             families => format!("{} / {families}", f.n),
@@ -213,6 +217,12 @@ fn side_by_side(
         }),
         ("cost_per_ticket", "Cost per ticket", |f| {
             usd(f.cost_per_ticket_usd)
+        }),
+        ("cost_per_correct", "Cost per correct triage", |f| {
+            optional(f.cost_per_correct_usd.map(usd))
+        }),
+        ("local_share", "Answered locally (cascade)", |f| {
+            format!("{:.3}", f.local_share)
         }),
         ("failures", "Contract violations / dead letters", |f| {
             format!("{} / {}", f.contract_violations, f.dead_letters)

@@ -19,6 +19,7 @@ mod score;
 pub mod set;
 pub mod source;
 pub mod store;
+pub mod thresholds;
 mod under_way;
 
 use std::{sync::Arc, time::Duration};
@@ -145,6 +146,14 @@ pub struct RunFigures {
     pub cost_usd: f64,
     /// What the answers cost when they were made, per row.
     pub cost_per_ticket_usd: f64,
+    /// What the answers cost over the rows whose department is right: the price of one
+    /// correct triage. `None` when no row is right (and in runs stored before it).
+    #[serde(default)]
+    pub cost_per_correct_usd: Option<f64>,
+    /// Share of the rows a cascade's local classifier answered (`answered_by = 'local'`, no
+    /// call); 0 for a version that is no cascade (and in runs stored before it).
+    #[serde(default)]
+    pub local_share: f64,
     pub contract_violations: i64,
     pub dead_letters: i64,
     /// Time per answered call, milliseconds.
@@ -209,6 +218,13 @@ fn key(row: &Row, version: &VersionPair) -> String {
 /// it is, and carries the run's id either way.
 pub async fn run(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -> Result<Report> {
     let pending = start(pool, plan, operator).await?;
+    let progress = follow(pool, &pending, watch).await?;
+    conclude(pool, &pending, progress).await
+}
+
+/// How far `pending`'s jobs are; when `watch` says so, after waiting for every answer (or
+/// until told to stop), telling the progress on the way.
+async fn follow(pool: &Pool, pending: &Pending, watch: &Watch) -> Result<Progress> {
     let keys = pending.all_keys();
     let mut progress = progress_of(pool, &keys).await?;
     while watch.wait && !progress.finished() && !watch.stop.is_cancelled() {
@@ -224,7 +240,7 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -
     if let Some(tell) = &watch.progress {
         tell(&progress);
     }
-    conclude(pool, &pending, progress).await
+    Ok(progress)
 }
 
 async fn start(pool: &Pool, plan: &Plan, operator: &Operator) -> Result<Pending> {

@@ -2,7 +2,7 @@
 //! its calls cost, from the ledger; and the offline baseline, the rules classifier answering
 //! the same rows in this process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
@@ -26,9 +26,33 @@ use crate::{
 pub const BASELINE: &str = "rules@offline (baseline)";
 
 const ANSWERS: &str = r#"
-SELECT idempotency_key, department, is_urgent FROM evaluation_result
+SELECT idempotency_key, department, is_urgent, answered_by = 'local' FROM evaluation_result
 WHERE idempotency_key = ANY($1)
 "#;
+
+/// The stored answers under `keys`, and the keys a cascade's local classifier answered.
+pub(super) async fn answers(
+    client: &impl GenericClient,
+    keys: &[String],
+) -> Result<(HashMap<String, Prediction>, HashSet<String>)> {
+    let mut local = HashSet::new();
+    let answers = client
+        .query(ANSWERS, &[&keys])
+        .await?
+        .into_iter()
+        .map(|row| {
+            let prediction = Prediction {
+                department: row.get(1),
+                is_urgent: row.get(2),
+            };
+            if row.get::<_, bool>(3) {
+                local.insert(row.get::<_, String>(0));
+            }
+            (row.get(0), prediction)
+        })
+        .collect();
+    Ok((answers, local))
+}
 
 /// The ledger of the run's keys: this run's calls (since `$2`), all calls' cost, contract
 /// violations and latency, and the dead letters.
@@ -58,18 +82,7 @@ pub(super) async fn score(
     threshold: f64,
     started_at: DateTime<Utc>,
 ) -> Result<(RunFigures, Vec<Scored>)> {
-    let answers: HashMap<String, Prediction> = client
-        .query(ANSWERS, &[&keys])
-        .await?
-        .into_iter()
-        .map(|row| {
-            let prediction = Prediction {
-                department: row.get(1),
-                is_urgent: row.get(2),
-            };
-            (row.get(0), prediction)
-        })
-        .collect();
+    let (answers, local) = answers(client, keys).await?;
     let scored: Vec<Scored> = rows
         .iter()
         .zip(keys)
@@ -87,10 +100,14 @@ pub(super) async fn score(
     figures.input_tokens = ledger.get(1);
     figures.output_tokens = ledger.get(2);
     figures.cost_usd = ledger.get(3);
-    figures.cost_per_ticket_usd = if n == 0 {
+    let answers_cost: f64 = ledger.get(4);
+    figures.cost_per_ticket_usd = if n == 0 { 0.0 } else { answers_cost / n as f64 };
+    figures.cost_per_correct_usd = per_correct(answers_cost, &scored);
+    let answered_locally = keys.iter().filter(|k| local.contains(*k)).count();
+    figures.local_share = if n == 0 {
         0.0
     } else {
-        ledger.get::<_, f64>(4) / n as f64
+        answered_locally as f64 / n as f64
     };
     figures.contract_violations = ledger.get(5);
     figures.latency_p50_ms = ledger.get(6);
@@ -99,8 +116,21 @@ pub(super) async fn score(
     Ok((figures, scored))
 }
 
+/// `cost` over the rows whose department is right; `None` when none is.
+pub(super) fn per_correct(cost: f64, scored: &[Scored]) -> Option<f64> {
+    let right = scored
+        .iter()
+        .filter(|s| {
+            s.predicted
+                .as_ref()
+                .is_some_and(|p| p.department == s.department)
+        })
+        .count();
+    (right > 0).then(|| cost / right as f64)
+}
+
 /// A row's family: the set's, else the row itself (a pending run recorded before families).
-fn family(row: &Labelled) -> &str {
+pub(super) fn family(row: &Labelled) -> &str {
     if row.family.is_empty() {
         &row.id
     } else {
@@ -140,6 +170,9 @@ fn figures(version: String, rows: &[Labelled], scored: &[Scored], threshold: f64
         output_tokens: 0,
         cost_usd: 0.0,
         cost_per_ticket_usd: 0.0,
+        // Nothing paid (the ledger's part is the caller's).
+        cost_per_correct_usd: per_correct(0.0, scored),
+        local_share: 0.0,
         contract_violations: 0,
         dead_letters: 0,
         latency_p50_ms: None,
