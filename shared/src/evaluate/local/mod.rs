@@ -7,15 +7,15 @@
 //!
 //! Pure and deterministic: no I/O, no clock, no randomness but a fixed-seed shuffle, so the
 //! same examples in the same order give the same artefact, and its version
-//! (`local-` + a digest of the bytes) names exactly one model.
+//! (`local-` + a digest of the bytes) names exactly one model. `features` turns text into
+//! hashed n-grams, `train` fits the weights (the holdout fit and the final one side by side),
+//! `calibrate` the temperatures, `artefact` writes and checks the bytes.
 
 mod artefact;
 mod calibrate;
 mod features;
 mod train;
 
-#[cfg(test)]
-mod scratch;
 #[cfg(test)]
 mod synthetic;
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Synthetic tickets for the tests: several phrasings per department in English, Portuguese
 //! and Spanish, words shared across departments ("account", "plan", "error"), openings and
 //! closings shared by all, urgency independent of the department, and on demand label
-//! noise, tickets that mix two departments, and typos, so a model must generalise rather
-//! than look a sentence up.
+//! noise, tickets that mix two departments, typos, and paraphrases kept out of training, so
+//! a model must generalise rather than look a sentence up.
 
 use super::{train::SplitMix64, Example};
 
@@ -65,6 +65,7 @@ const GENERIC_SUBJECTS: &[&str] = &[
     "Hola",
 ];
 
+/// The last [`UNSEEN`] of each are paraphrases of the others, kept for `Recipe::unseen`.
 const CORES: [&[&str]; 5] = [
     &[
         "I was charged twice for my {plan} subscription this month",
@@ -77,6 +78,8 @@ const CORES: [&[&str]; 5] = [
         "necesito un reembolso del cargo de {amount}",
         "the credit card on file was billed again after I cancelled",
         "can you send a receipt for the last payment of {amount}",
+        "there are two identical charges on my statement",
+        "I need my money back for the {month} invoice",
     ],
     &[
         "the app crashes every time I open the {feature} page",
@@ -89,6 +92,8 @@ const CORES: [&[&str]; 5] = [
         "exports to CSV come out empty",
         "notifications are not arriving anymore on android",
         "the {feature} screen stays blank after the login",
+        "uploading any file fails with code {code}",
+        "the website got really slow after your update",
     ],
     &[
         "I cannot log in to my account with my usual password",
@@ -101,6 +106,8 @@ const CORES: [&[&str]; 5] = [
         "olvidé mi contraseña y no puedo entrar",
         "add a new user to our team workspace please",
         "I want to change the username on my account",
+        "the password reset link never shows up in my inbox",
+        "I'm locked out of my account after several login attempts",
     ],
     &[
         "what does the {plan} plan cost for {number} seats",
@@ -113,6 +120,8 @@ const CORES: [&[&str]; 5] = [
         "is there a free trial before we buy",
         "who can I talk to about volume licensing",
         "we are comparing vendors and need your price list",
+        "how much would the {plan} plan be for {number} users",
+        "please send pricing for an annual contract",
     ],
     &[
         "what are your office hours",
@@ -125,6 +134,8 @@ const CORES: [&[&str]; 5] = [
         "how do I contact your press team",
         "is there a community forum or user group",
         "are you hiring, and where do I send a CV",
+        "when is your support team available, what hours",
+        "is there documentation or a user guide I can read",
     ],
 ];
 
@@ -189,6 +200,9 @@ const SLOTS: &[(&str, &[&str])] = &[
 /// What to add to the plain tickets.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Recipe {
+    /// Only the paraphrases no other recipe uses, under a generic subject: tickets put in
+    /// words the model has not seen in that order.
+    pub unseen: bool,
     /// Chance a label (department, urgency, each) is replaced by a coin toss.
     pub noise: f64,
     /// Chance a ticket mixes two departments' sentences (labelled either), and, separately,
@@ -206,10 +220,10 @@ pub(super) fn tickets(count: usize, seed: u64, recipe: Recipe) -> Vec<Example> {
 fn ticket(rng: &mut Rng, recipe: Recipe) -> Example {
     let class = rng.below(DEPARTMENTS.len());
     let mut department = class;
-    let mut core = rng.pick(CORES[class]).to_string();
+    let mut core = rng.pick(phrasings(class, recipe)).to_string();
     if rng.chance(recipe.ambiguous) {
         let other = (class + 1 + rng.below(DEPARTMENTS.len() - 1)) % DEPARTMENTS.len();
-        core = format!("{core}, and also {}", rng.pick(CORES[other]));
+        core = format!("{core}, and also {}", rng.pick(phrasings(other, recipe)));
         if rng.chance(0.5) {
             department = other;
         }
@@ -227,7 +241,7 @@ fn ticket(rng: &mut Rng, recipe: Recipe) -> Example {
     if rng.chance(recipe.noise) {
         is_urgent = rng.chance(0.5);
     }
-    let subject = if rng.chance(0.75) {
+    let subject = if !recipe.unseen && rng.chance(0.75) {
         rng.pick(SUBJECTS[class])
     } else {
         rng.pick(GENERIC_SUBJECTS)
@@ -240,6 +254,18 @@ fn ticket(rng: &mut Rng, recipe: Recipe) -> Example {
         department: DEPARTMENTS[department].to_string(),
         is_urgent,
         weight: 1.0,
+    }
+}
+
+const UNSEEN: usize = 2;
+
+fn phrasings(class: usize, recipe: Recipe) -> &'static [&'static str] {
+    let cores = CORES[class];
+    let split = cores.len() - UNSEEN;
+    if recipe.unseen {
+        &cores[split..]
+    } else {
+        &cores[..split]
     }
 }
 

@@ -15,26 +15,41 @@ fn small_model() -> LocalModel {
     LocalModel::train(&clean(400, 11), &departments()).unwrap()
 }
 
-#[test]
-fn learns_departments_and_urgency_well_beyond_chance_on_unseen_misspelt_tickets() {
-    let model = LocalModel::train(&clean(3000, 1), &departments()).unwrap();
-    // New combinations of the phrasings, and one word in eight misspelt.
-    let recipe = Recipe {
-        typos: 0.12,
-        ..Recipe::default()
-    };
-    let test = synthetic::tickets(1000, 2, recipe);
+/// The share of `test` whose department, and whose urgency side, the model gets right.
+fn accuracy(model: &LocalModel, test: &[Example]) -> (f64, f64) {
     let (mut department, mut urgency) = (0, 0);
-    for t in &test {
+    for t in test {
         let answer = model.predict(&t.subject, &t.message);
         department += usize::from(answer.department == t.department);
         urgency += usize::from((answer.urgent_p >= 0.5) == t.is_urgent);
     }
-    let department = department as f64 / test.len() as f64;
-    let urgency = urgency as f64 / test.len() as f64;
+    let n = test.len() as f64;
+    (department as f64 / n, urgency as f64 / n)
+}
+
+#[test]
+fn learns_departments_and_urgency_well_beyond_chance_on_unseen_misspelt_tickets() {
+    let model = LocalModel::train(&clean(3000, 1), &departments()).unwrap();
     // Chance is 0.2 for the department and 0.7 (always "not urgent") for urgency.
+    // New combinations of the phrasings, one word in eight misspelt:
+    let recipe = Recipe {
+        typos: 0.12,
+        ..Recipe::default()
+    };
+    let (department, urgency) = accuracy(&model, &synthetic::tickets(1000, 2, recipe));
     assert!(department > 0.9, "department accuracy {department}");
     assert!(urgency > 0.9, "urgency accuracy {urgency}");
+    // Paraphrases it never saw, under subjects that say nothing ("Help"), misspelt too:
+    let recipe = Recipe {
+        unseen: true,
+        ..recipe
+    };
+    let (department, urgency) = accuracy(&model, &synthetic::tickets(1000, 2, recipe));
+    assert!(
+        department > 0.8,
+        "department accuracy on paraphrases {department}"
+    );
+    assert!(urgency > 0.9, "urgency accuracy on paraphrases {urgency}");
 }
 
 /// Σ over bands of |mean stated − share right| weighted by the band's share of answers.
@@ -53,8 +68,11 @@ fn expected_calibration_error(answers: &[(f64, bool)]) -> f64 {
         .sum()
 }
 
+/// A stated probability and whether the answer it is about was right.
+type Stated = Vec<(f64, bool)>;
+
 /// (confidence, whole answer right) and (department_p, department right) for each ticket.
-fn stated_and_right(model: &LocalModel, test: &[Example]) -> (Vec<(f64, bool)>, Vec<(f64, bool)>) {
+fn stated_and_right(model: &LocalModel, test: &[Example]) -> (Stated, Stated) {
     test.iter()
         .map(|t| {
             let answer = model.predict(&t.subject, &t.message);
@@ -78,6 +96,7 @@ fn a_stated_confidence_is_right_as_often_as_it_says_on_noisy_unseen_tickets() {
         noise: 0.05,
         ambiguous: 0.25,
         typos: 0.0,
+        ..Recipe::default()
     };
     let distinct = synthetic::tickets(1000, 3, recipe);
     let examples: Vec<Example> = (0..5).flat_map(|_| distinct.iter().cloned()).collect();
@@ -263,7 +282,7 @@ fn a_training_set_it_cannot_learn_from_is_refused_with_the_reason() {
 }
 
 #[test]
-fn a_small_set_trains_without_a_holdout_and_weights_count() {
+fn a_small_set_trains_without_a_holdout_and_an_example_counts_as_its_weight() {
     let mut examples = clean(40, 14);
     let odd = Example {
         subject: "zebra quokka".into(),
@@ -273,17 +292,27 @@ fn a_small_set_trains_without_a_holdout_and_weights_count() {
         weight: 0.0,
     };
     examples.push(odd.clone());
-    let ignored = LocalModel::train(&examples, &departments()).unwrap();
-    assert_eq!(ignored.calibration, Calibration::IDENTITY);
+    let sales = |model: &LocalModel| model.probabilities(&odd.subject, &odd.message).0[3];
+    let weightless = LocalModel::train(&examples, &departments()).unwrap();
+    assert_eq!(weightless.calibration, Calibration::IDENTITY);
+    assert_eq!(weightless.examples(), 41);
     let without = LocalModel::train(&examples[..40], &departments()).unwrap();
-    let before = ignored.predict(&odd.subject, &odd.message);
-    assert_eq!(before, without.predict(&odd.subject, &odd.message));
-    examples.last_mut().unwrap().weight = 20.0;
-    let heavy = LocalModel::train(&examples, &departments()).unwrap();
-    let after = heavy.predict(&odd.subject, &odd.message);
-    assert_eq!(after.department, "sales");
-    let sum: f64 = heavy.probabilities("", "").0.iter().sum();
-    assert!((sum - 1.0).abs() < 1e-9);
+    assert_eq!(sales(&weightless), sales(&without));
+    let mut by_weight = Vec::new();
+    for weight in [1.0, 20.0] {
+        examples.last_mut().unwrap().weight = weight;
+        by_weight.push(sales(
+            &LocalModel::train(&examples, &departments()).unwrap(),
+        ));
+    }
+    assert!(
+        sales(&without) < by_weight[0] && by_weight[0] < by_weight[1],
+        "{} {by_weight:?}",
+        sales(&without)
+    );
+    let (department_p, urgent_p) = without.probabilities("", "");
+    assert!((department_p.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+    assert!((0.0..=1.0).contains(&urgent_p));
 }
 
 fn evaluate_through_the_trait<P: Provider>(
