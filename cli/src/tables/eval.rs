@@ -290,6 +290,15 @@ pub(super) fn sweep(s: &eval::thresholds::Sweep) -> String {
         large.calls,
         large.cost_usd,
     );
+    if s.learnt_these_rows {
+        let _ = writeln!(
+            out,
+            "!! {} was trained on this set's dev split: these are its own examples, so it is surer \
+             and righter here than on tickets it never saw, and the sweep flatters it. Choose on rows \
+             it did not learn (docs/quality.md, \"The cascade\").\n",
+            s.local
+        );
+    }
     if !s.complete {
         let p = &s.progress;
         let _ = writeln!(

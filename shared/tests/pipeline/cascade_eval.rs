@@ -261,6 +261,10 @@ async fn a_threshold_sweep_on_dev_gives_at_each_threshold_what_an_eval_of_the_ca
     assert_eq!(sweep["version"], swept.as_str());
     assert_eq!(sweep["set"]["split"], "dev");
     assert_eq!(sweep["set"]["rows"], n);
+    assert_eq!(
+        sweep["learnt_these_rows"], true,
+        "the classifier learnt these dev rows, and the sweep says so"
+    );
     // One eval run of the large model over dev: a call per row.
     assert_eq!(sweep["large"]["version"], format!("triage-v5/{LARGE}"));
     assert_eq!(sweep["large"]["calls"], n);

@@ -22,7 +22,8 @@ use super::{
     conclude, follow,
     metrics::{self, Prediction, Scored},
     score,
-    set::Split,
+    set::{self, Split, SHIPPED_DIGEST},
+    source::SetSource,
     start, Plan, Progress, SetInfo, Watch,
 };
 use crate::{
@@ -91,6 +92,11 @@ pub struct Sweep {
     pub points: Vec<Point>,
     /// The stored sweep (`threshold_sweep.id`), when complete.
     pub stored: Option<i64>,
+    /// The classifier was trained on this set's dev split (`triage train --from set:…:dev`):
+    /// its answers to these rows are answers to its own examples, surer and righter than on
+    /// tickets it never saw, so the sweep flatters it. Choose on rows it did not learn
+    /// (docs/quality.md, "The cascade").
+    pub learnt_these_rows: bool,
 }
 
 /// The thresholds swept: 0 (the local classifier alone), 0.30 to 1.00 by 0.05, and the one
@@ -227,6 +233,7 @@ pub async fn sweep(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch)
             let why = format!("{} is not stored (triage train makes it)", cascade.local);
             InvalidRequest::new("model_version", why)
         })?;
+    let learnt_these_rows = learnt_from(&client, &cascade.local, &plan.set.digest).await?;
     drop(client);
     let large = VersionPair {
         prompt_version: swept.prompt_version.clone(),
@@ -259,6 +266,7 @@ pub async fn sweep(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch)
         },
         points: Vec::new(),
         stored: None,
+        learnt_these_rows,
     };
     if !report.complete {
         return Ok(sweep);
@@ -324,6 +332,39 @@ pub async fn sweep(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch)
     sweep.stored = Some(store::insert(&client, &new).await?);
     tracing::info!(version = %swept, points = sweep.points.len(), "threshold sweep");
     Ok(sweep)
+}
+
+/// Whether the classifier `local` was trained on the dev split of the set whose digest is
+/// `digest`: a `set:SOURCE:dev` among its sources that is this set, by digest where the source
+/// can be read here (the shipped set, a file; not an S3 set).
+async fn learnt_from(
+    client: &impl deadpool_postgres::GenericClient,
+    local: &str,
+    digest: &str,
+) -> Result<bool> {
+    let Some(row) = client
+        .query_opt(
+            "SELECT sources FROM local_model WHERE version = $1",
+            &[&local],
+        )
+        .await?
+    else {
+        return Ok(false);
+    };
+    Ok(names_set(&row.get(0), digest))
+}
+
+/// Whether `sources` (`local_model.sources`) hold the dev split of the set `digest` names.
+fn names_set(sources: &serde_json::Value, digest: &str) -> bool {
+    let mut named = sources.as_array().into_iter().flatten().filter_map(|s| {
+        let source = s["source"].as_str()?.strip_prefix("set:")?;
+        source.strip_suffix(":dev")?.parse::<SetSource>().ok()
+    });
+    named.any(|source| match &source {
+        SetSource::Shipped => digest == SHIPPED_DIGEST,
+        SetSource::Path(path) => std::fs::read(path).is_ok_and(|b| set::digest(&b) == digest),
+        SetSource::S3(_) | SetSource::Feedback { .. } => false,
+    })
 }
 
 #[cfg(test)]

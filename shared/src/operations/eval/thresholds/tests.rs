@@ -108,3 +108,28 @@ fn only_one_cascade_on_the_dev_split_is_swept() {
     assert!(check(None, &[cascade.clone(), cascade]).is_err());
     assert!(check(None, &[]).is_err());
 }
+
+#[test]
+fn a_classifier_trained_on_the_sets_dev_split_is_told_from_one_that_was_not() {
+    let sources = |source: &str| serde_json::json!([{"source": source, "examples": 1}]);
+    let shipped = set::SHIPPED_DIGEST;
+    assert!(names_set(&sources("set:shipped:dev"), shipped));
+    assert!(!names_set(&sources("set:shipped:dev"), &"0".repeat(64)));
+    assert!(!names_set(&sources("results:30"), shipped));
+    assert!(!names_set(&sources("feedback:30"), shipped));
+    assert!(!names_set(
+        &sources("set:s3://bucket/set.jsonl:dev"),
+        shipped
+    ));
+    // A file is read and hashed: the same bytes, whatever its name.
+    let dir = std::env::temp_dir().join(format!("triage-names-set-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("copy.jsonl");
+    std::fs::write(&path, b"a set").unwrap();
+    let named = sources(&format!("set:{}:dev", path.display()));
+    assert!(names_set(&named, &set::digest(b"a set")));
+    assert!(!names_set(&named, &set::digest(b"another set")));
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!names_set(&named, &set::digest(b"a set")), "gone: unknown");
+    assert!(!names_set(&serde_json::json!(null), shipped));
+}
