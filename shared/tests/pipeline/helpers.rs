@@ -202,12 +202,21 @@ pub fn use_fake(config: &mut Config, url: String) {
 
 impl TestApp {
     pub fn worker(&self) -> triage::pipeline::worker::Worker<triage::evaluate::AnyProvider> {
-        let provider = triage::evaluate::AnyProvider::from_config(
-            &self.config.provider,
-            self.config.worker.call_timeout,
-        )
-        .expect("provider builds");
-        triage::pipeline::worker::Worker::new(self.pool.clone(), provider, self.config.clone())
+        self.worker_with(|_| {})
+    }
+
+    /// A worker of this app's configuration, adjusted (its invocations still last the app's
+    /// `invocation_budget`: see [`TestApp::run_worker_once`]).
+    pub fn worker_with(
+        &self,
+        adjust: impl FnOnce(&mut Config),
+    ) -> triage::pipeline::worker::Worker<triage::evaluate::AnyProvider> {
+        let mut config = Config::clone(&self.config);
+        adjust(&mut config);
+        let provider =
+            triage::evaluate::AnyProvider::from_config(&config.provider, config.worker.call_timeout)
+                .expect("provider builds");
+        triage::pipeline::worker::Worker::new(self.pool.clone(), provider, Arc::new(config))
             .expect("worker config is valid")
     }
 

@@ -308,19 +308,19 @@ async fn limits_one_worker_hears_in_the_headers_pace_every_worker_of_the_fleet()
     assert_eq!(app.status_counts().await.get("done"), Some(&4));
     assert_eq!(refused(&fake), 0, "no call fired past the announced limit");
     assert_eq!(fake.billed_calls().len(), 4);
-    // The slots the shared limit gave the three calls (their ledger rows start at their slot),
-    // not their arrival at the provider, which a loaded machine delays unevenly: a late first
-    // arrival shortened the measured span below the pace (861 ms, 890 ms under a parallel build).
+    // The slots the shared limit gave the calls (their ledger rows start at their slot), not
+    // their arrival at the provider, which a loaded machine delays unevenly. Over all four: the
+    // first call was charged to the pace when its answer was heard (after its ledger start),
+    // and the pace (0.5 s, a burst tolerance of 0.5 s) puts the fourth at least 1 s after that
+    // charge. The last three alone span less the later the second worker claims (GCRA lets
+    // the time since the charge be used as burst): 0.85 s on a slow machine, so not measured.
     let span: f64 = app
-        .row(
-            "SELECT extract(epoch FROM max(started_at) - min(started_at))::float8
-             FROM (SELECT started_at FROM provider_call ORDER BY started_at DESC LIMIT 3) last",
-        )
+        .row("SELECT extract(epoch FROM max(started_at) - min(started_at))::float8 FROM provider_call")
         .await
         .get(0);
     assert!(
-        span >= 0.9,
-        "three calls at 120 a minute after one: {span:.3} s, not at once"
+        span >= 1.0,
+        "four calls at 120 a minute: {span:.3} s from the first to the last, not at once"
     );
 }
 

@@ -44,11 +44,16 @@ const PER_PASS: i64 = 500;
 /// New tickets' jobs of the configured cascade, still waiting after `$2` seconds, with no
 /// answer yet. Their rows are locked until the answers are stored, so a worker cannot store
 /// the final answer (and announce it) in between: the provisional event always comes first.
+/// The queued rows are found through the claim's and the sweeper's partial indexes (pending
+/// by lane, processing by lease), never by scanning the outbox's finished history.
 const WAITING: &str = r#"
 SELECT o.idempotency_key, o.ticket_id, o.prompt_version, t.subject, t.message
 FROM evaluation_outbox o
 JOIN ticket t ON t.id = o.ticket_id AND t.workload = 'production'
-WHERE o.status IN ('pending', 'processing') AND o.lane = 'interactive'
+WHERE o.id IN (SELECT id FROM evaluation_outbox WHERE status = 'pending' AND lane = 'interactive'
+               UNION ALL
+               SELECT id FROM evaluation_outbox WHERE status = 'processing')
+  AND o.status IN ('pending', 'processing') AND o.lane = 'interactive'
   AND o.model_version = $1 AND o.created_at <= now() - make_interval(secs => $2)
   AND NOT EXISTS (SELECT 1 FROM provisional_result p WHERE p.idempotency_key = o.idempotency_key)
   AND NOT EXISTS (SELECT 1 FROM evaluation_result r WHERE r.idempotency_key = o.idempotency_key)
