@@ -213,9 +213,11 @@ impl TestApp {
     ) -> triage::pipeline::worker::Worker<triage::evaluate::AnyProvider> {
         let mut config = Config::clone(&self.config);
         adjust(&mut config);
-        let provider =
-            triage::evaluate::AnyProvider::from_config(&config.provider, config.worker.call_timeout)
-                .expect("provider builds");
+        let provider = triage::evaluate::AnyProvider::from_config(
+            &config.provider,
+            config.worker.call_timeout,
+        )
+        .expect("provider builds");
         triage::pipeline::worker::Worker::new(self.pool.clone(), provider, Arc::new(config))
             .expect("worker config is valid")
     }
