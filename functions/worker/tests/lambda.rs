@@ -107,7 +107,7 @@ fn report(evaluated: u32) -> Value {
     json!({
         "claimed": evaluated, "evaluated": evaluated, "dedup_hits": 0, "rescheduled": 0,
         "released": 0, "dead_lettered": 0, "fenced": 0, "abandoned": 0, "paused": false,
-        "database_away": false, "budget_exhausted": false
+        "database_away": false, "budget_exhausted": false, "provisional": 0
     })
 }
 
