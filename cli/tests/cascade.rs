@@ -72,7 +72,7 @@ async fn train_stores_a_classifier_by_content_and_models_lists_it() {
     let table = triage(&url, &["models"]).await;
     assert!(String::from_utf8_lossy(&table.stdout).contains(&version));
 
-    // A test family never trains it; nor does a source it cannot read.
+    // A test family never trains it; nor does an unknown source, nor one with no examples.
     let test_split = refused(&url, &["train", "--from", "set:evals/tickets.jsonl:test"]).await;
     assert!(test_split.contains("never trains"), "{test_split}");
     let unknown = refused(&url, &["train", "--from", "tickets:7"]).await;

@@ -45,7 +45,9 @@ const PER_PASS: i64 = 500;
 /// answer yet. Their rows are locked until the answers are stored, so a worker cannot store
 /// the final answer (and announce it) in between: the provisional event always comes first.
 /// The queued rows are found through the claim's and the sweeper's partial indexes (pending
-/// by lane, processing by lease), never by scanning the outbox's finished history.
+/// by lane, processing by lease), never by scanning the outbox's finished history. The status
+/// and lane conditions are repeated on `o` for the recheck after `FOR UPDATE`: a row claimed or
+/// finished in between is skipped on its new version.
 const WAITING: &str = r#"
 SELECT o.idempotency_key, o.ticket_id, o.prompt_version, t.subject, t.message
 FROM evaluation_outbox o
