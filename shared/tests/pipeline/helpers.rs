@@ -260,9 +260,11 @@ impl TestApp {
         }
     }
 
-    /// Inserts tickets through the ingest path, 50 at a time.
+    /// Inserts tickets through the ingest path, at most 50 at a time and never more than the
+    /// pool has connections (a loaded machine would time the rest out waiting for one).
     pub async fn ingest_many(&self, tickets: &[(String, String)]) {
-        for chunk in tickets.chunks(50) {
+        let at_once = self.config.database.pool_size.clamp(1, 50);
+        for chunk in tickets.chunks(at_once) {
             let inserts = chunk.iter().map(|(subject, message)| {
                 let ticket = triage::pipeline::ingest::NewTicket {
                     subject: subject.clone(),

@@ -707,10 +707,17 @@ async fn calls_in_flight_do_not_hold_database_connections() {
 #[tokio::test]
 async fn the_next_batch_is_claimed_while_the_slots_are_busy_and_no_more_than_one() {
     let fake = FakeProvider::start().await;
+    // The first two calls are long enough for a loaded machine to claim the next two batches
+    // behind them (CI took more than 150 ms); the rest are quick. The invocation leaves every
+    // call time to start however slow the machine.
+    fake.push(Behavior::Classify.after(Duration::from_millis(1000)));
+    fake.push(Behavior::Classify.after(Duration::from_millis(1000)));
     fake.set_default(Behavior::Classify.after(Duration::from_millis(150)));
     let app = spawn_app_with_fake(&fake, |config| {
         config.worker.concurrency = 2;
         config.worker.batch_size = 2;
+        config.worker.invocation_budget = Duration::from_secs(20);
+        config.worker.lease = Duration::from_secs(30);
     })
     .await;
     for n in 0..10 {
