@@ -4,7 +4,6 @@ mod audit;
 mod batch_text;
 mod budget;
 mod cascade;
-mod cascade_eval;
 mod console;
 mod database_outage;
 mod delivery;

@@ -1,0 +1,46 @@
+//! The cascade (docs/cascade.md): a local classifier trained by `triage train` answers what it
+//! is sure of, the large model the rest.
+//! - `answers`: train and models; local answers with no call; a cascade through reprocess,
+//!   shadow diff and promote like any version; erasure and the desk's corrections in training.
+//! - `provisional`: while the provider cannot be asked, a provisional local answer, announced
+//!   once, which the final answer replaces (a second event).
+//! - `eval`: an eval of a cascade reports its local share and its costs exactly; promote
+//!   judges it like any version.
+//! - `thresholds`: the threshold sweep on dev, each point an eval run, drawn on the Quality page.
+
+mod answers;
+mod eval;
+mod provisional;
+mod thresholds;
+
+use std::sync::Arc;
+
+use serde_json::json;
+use triage::{config::Config, evaluate::local::LocalModel, pipeline::cascade::models};
+
+use crate::{helpers::TestApp, operations::op};
+
+/// A classifier trained on the dev split of `set` (`shipped` or a set file's path): its
+/// version and the model itself.
+async fn trained(app: &TestApp, set: &str) -> (String, Arc<LocalModel>) {
+    let trained = op(
+        app,
+        json!({"op": "train", "from": [format!("set:{set}:dev")]}),
+    )
+    .await;
+    let version = trained["version"].as_str().unwrap().to_string();
+    let client = app.pool.get().await.unwrap();
+    let model = models::load(&client, &version).await.unwrap().unwrap();
+    (version, model)
+}
+
+/// The same database, with `model` as the configured model version.
+fn configured(app: &TestApp, model: &str, adjust: impl FnOnce(&mut Config)) -> TestApp {
+    let mut config = (*app.config).clone();
+    config.versions.model = model.parse().unwrap();
+    adjust(&mut config);
+    TestApp {
+        pool: app.pool.clone(),
+        config: Arc::new(config),
+    }
+}
