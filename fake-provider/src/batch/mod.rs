@@ -11,12 +11,11 @@
 //! included (see `strict`).
 
 mod describe;
+mod ending;
 mod files;
+mod lines;
 
-use std::{
-    collections::{HashMap, HashSet},
-    time::{Duration, Instant},
-};
+use std::{collections::HashMap, time::Instant};
 
 use bytes::Bytes;
 use hyper::{HeaderMap, Method, StatusCode, Uri};
@@ -25,10 +24,12 @@ use serde_json::{json, Value};
 use crate::{
     render::{self, Call, Reply},
     server::{header_value, key_refused},
-    strict, Api, Behavior, CallRecord, Shared,
+    Api, Behavior, Shared,
 };
 use describe::{describe, unix_now};
-use files::{split, upload, File};
+use ending::{anthropic_results, end_if_due};
+use files::{upload, File};
+use lines::read_lines;
 
 /// One batch as a test sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -364,301 +365,12 @@ fn find(batches: &Batches, api: Api, id: &str) -> Option<usize> {
         .position(|b| b.api == api && b.id == id && !b.deleted)
 }
 
-/// A batch's lines as (custom id, request, call), checked as the API checks them: OpenAI's
-/// create body and input file, Anthropic's `requests`.
-fn read_lines(
-    api: Api,
-    batches: &Batches,
-    body: &[u8],
-    strict: bool,
-) -> Result<Vec<(String, Value, Call)>, Answer> {
-    let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(body) else {
-        return Err(refusal(api, Behavior::InvalidRequest));
-    };
-    let mut seen = HashSet::new();
-    let mut lines = Vec::new();
-    match api {
-        Api::OpenAi => {
-            const KNOWN: &[&str] = &[
-                "input_file_id",
-                "endpoint",
-                "completion_window",
-                "metadata",
-                "output_expires_after",
-            ];
-            if let Some(unknown) = request
-                .keys()
-                .find(|k| strict && !KNOWN.contains(&k.as_str()))
-            {
-                return Err(reject(
-                    api,
-                    unknown,
-                    &format!("Unrecognized request argument supplied: {unknown}"),
-                ));
-            }
-            if request.get("completion_window").and_then(Value::as_str) != Some("24h") {
-                return Err(reject(
-                    api,
-                    "completion_window",
-                    "Invalid value: supported values are: '24h'",
-                ));
-            }
-            let endpoint = request
-                .get("endpoint")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if endpoint != "/v1/chat/completions" {
-                return Err(reject(
-                    api,
-                    "endpoint",
-                    "Invalid value: this fake serves '/v1/chat/completions'",
-                ));
-            }
-            if strict {
-                if let Some(fault) = metadata_fault(request.get("metadata").unwrap_or(&Value::Null))
-                {
-                    return Err(reject(api, "metadata", &fault));
-                }
-            }
-            let file = request
-                .get("input_file_id")
-                .and_then(Value::as_str)
-                .and_then(|id| batches.files.get(id));
-            let Some(file) = file.filter(|f| f.purpose == "batch") else {
-                return Err(reject(
-                    api,
-                    "input_file_id",
-                    "No such file with purpose 'batch'",
-                ));
-            };
-            let mut model = None;
-            for (n, line) in split(&file.content, b"\n").into_iter().enumerate() {
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                let fault =
-                    |why: &str| reject(api, "input_file_id", &format!("line {}: {why}", n + 1));
-                let Ok(Value::Object(line)) = serde_json::from_slice::<Value>(line) else {
-                    return Err(fault("not a JSON object"));
-                };
-                let keys: HashSet<&str> = line.keys().map(String::as_str).collect();
-                if keys != HashSet::from(["custom_id", "method", "url", "body"]) {
-                    return Err(fault("a line has exactly custom_id, method, url and body"));
-                }
-                if line["method"] != "POST" || line["url"] != endpoint {
-                    return Err(fault("method must be POST and url the batch's endpoint"));
-                }
-                let custom_id = line["custom_id"].as_str().unwrap_or_default().to_owned();
-                if custom_id.is_empty() || !seen.insert(custom_id.clone()) {
-                    return Err(fault("custom_id must be a unique string"));
-                }
-                let body = line["body"].clone();
-                if strict {
-                    if let Some(refused) = strict::check(api, &body) {
-                        return Err(fault(&format!("body refused: {refused:?}")));
-                    }
-                    if body.get("stream") == Some(&Value::Bool(true)) {
-                        return Err(fault("streaming is not supported in batches"));
-                    }
-                    if model.get_or_insert_with(|| body["model"].clone()) != &body["model"] {
-                        return Err(fault("every line of a batch uses the same model"));
-                    }
-                }
-                let call = Call::read(api, &body);
-                lines.push((custom_id, body, call));
-            }
-        }
-        Api::Anthropic => {
-            if let Some(unknown) = request.keys().find(|k| strict && k.as_str() != "requests") {
-                return Err(reject(api, unknown, "Extra inputs are not permitted"));
-            }
-            let Some(requests) = request.get("requests").and_then(Value::as_array) else {
-                return Err(reject(api, "requests", "Field required"));
-            };
-            if requests.is_empty() {
-                return Err(reject(api, "requests", "List should have at least 1 item"));
-            }
-            for (i, entry) in requests.iter().enumerate() {
-                let at = |what: &str| format!("requests.{i}.{what}");
-                if let Some(unknown) = entry
-                    .as_object()
-                    .into_iter()
-                    .flat_map(|e| e.keys())
-                    .find(|k| strict && !["custom_id", "params"].contains(&k.as_str()))
-                {
-                    return Err(reject(api, &at(unknown), "Extra inputs are not permitted"));
-                }
-                let custom_id = entry["custom_id"].as_str().unwrap_or_default().to_owned();
-                let valid = (1..=64).contains(&custom_id.len())
-                    && custom_id
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
-                if !valid {
-                    return Err(reject(
-                        api,
-                        &at("custom_id"),
-                        "String should match pattern '^[a-zA-Z0-9_-]{1,64}$'",
-                    ));
-                }
-                if !seen.insert(custom_id.clone()) {
-                    return Err(reject(
-                        api,
-                        &at("custom_id"),
-                        "custom_id must be unique within a batch",
-                    ));
-                }
-                let params = entry["params"].clone();
-                if !params.is_object() {
-                    return Err(reject(api, &at("params"), "Field required"));
-                }
-                if strict {
-                    if let Some(Behavior::RejectParameter { param, message }) =
-                        strict::check(api, &params)
-                    {
-                        return Err(reject(api, &at(&format!("params.{param}")), &message));
-                    }
-                }
-                let call = Call::read(api, &params);
-                lines.push((custom_id, params, call));
-            }
-        }
-    }
-    Ok(lines)
-}
-
-/// OpenAI's metadata: at most 16 pairs, keys up to 64 characters, string values up to 512.
-fn metadata_fault(metadata: &Value) -> Option<String> {
-    let pairs = match metadata {
-        Value::Null => return None,
-        Value::Object(pairs) => pairs,
-        _ => return Some("metadata must be an object".into()),
-    };
-    if pairs.len() > 16 {
-        return Some("metadata has at most 16 pairs".into());
-    }
-    pairs.iter().find_map(|(key, value)| {
-        let fits = key.len() <= 64 && value.as_str().is_some_and(|v| v.len() <= 512);
-        (!fits)
-            .then(|| format!("metadata.{key}: keys up to 64 characters, string values up to 512"))
-    })
-}
-
-/// Ends batch `i` if its time has come (or it was cancelled): each line answered as the
-/// synchronous endpoint would have, billed lines into the ledger, the result files written.
-fn end_if_due(batches: &mut Batches, i: usize, now: Instant, delay: Duration, shared: &Shared) {
-    let batch = &batches.batches[i];
-    if batch.ended.is_some() || (!batch.cancelled && now < batch.created + delay) {
-        return;
-    }
-    let mut ends = Vec::new();
-    for line in &batch.lines {
-        if batch.cancelled {
-            ends.push(LineEnd::Cancelled);
-            continue;
-        }
-        let (_, behavior) = line.behavior.clone().split_delay();
-        let mut call = line.call.clone();
-        call.usage = shared.usage(&call);
-        match render::reply(&behavior, batch.api, &call) {
-            Reply::Send { status, body, .. } => {
-                if status == StatusCode::OK {
-                    shared.record(CallRecord {
-                        ticket_text: call.ticket_text.clone(),
-                        api: batch.api,
-                        model: call.model.clone(),
-                        status: 200,
-                        billed: true,
-                        at: now,
-                        body: line.body.clone(),
-                        batch: Some(batch.id.clone()),
-                        usage: call.usage,
-                        headers: batch.headers.clone(),
-                    });
-                }
-                let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                ends.push(LineEnd::Replied {
-                    status: status.as_u16(),
-                    body,
-                });
-            }
-            // Never answered within the window.
-            Reply::Reset | Reply::Hang => ends.push(LineEnd::Expired),
-        }
-    }
-    if batch.api == Api::OpenAi {
-        let (mut output, mut errors) = (Vec::new(), Vec::new());
-        for (n, (line, end)) in batch.lines.iter().zip(&ends).enumerate() {
-            let (file, response, error) = match end {
-                LineEnd::Replied { status: 200, body } => (
-                    &mut output,
-                    json!({"status_code": 200, "request_id": format!("req_{n}"), "body": body}),
-                    Value::Null,
-                ),
-                LineEnd::Replied { status, body } => (
-                    &mut errors,
-                    json!({"status_code": status, "request_id": format!("req_{n}"), "body": body}),
-                    Value::Null,
-                ),
-                LineEnd::Expired => (
-                    &mut errors,
-                    Value::Null,
-                    json!({"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}),
-                ),
-                LineEnd::Cancelled => (
-                    &mut errors,
-                    Value::Null,
-                    json!({"code": "batch_cancelled", "message": "This request was not executed because the batch was cancelled."}),
-                ),
-            };
-            let entry = json!({"id": format!("batch_req_{n}"), "custom_id": line.custom_id, "response": response, "error": error});
-            file.extend_from_slice(entry.to_string().as_bytes());
-            file.push(b'\n');
-        }
-        let id = batch.id.clone();
-        let mut store = |content: Vec<u8>, kind: &str| {
-            (!content.is_empty()).then(|| {
-                let file_id = batches.next_id("file-");
-                let file = File {
-                    filename: format!("{id}_{kind}.jsonl"),
-                    purpose: "batch_output".into(),
-                    content,
-                };
-                batches.files.insert(file_id.clone(), file);
-                file_id
-            })
-        };
-        let output_file_id = store(output, "output");
-        let error_file_id = store(errors, "error");
-        let batch = &mut batches.batches[i];
-        batch.output_file_id = output_file_id;
-        batch.error_file_id = error_file_id;
-    }
-    batches.batches[i].ended = Some(ends);
-}
-
-fn anthropic_results(batch: &FakeBatch) -> Option<Vec<u8>> {
-    let ends = batch.ended.as_ref()?;
-    let mut jsonl = Vec::new();
-    for (line, end) in batch.lines.iter().zip(ends) {
-        let result = match end {
-            LineEnd::Replied { status: 200, body } => json!({"type": "succeeded", "message": body}),
-            LineEnd::Replied { body, .. } => json!({"type": "errored", "error": body}),
-            LineEnd::Expired => json!({"type": "expired"}),
-            LineEnd::Cancelled => json!({"type": "canceled"}),
-        };
-        let entry = json!({"custom_id": line.custom_id, "result": result});
-        jsonl.extend_from_slice(entry.to_string().as_bytes());
-        jsonl.push(b'\n');
-    }
-    Some(jsonl)
-}
-
 pub(super) fn ok(value: Value) -> Answer {
     (StatusCode::OK, Bytes::from(value.to_string()))
 }
 
 /// An error answer in the API's words.
-fn refusal(api: Api, behavior: Behavior) -> Answer {
+pub(super) fn refusal(api: Api, behavior: Behavior) -> Answer {
     match render::reply(&behavior, api, &Call::read(api, &Value::Null)) {
         Reply::Send { status, body, .. } => (status, body),
         Reply::Reset | Reply::Hang => unreachable!("refusals are sent"),
