@@ -17,13 +17,13 @@ use tokio_util::sync::CancellationToken;
 use triage::{
     config::Config,
     domain::versions::ModelVersion,
-    evaluate::{AnyProvider, ProviderKind},
     operations::{
         self,
         eval::{Tell, Watch},
         Operator, Outcome, Request,
     },
     pipeline::worker::{self, Worker},
+    providers::{AnyProvider, ProviderKind},
 };
 
 /// How often the plain progress line is printed when stderr is not a terminal.

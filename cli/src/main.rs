@@ -20,14 +20,14 @@ use triage::{
     aws::{eventbridge, lambda::config_from_env},
     config::Config,
     db,
-    evaluate::AnyProvider,
-    http::{self, admin, local},
+    http::{self, admin, loopback},
     operations,
     pipeline::{
         delivery,
         sweep::Sweeper,
         worker::{self, Worker},
     },
+    providers::AnyProvider,
     secret::{ExposeSecret, Secret},
     telemetry,
 };
@@ -255,21 +255,21 @@ async fn serve(
     access: &ConsoleAccess,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let token = |door: &local::Door| std::env::var(door.token_env).ok().map(Secret::from);
-    let decide = |door: &local::Door, allowed| -> anyhow::Result<Option<Option<Secret>>> {
+    let token = |door: &loopback::Door| std::env::var(door.token_env).ok().map(Secret::from);
+    let decide = |door: &loopback::Door, allowed| -> anyhow::Result<Option<Option<Secret>>> {
         match door
             .decide(listen, allowed, token(door))
             .map_err(anyhow::Error::msg)?
         {
-            local::Exposure::Served { token } => Ok(Some(token)),
-            local::Exposure::NotServed { why } => {
+            loopback::Exposure::Served { token } => Ok(Some(token)),
+            loopback::Exposure::NotServed { why } => {
                 eprintln!("triage: {why}");
                 Ok(None)
             }
         }
     };
-    let api = decide(&local::API, access.allow_remote_api)?;
-    let console = decide(&local::CONSOLE, access.allow_remote_admin)?;
+    let api = decide(&loopback::API, access.allow_remote_api)?;
+    let console = decide(&loopback::CONSOLE, access.allow_remote_admin)?;
     if api.is_none() && console.is_none() {
         anyhow::bail!(
             "nothing to serve on {listen}: give --allow-remote-api and/or --allow-remote-admin \
@@ -277,7 +277,7 @@ async fn serve(
         );
     }
     let tls_files = access.tls_files();
-    local::require_tls_off_loopback(listen, tls_files.is_some()).map_err(anyhow::Error::msg)?;
+    loopback::require_tls_off_loopback(listen, tls_files.is_some()).map_err(anyhow::Error::msg)?;
     let tls = tls_files.as_ref().map(http::TlsFiles::load).transpose()?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -305,7 +305,7 @@ async fn serve(
         );
     }
     let server = http::LocalServer {
-        api: api.map(local::ApiGuard::new),
+        api: api.map(loopback::ApiGuard::new),
         console: console.map(admin::Guard::new),
     };
     let pool = db::pool(&config.database)?;

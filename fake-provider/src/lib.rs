@@ -146,7 +146,7 @@ pub enum Api {
 /// One request the fake received, as its billing ledger sees it.
 #[derive(Clone)]
 pub struct CallRecord {
-    /// The user message, i.e. `triage::evaluate::ticket_text(subject, message)`.
+    /// The user message, i.e. `triage::providers::ticket_text(subject, message)`.
     pub ticket_text: String,
     pub api: Api,
     pub model: String,

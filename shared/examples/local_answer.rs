@@ -11,8 +11,8 @@ use std::{sync::Arc, time::Instant};
 
 use triage::{
     domain::versions::ModelVersion,
-    evaluate::{local::LocalModel, EvaluationRequest, Policy, Prompt, Tier},
     pipeline::cascade,
+    providers::{classifier::LocalModel, EvaluationRequest, Policy, Prompt, Tier},
 };
 
 #[tokio::main(flavor = "current_thread")]

@@ -21,7 +21,7 @@ use crate::{
         error::{ConfigError, InvalidRequest},
         versions::{ModelVersion, Versions},
     },
-    evaluate::{PriceTable, ProviderConfig, ProviderKind, Tier},
+    providers::{PriceTable, ProviderConfig, ProviderKind, Tier},
     secret::Secret,
     tls::CaRoots,
 };

@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["quality"],
     &["pipeline"],
     &["config"],
-    &["evaluate", "db"],
+    &["providers", "db"],
     &["secret", "telemetry", "tls"],
     &["domain"],
 ];

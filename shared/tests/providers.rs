@@ -11,7 +11,7 @@ use fake_provider::{classify, prefix_tokens, usage_for, Api, Behavior, FakeProvi
 use serde_json::{json, Value};
 use triage::{
     domain::versions::ModelVersion,
-    evaluate::{
+    providers::{
         contract, ticket_text, AnyProvider, EvaluationRequest, FailureKind, ModelOutput, Policy,
         Prompt, Provider, ProviderConfig, ProviderError, ProviderKind, ProviderReply, Tier, Usage,
     },
@@ -479,7 +479,7 @@ async fn every_request_caps_the_answer_s_tokens() {
         evaluate(api, &fake).await.unwrap();
     }
     let calls = fake.calls();
-    let cap = triage::evaluate::MAX_OUTPUT_TOKENS;
+    let cap = triage::providers::MAX_OUTPUT_TOKENS;
     assert_eq!(calls[0].body["max_completion_tokens"], cap, "OpenAI");
     assert_eq!(calls[1].body["max_tokens"], cap, "Anthropic");
 }

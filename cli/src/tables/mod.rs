@@ -12,7 +12,7 @@ use triage::{
         audit::AuditEntry, promote::Promotion, redrive, reprocess, shadow::ShadowDiff, Outcome,
     },
     pipeline::{
-        delivery::report::DeliveriesReport,
+        delivery::status::DeliveriesReport,
         erase::Erased,
         reads::report::{DeadLetterGroup, Health},
     },

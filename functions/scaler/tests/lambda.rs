@@ -16,12 +16,12 @@ use tokio_util::sync::CancellationToken;
 use triage::{
     config::{Config, DeliveryPolicy},
     db,
-    evaluate::AnyProvider,
     pipeline::{
         delivery::subscription,
         ingest::{create_ticket, NewTicket, Submitter},
         worker::Worker,
     },
+    providers::AnyProvider,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(30);

@@ -12,7 +12,6 @@ use testkit::lambda::{events, Function, RuntimeApi};
 use triage::{
     config::Config,
     db,
-    evaluate::AnyProvider,
     pipeline::ingest::{create_ticket, NewTicket, Submitter},
     pipeline::{
         outbox::{
@@ -21,6 +20,7 @@ use triage::{
         },
         worker::Worker,
     },
+    providers::AnyProvider,
     telemetry::NAMESPACE,
 };
 

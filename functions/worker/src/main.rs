@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 use triage::{
     aws::lambda::{self, config_from_env},
     db,
-    evaluate::AnyProvider,
     pipeline::worker::Worker,
+    providers::AnyProvider,
     telemetry,
 };
 

@@ -17,7 +17,7 @@ use crate::{
     config::Config,
     db::{DbLogin, DbSecretRef},
     domain::error::{ConfigError, Error, Result},
-    evaluate::ApiKey,
+    providers::ApiKey,
     secret::{ExposeSecret, RotatingSecret, Secret, SecretSource},
 };
 

@@ -4,7 +4,7 @@
 
 use std::{str::FromStr, time::Duration};
 
-use crate::evaluate::Tier;
+use crate::providers::Tier;
 
 /// Input limits of the HTTP API.
 #[derive(Debug, Clone, Copy)]

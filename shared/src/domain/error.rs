@@ -1,5 +1,5 @@
 //! Typed errors shared by every layer. What a provider failure *means* for the outbox (its
-//! class) is decided in `evaluate::failure`; these types only carry it.
+//! class) is decided in `providers::failure`; these types only carry it.
 
 use thiserror::Error;
 

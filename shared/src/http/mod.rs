@@ -6,7 +6,7 @@
 
 pub mod admin;
 mod caller;
-pub mod local;
+pub mod loopback;
 mod problem;
 mod subscriptions;
 mod tickets;
@@ -68,11 +68,11 @@ pub fn router(state: AppState) -> Router {
     finish(api_routes(), state)
 }
 
-/// What the local server serves, decided by `triage serve` with [`local::Door::decide`]
+/// What the local server serves, decided by `triage serve` with [`loopback::Door::decide`]
 /// before anything binds.
 pub struct LocalServer {
     /// The API; `None`, not served (a non-loopback address without `--allow-remote-api`).
-    pub api: Option<local::ApiGuard>,
+    pub api: Option<loopback::ApiGuard>,
     /// The operator console; `None`, not served.
     pub console: Option<admin::Guard>,
 }
@@ -89,7 +89,7 @@ pub fn local_router(state: AppState, server: LocalServer, loopback: bool) -> Rou
         app = app.merge(admin::router(state, guard));
     }
     if loopback {
-        app = app.layer(middleware::from_fn(local::require_loopback_host));
+        app = app.layer(middleware::from_fn(loopback::require_loopback_host));
     }
     app
 }

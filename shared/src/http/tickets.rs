@@ -17,12 +17,12 @@ use super::{AppState, Caller, Problem};
 use crate::{
     config::Limits,
     domain::ticket::TicketId,
-    evaluate::Policy,
     pipeline::{
         feedback::{self, Labels},
         ingest::{self, NewTicket, Outcome, Submitter},
         reads::read,
     },
+    providers::Policy,
 };
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";

@@ -10,8 +10,8 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::{ModelVersion, PromptVersion},
     },
-    evaluate::{Policy, Prompt},
     pipeline::limits::budget,
+    providers::{Policy, Prompt},
 };
 
 /// Refuses a count outside 1..=`max`: every list and limit of a request is bounded.

@@ -83,7 +83,7 @@ pub enum Outcome {
     /// `triage eval --thresholds`.
     Sweep(Box<eval::thresholds::Sweep>),
     EvalRuns(eval::Listing),
-    Deliveries(delivery::report::DeliveriesReport),
+    Deliveries(delivery::status::DeliveriesReport),
     ReplayDeliveries {
         queued: u64,
     },
@@ -332,12 +332,12 @@ async fn execute(
             )?;
             Outcome::Erase(erase::erase(pool, &ticket_ids).await?)
         }
-        Request::Deliveries => Outcome::Deliveries(delivery::report::deliveries(pool).await?),
+        Request::Deliveries => Outcome::Deliveries(delivery::status::deliveries(pool).await?),
         Request::ReplayDeliveries {
             subscription,
             since,
         } => Outcome::ReplayDeliveries {
-            queued: delivery::report::replay(pool, subscription, since.resolve(Utc::now())).await?,
+            queued: delivery::status::replay(pool, subscription, since.resolve(Utc::now())).await?,
         },
         Request::Pause { lane, reason } => {
             let client = crate::db::client(pool).await?;

@@ -97,7 +97,7 @@ pub async fn quality_gate(
     version: &VersionPair,
 ) -> Result<Option<String>> {
     let policy =
-        crate::evaluate::Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
+        crate::providers::Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
             InvalidRequest::new(
                 "policy",
                 "the configured policy is not in this build".into(),

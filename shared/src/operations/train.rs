@@ -18,13 +18,13 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::ModelVersion,
     },
-    evaluate::{
-        local::{Example, LocalModel},
-        Policy,
-    },
     pipeline::cascade::{
+        examples,
         models::{self, StoredModel},
-        training,
+    },
+    providers::{
+        classifier::{Example, LocalModel},
+        Policy,
     },
 };
 
@@ -129,7 +129,7 @@ pub async fn train(
         });
         gathered.push(examples);
     }
-    let examples = training::merge(gathered);
+    let examples = examples::merge(gathered);
     if examples.is_empty() {
         return Err(InvalidRequest::new(
             "from",
@@ -175,11 +175,11 @@ async fn examples_of(pool: &Pool, policy: &Policy, source: &TrainSource) -> Resu
             .collect(),
         TrainSource::Results { days } => {
             let client = db::client(pool).await?;
-            training::results(&client, *days as i32, policy.urgent_threshold).await?
+            examples::results(&client, *days as i32, policy.urgent_threshold).await?
         }
         TrainSource::Feedback { days } => {
             let client = db::client(pool).await?;
-            training::feedback(&client, *days as i32).await?
+            examples::feedback(&client, *days as i32).await?
         }
     })
 }

@@ -13,11 +13,11 @@ use deadpool_postgres::GenericClient;
 
 use crate::{
     domain::error::Result,
-    evaluate::{FailureKind, Tier, Usage},
     pipeline::{
         limits::rate_limit::{self, Pace, Take},
         outbox::ClaimedJob,
     },
+    providers::{FailureKind, Tier, Usage},
 };
 
 /// A call's ledger row: the ledger is partitioned by `started_at` (migration V14), so its key

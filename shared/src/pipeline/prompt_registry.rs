@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     db,
     domain::error::{ConfigError, Result},
-    evaluate::Prompt,
+    providers::Prompt,
 };
 
 /// Records the versions seen for the first time and returns the stored hash of every version.

@@ -16,7 +16,6 @@ use crate::{
     config::{Config, RetentionPolicy, WorkerPolicy},
     db,
     domain::error::{ConfigError, Result},
-    evaluate::{AnyProvider, Tier},
     pipeline::{
         cascade::provisional::{self, Reason},
         erase, ingest, ledger,
@@ -27,6 +26,7 @@ use crate::{
         reads::report::{self, Health},
         worker::{BatchReport, Worker},
     },
+    providers::{AnyProvider, Tier},
     telemetry::metric,
 };
 

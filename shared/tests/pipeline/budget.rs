@@ -4,8 +4,8 @@
 use fake_provider::{prefix_tokens, usage_for, Behavior, FakeProvider};
 use serde_json::json;
 use triage::{
-    evaluate::{PriceTable, Tier},
     pipeline::worker::{Report, Worker},
+    providers::{PriceTable, Tier},
 };
 
 use crate::{
@@ -36,7 +36,7 @@ async fn post_unique(app: &TestApp, n: usize) {
 /// worker's calls hold what is left, an invocation ends at once, however many it takes).
 async fn run_until_budget_stops(
     app: &TestApp,
-    worker: &Worker<triage::evaluate::AnyProvider>,
+    worker: &Worker<triage::providers::AnyProvider>,
 ) -> Report {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::time::Instant::now() < deadline {
@@ -123,7 +123,7 @@ async fn with_a_budget_a_model_without_a_price_is_refused_at_start_naming_triage
         config.worker.daily_budget_usd = Some(10.0);
     })
     .await;
-    let provider = triage::evaluate::AnyProvider::from_config(
+    let provider = triage::providers::AnyProvider::from_config(
         &app.config.provider,
         app.config.worker.call_timeout,
     )
@@ -240,7 +240,7 @@ async fn four_workers_on_tickets_of_mixed_sizes_and_scripts_overshoot_the_budget
         let usage = call.usage;
         prices.cost(
             "gpt-6-luna",
-            triage::evaluate::Usage {
+            triage::providers::Usage {
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,
                 cached_input_tokens: usage.cached_input_tokens,
@@ -292,8 +292,8 @@ async fn a_cjk_tickets_reservation_holds_all_the_provider_can_bill_for_it() {
         .await
         .get(0);
     let versions = &app.config.versions;
-    let policy = triage::evaluate::Policy::load(versions.policy.as_str()).unwrap();
-    let prompt = triage::evaluate::Prompt::load(versions.prompt.as_str(), &policy).unwrap();
+    let policy = triage::providers::Policy::load(versions.policy.as_str()).unwrap();
+    let prompt = triage::providers::Prompt::load(versions.prompt.as_str(), &policy).unwrap();
     let billable = usage_for(&message).input_tokens + prefix_tokens(&prompt.text);
     let billable_usd = 100.0 * billable as f64 / 1e6;
     assert!(
@@ -402,12 +402,12 @@ mod running_total {
 
     use deadpool_postgres::Client;
     use triage::{
-        evaluate::{Tier, Usage},
         pipeline::{
             ledger::{self, CallId, CallOutcome, CallRecord, Start},
             limits::budget,
             outbox::{claim::Serves, ClaimedJob, Lanes},
         },
+        providers::{Tier, Usage},
     };
 
     use crate::helpers::{spawn_app, TestApp};
@@ -541,7 +541,7 @@ mod running_total {
         let client = app.pool.get().await.unwrap();
         let call = start(&client, &job, 0.5).await;
         let timeout = CallRecord {
-            outcome: CallOutcome::Failed(triage::evaluate::FailureKind::Timeout),
+            outcome: CallOutcome::Failed(triage::providers::FailureKind::Timeout),
             usage: Usage::default(),
             ..answered(None)
         };

@@ -21,13 +21,13 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use triage::{
     config::Config,
-    evaluate::Evaluation,
     pipeline::{
         delivery::{claimed, subscription, Deliverer},
         ingest::{self, NewTicket, Submitter},
         outbox::claim::{self, Serves},
         sweep,
     },
+    providers::Evaluation,
 };
 
 use crate::{
@@ -438,7 +438,7 @@ async fn a_result_rolled_back_announces_nothing_and_a_committed_one_announces_on
         is_urgent: 0.9,
         department: "billing".into(),
         urgency_score: 0.8,
-        answered_by: triage::evaluate::AnsweredBy::Model,
+        answered_by: triage::providers::AnsweredBy::Model,
     };
     let policy = &app.config.versions.policy;
 
@@ -595,7 +595,7 @@ async fn an_endpoint_at_a_private_address_is_refused() {
         !reason.contains("127.0.0.1") && !reason.contains("::1"),
         "{reason}"
     );
-    let report = triage::pipeline::delivery::report::deliveries(&app.pool)
+    let report = triage::pipeline::delivery::status::deliveries(&app.pool)
         .await
         .unwrap();
     let why = report.endpoints[0].why().unwrap();
@@ -1217,7 +1217,7 @@ async fn the_subscription_routes_answer_what_openapi_yaml_documents_and_accept_i
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let server = triage::http::LocalServer {
-        api: Some(triage::http::local::ApiGuard::new(None)),
+        api: Some(triage::http::loopback::ApiGuard::new(None)),
         console: None,
     };
     tokio::spawn(triage::http::serve(

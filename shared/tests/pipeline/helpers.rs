@@ -194,14 +194,14 @@ pub async fn spawn_app_with_fake(
 /// The fast policy, and `fake` (at `url`) as an OpenAI-compatible provider.
 pub fn use_fake(config: &mut Config, url: String) {
     fast_policy(config);
-    config.provider.kind = triage::evaluate::ProviderKind::OpenAi;
+    config.provider.kind = triage::providers::ProviderKind::OpenAi;
     config.provider.url = url;
     config.provider.api_key = Secret::from("sk-test-secret").into();
     config.versions.model = "gpt-6-luna@medium".parse().unwrap();
 }
 
 impl TestApp {
-    pub fn worker(&self) -> triage::pipeline::worker::Worker<triage::evaluate::AnyProvider> {
+    pub fn worker(&self) -> triage::pipeline::worker::Worker<triage::providers::AnyProvider> {
         self.worker_with(|_| {})
     }
 
@@ -210,10 +210,10 @@ impl TestApp {
     pub fn worker_with(
         &self,
         adjust: impl FnOnce(&mut Config),
-    ) -> triage::pipeline::worker::Worker<triage::evaluate::AnyProvider> {
+    ) -> triage::pipeline::worker::Worker<triage::providers::AnyProvider> {
         let mut config = Config::clone(&self.config);
         adjust(&mut config);
-        let provider = triage::evaluate::AnyProvider::from_config(
+        let provider = triage::providers::AnyProvider::from_config(
             &config.provider,
             config.worker.call_timeout,
         )
@@ -225,7 +225,7 @@ impl TestApp {
     /// One worker invocation with the configured budget.
     pub async fn run_worker_once(
         &self,
-        worker: &triage::pipeline::worker::Worker<triage::evaluate::AnyProvider>,
+        worker: &triage::pipeline::worker::Worker<triage::providers::AnyProvider>,
     ) -> triage::pipeline::worker::Report {
         let deadline = std::time::Instant::now() + self.config.worker.invocation_budget;
         worker
@@ -238,7 +238,7 @@ impl TestApp {
     /// breaker pauses by polling the queue), or panics after `limit`.
     pub async fn drain(
         &self,
-        worker: &triage::pipeline::worker::Worker<triage::evaluate::AnyProvider>,
+        worker: &triage::pipeline::worker::Worker<triage::providers::AnyProvider>,
         limit: std::time::Duration,
     ) {
         let until = std::time::Instant::now() + limit;

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use fake_provider::{Api, Behavior, FakeProvider, Flex};
 use serde_json::json;
 use triage::{
-    evaluate::{PriceTable, ProviderKind, Tier, Usage},
     pipeline::{
         ledger,
         outbox::{
@@ -21,6 +20,7 @@ use triage::{
         reads::report,
         sweep::Sweeper,
     },
+    providers::{PriceTable, ProviderKind, Tier, Usage},
 };
 
 use crate::{

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use triage::{
-    evaluate::Tier,
     pipeline::{
         ledger::{self, Start},
         limits::budget,
     },
+    providers::Tier,
 };
 
 use crate::helpers::{spawn_app, TestApp};

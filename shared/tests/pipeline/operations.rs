@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use triage::{
     domain::key::IdempotencyKey,
-    evaluate::{Policy, Prompt},
     operations,
+    providers::{Policy, Prompt},
 };
 
 use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};

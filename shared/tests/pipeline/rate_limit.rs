@@ -9,8 +9,8 @@ use std::{
 use fake_provider::{Behavior, FakeProvider, LimitHeaders};
 use triage::{
     config::RateLimitPolicy,
-    evaluate::AnyProvider,
     pipeline::limits::rate_limit::{self, Pace, Settlement, Take},
+    providers::AnyProvider,
 };
 
 use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
@@ -331,11 +331,11 @@ mod exactness {
 
     use triage::{
         config::RateLimitPolicy,
-        evaluate::{Tier, Usage},
         pipeline::{
             ledger::{self, CallOutcome, CallRecord, Slot, Start},
             limits::rate_limit::Pace,
         },
+        providers::{Tier, Usage},
     };
 
     use super::per_minute;

@@ -7,7 +7,7 @@ use reqwest::{header, StatusCode};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 use triage::{
-    http::{self, admin::Guard, local::ApiGuard, router, LocalServer, READ_ALL_SCOPE},
+    http::{self, admin::Guard, loopback::ApiGuard, router, LocalServer, READ_ALL_SCOPE},
     secret::Secret,
 };
 

@@ -131,11 +131,11 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
     .remove(0);
     assert_ne!(stale.claim_token, fresh.claim_token);
 
-    let evaluation = triage::evaluate::Evaluation {
+    let evaluation = triage::providers::Evaluation {
         is_urgent: 0.1,
         department: "sales".into(),
         urgency_score: 0.1,
-        answered_by: triage::evaluate::AnsweredBy::Model,
+        answered_by: triage::providers::AnsweredBy::Model,
     };
     let conn = app.pool.get().await.unwrap();
     assert_eq!(
@@ -163,11 +163,11 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         "the fresh claim is untouched"
     );
 
-    let evaluation = triage::evaluate::Evaluation {
+    let evaluation = triage::providers::Evaluation {
         is_urgent: 0.9,
         department: "billing".into(),
         urgency_score: 0.8,
-        answered_by: triage::evaluate::AnsweredBy::Model,
+        answered_by: triage::providers::AnsweredBy::Model,
     };
     assert_eq!(
         fresh
@@ -514,7 +514,7 @@ async fn an_invocation_too_short_for_one_call_is_an_error_naming_the_call_timeou
 async fn the_worker_refuses_a_lease_shorter_than_its_invocation() {
     let fake = FakeProvider::start().await;
     let app = spawn_app_with_fake(&fake, |c| c.worker.lease = Duration::from_secs(4)).await;
-    let provider = triage::evaluate::AnyProvider::from_config(
+    let provider = triage::providers::AnyProvider::from_config(
         &app.config.provider,
         app.config.worker.call_timeout,
     )

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use fake_provider::{classify, prefix_tokens, usage_for, Api, Behavior, FakeProvider, Flex};
 use triage::{
     domain::versions::ModelVersion,
-    evaluate::{
+    providers::{
         ticket_text, Batch, BatchClient, BatchRequest, BatchState, ErrorClass, EvaluationRequest,
         FailureKind, LineOutcome, ModelOutput, Policy, PriceTable, Prompt, Provider, ProviderError,
         ProviderReply, Tier,
@@ -169,7 +169,7 @@ async fn try_submit(
     client: &BatchClient,
     reference: &str,
     subjects: &[&str],
-) -> Result<Batch, triage::evaluate::ProviderError> {
+) -> Result<Batch, triage::providers::ProviderError> {
     let policy = policy();
     let prompt = Prompt::load("triage-v3", &policy).unwrap();
     let model = model();
@@ -326,7 +326,7 @@ async fn an_unknown_batch_is_an_error_and_the_offline_classifier_has_no_batches(
         assert_eq!(error.http_status, Some(404), "{api:?}");
     }
     let mut rules = config(Api::OpenAi, &fake.url());
-    rules.kind = triage::evaluate::ProviderKind::Rules;
+    rules.kind = triage::providers::ProviderKind::Rules;
     assert!(BatchClient::from_config(&rules, CALL_TIMEOUT)
         .unwrap()
         .is_none());

@@ -9,10 +9,10 @@ use super::{
     layout::{html_response, page, PageError, Section},
     ConsoleState,
 };
-use crate::{pipeline::delivery::report, Result};
+use crate::{pipeline::delivery::status, Result};
 
 pub(super) async fn show(State(state): State<ConsoleState>) -> Result<Response, PageError> {
-    let report = report::deliveries(&state.app.pool).await?;
+    let report = status::deliveries(&state.app.pool).await?;
     let body = html! {
         p {
             "Oldest undelivered: "

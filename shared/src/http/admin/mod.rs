@@ -153,7 +153,7 @@ fn sign_in_page(
             html! {
                 @if let Some(error) = error { p.alert role="alert" { (error) } }
                 p { "The console needs the operator token ("
-                    code { (crate::http::local::CONSOLE.token_env) } " of the server)." }
+                    code { (crate::http::loopback::CONSOLE.token_env) } " of the server)." }
                 form method="post" action="/admin/login" {
                     input type="hidden" name="csrf" value=(csrf);
                     label for="token" { "Operator token" }

@@ -51,7 +51,7 @@ pub(super) async fn show(
 ) -> Result<Response, PageError> {
     let Query(choice) = query.map_err(|r| PageError::bad_request(r.body_text()))?;
     let config = &state.app.config;
-    let policy = crate::evaluate::Policy::load(config.versions.policy.as_str())
+    let policy = crate::providers::Policy::load(config.versions.policy.as_str())
         .ok_or_else(|| PageError::bad_request("the configured policy is not in this build"))?;
     let configured =
         source::configured_digest_now(config.quality.set.as_deref(), &policy, &state.app.pool)

@@ -1,6 +1,6 @@
 //! Who may use the console and how its forms are protected.
 //!
-//! - Exposure: the console is one [`Door`](crate::http::local::Door) of the local server
+//! - Exposure: the console is one [`Door`](crate::http::loopback::Door) of the local server
 //!   (loopback by default; elsewhere only with `--allow-remote-admin` and a token).
 //! - Sign-in: `Authorization: Bearer <token>` (scripts) or a session cookie set by the login
 //!   form: a random value per sign-in, kept only as its digest, that expires after
@@ -20,7 +20,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::{http::local::Token, secret::Secret};
+use crate::{http::loopback::Token, secret::Secret};
 
 pub const SESSION_COOKIE: &str = "triage_admin";
 pub const CSRF_COOKIE: &str = "triage_csrf";

@@ -47,8 +47,8 @@ use crate::{
         key::IdempotencyKey,
         versions::{ModelVersion, VersionPair},
     },
-    evaluate::Policy,
     pipeline::{ingest, outbox::Work},
+    providers::Policy,
 };
 
 /// Rows per statement when tickets and jobs are written.

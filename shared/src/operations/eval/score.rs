@@ -17,7 +17,7 @@ use crate::{
         error::Result,
         versions::{ModelVersion, VersionPair},
     },
-    evaluate::{
+    providers::{
         contract, rules::RulesProvider, EvaluationRequest, Framing, Policy, Prompt, Provider, Tier,
     },
 };

@@ -7,7 +7,7 @@ use std::{collections::HashSet, fmt, path::Path, str::FromStr};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::{domain::error::InvalidRequest, evaluate::Policy};
+use crate::{domain::error::InvalidRequest, providers::Policy};
 
 /// The set shipped in `evals/tickets.jsonl`, built into every binary: a Lambda has no repo.
 pub const SHIPPED: &[u8] = include_bytes!("../../../../evals/tickets.jsonl");

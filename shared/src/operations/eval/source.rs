@@ -12,8 +12,8 @@ use crate::{
     aws::s3::{self, S3Location},
     db,
     domain::error::{InvalidRequest, Result},
-    evaluate::Policy,
     pipeline::feedback,
+    providers::Policy,
 };
 
 /// Where a set is read from: `shipped`, `s3://BUCKET/KEY` (the ops Lambda's own sets), a

@@ -5,16 +5,15 @@
 //! [`training`] gathers what trains them, [`provisional`] gives new tickets the local answer
 //! while the large model cannot be asked now.
 
+pub mod examples;
 pub mod models;
 pub mod provisional;
-pub mod training;
 
 use std::sync::Arc;
 
-use crate::evaluate::{
-    contract,
-    local::{LocalModel, LocalProvider},
-    AnsweredBy, Evaluation, EvaluationRequest, Provider,
+use crate::providers::{
+    classifier::{LocalModel, LocalProvider},
+    contract, AnsweredBy, Evaluation, EvaluationRequest, Provider,
 };
 
 /// What the local classifier says of one ticket, held to the contract like any provider's.

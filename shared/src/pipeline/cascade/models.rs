@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::{
     domain::error::{ConfigError, Result},
-    evaluate::local::LocalModel,
+    providers::classifier::LocalModel,
 };
 
 /// A stored classifier, as `triage models` lists it.

@@ -17,7 +17,7 @@ use super::{ask, models};
 use crate::{
     db,
     domain::{error::Result, versions::Versions},
-    evaluate::{EvaluationRequest, Policy, Prompt, Tier},
+    providers::{EvaluationRequest, Policy, Prompt, Tier},
 };
 
 /// Why a ticket got a provisional answer.

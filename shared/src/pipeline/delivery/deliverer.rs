@@ -17,7 +17,7 @@ use super::{
     bus::{self, Bus, BusEntry},
     claimed::{self, ClaimedDelivery, Event, EventData, SinkKind, EVENT_TYPE},
     decision::{decide, Attempt, Decision},
-    report,
+    status,
     webhook::WebhookClient,
 };
 use crate::{
@@ -174,7 +174,7 @@ impl Deliverer {
         if let Some(error) = failed {
             return Err(error);
         }
-        report::emit_lag(&self.pool).await;
+        status::emit_lag(&self.pool).await;
         Ok(report)
     }
 

@@ -12,7 +12,7 @@ pub mod bus;
 pub mod claimed;
 pub mod decision;
 pub mod deliverer;
-pub mod report;
+pub mod status;
 pub mod subscription;
 pub mod webhook;
 

@@ -14,7 +14,7 @@ use deadpool_postgres::{Client, GenericClient};
 use crate::{
     config::{RateLimitPolicy, WorkerPolicy},
     domain::error::Result,
-    evaluate::FailureKind,
+    providers::FailureKind,
 };
 
 /// Consecutive item-level failures that mean "the provider is down".
@@ -134,7 +134,7 @@ pub async fn record_failure(
     let (state, failures, trips): (String, i32, i32) =
         (row.get(0), row.get::<_, i32>(1) + 1, row.get(2));
     let trip = state == "half_open"
-        || kind.class() == crate::evaluate::ErrorClass::ProviderWide
+        || kind.class() == crate::providers::ErrorClass::ProviderWide
         || (kind.counts_toward_outage() && failures >= OUTAGE_THRESHOLD);
     let open = if trip && state != "open" {
         let pause = pause_after(policy, trips + 1);

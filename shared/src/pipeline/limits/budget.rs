@@ -23,11 +23,11 @@ use deadpool_postgres::{GenericClient, Pool};
 use crate::{
     db,
     domain::{error::Result, versions::ModelVersion},
-    evaluate::PriceTable,
     pipeline::outbox::{
         claim::{self, Serves},
         ClaimedJob, Lanes, OutboxId,
     },
+    providers::PriceTable,
     telemetry::metric,
 };
 

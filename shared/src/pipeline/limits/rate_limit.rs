@@ -16,7 +16,7 @@ use std::{
 
 use deadpool_postgres::GenericClient;
 
-use crate::{config::RateLimitPolicy, domain::error::Result, evaluate::RateSignals};
+use crate::{config::RateLimitPolicy, domain::error::Result, providers::RateSignals};
 
 /// How long every worker holds off after a 429 that names neither `Retry-After` nor a reset.
 pub const DEFAULT_HOLD: Duration = Duration::from_secs(1);

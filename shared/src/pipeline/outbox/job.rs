@@ -19,7 +19,7 @@ use crate::{
         ticket::TicketId,
         versions::{PolicyVersion, VersionPair},
     },
-    evaluate::Evaluation,
+    providers::Evaluation,
 };
 
 /// A claimed job, with what the provider needs to evaluate it.

@@ -9,8 +9,8 @@ use std::{fmt, str::FromStr};
 use crate::{
     config::{WorkerPolicy, DEFAULT_BULK_SHARE},
     domain::error::InvalidRequest,
-    evaluate::Tier,
     pipeline::pause::Paused,
+    providers::Tier,
 };
 
 /// How a claim shares itself between the lanes.

@@ -9,7 +9,6 @@ use super::{Holds, Worker, WRITE_MARGIN};
 use crate::{
     db,
     domain::error::Result,
-    evaluate::Provider,
     pipeline::{
         limits::{
             breaker,
@@ -21,6 +20,7 @@ use crate::{
         },
         pause::Paused,
     },
+    providers::Provider,
 };
 
 /// One claim: the jobs, whether claiming may go on (at once, or once a job of this

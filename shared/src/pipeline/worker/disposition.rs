@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::{
     config::WorkerPolicy,
     domain::key::IdempotencyKey,
-    evaluate::{ErrorClass, Evaluation, FailureKind},
     pipeline::limits::{backoff, rate_limit},
+    providers::{ErrorClass, Evaluation, FailureKind},
 };
 
 /// How a claimed job's turn went.
@@ -288,7 +288,7 @@ mod tests {
             is_urgent: 1.0,
             department: "billing".into(),
             urgency_score: 0.9,
-            answered_by: crate::evaluate::AnsweredBy::Model,
+            answered_by: crate::providers::AnsweredBy::Model,
         };
         let policy = WorkerPolicy::default();
         let decide = |turn| disposition(turn, 1, false, &policy, &key());

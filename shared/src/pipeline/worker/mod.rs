@@ -10,10 +10,10 @@
 //! `triage worker`, [`batch`] the batch tier's submissions. The daily spend budget gates the
 //! claim (`pipeline::limits::budget`).
 
-mod batch;
+mod batch_tier;
 mod claiming;
+mod classifier_first;
 mod disposition;
-mod local;
 mod pacing;
 mod process;
 mod run;
@@ -36,7 +36,7 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-pub use batch::{BatchReport, BATCH_LEASE};
+pub use batch_tier::{BatchReport, BATCH_LEASE};
 pub use disposition::{disposition, Disposition, Turn};
 pub use run::{back_to_back, run_until_stopped};
 pub use timing::WRITE_MARGIN;
@@ -50,13 +50,13 @@ use crate::{
         error::{ConfigError, Result},
         versions::PromptVersion,
     },
-    evaluate::{BatchClient, Policy, Prompt, Provider, Tier},
     pipeline::{
         limits::{budget, rate_limit::Limiter},
         outbox::ClaimedJob,
         pause::{self, Paused},
         prompt_registry,
     },
+    providers::{BatchClient, Policy, Prompt, Provider, Tier},
     telemetry::metric,
 };
 

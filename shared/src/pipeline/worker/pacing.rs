@@ -8,11 +8,11 @@ use super::{Worker, WRITE_MARGIN};
 use crate::{
     db,
     domain::error::Result,
-    evaluate::{Provider, ProviderError, ProviderReply},
     pipeline::{
         ledger::Slot,
         limits::rate_limit::{self, Pace, Settlement},
     },
+    providers::{Provider, ProviderError, ProviderReply},
 };
 
 impl<P: Provider> Worker<P> {

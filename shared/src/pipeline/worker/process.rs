@@ -19,15 +19,15 @@ use super::{
 use crate::{
     db,
     domain::error::Result,
-    evaluate::{
-        contract::{self, ContractViolation},
-        ErrorClass, Evaluation, EvaluationRequest, FailureKind, Prompt, Provider, ProviderError,
-        ProviderReply, Tier,
-    },
     pipeline::{
         ledger::{self, CallId, CallOutcome, CallRecord, Start, Withdrawal},
         limits::{breaker, budget},
         outbox::{ClaimedJob, Lane},
+    },
+    providers::{
+        contract::{self, ContractViolation},
+        ErrorClass, Evaluation, EvaluationRequest, FailureKind, Prompt, Provider, ProviderError,
+        ProviderReply, Tier,
     },
     telemetry::metric,
 };

@@ -9,7 +9,7 @@ use std::{
 use tokio_util::sync::CancellationToken;
 
 use super::Worker;
-use crate::{domain::error::Result, evaluate::Provider};
+use crate::{domain::error::Result, providers::Provider};
 
 /// Invocations of `budget` each until `stop`: again at once while `invoke` answers that there
 /// is more to do, else after `idle`; a database that is away is waited for. In-flight work

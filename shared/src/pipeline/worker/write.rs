@@ -12,8 +12,8 @@ use super::{
 use crate::{
     db,
     domain::error::Result,
-    evaluate::Provider,
     pipeline::outbox::{ClaimedJob, Fencing},
+    providers::Provider,
 };
 
 impl<P: Provider> Worker<P> {

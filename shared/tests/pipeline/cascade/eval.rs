@@ -2,7 +2,7 @@
 //! and per correct triage, exactly; the promote gate judges a cascade like any version.
 
 use serde_json::{json, Value};
-use triage::evaluate::{local::LocalModel, PriceTable};
+use triage::providers::{classifier::LocalModel, PriceTable};
 
 use super::trained;
 use crate::{

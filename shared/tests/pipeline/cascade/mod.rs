@@ -16,7 +16,7 @@ mod thresholds;
 use std::sync::Arc;
 
 use serde_json::json;
-use triage::{config::Config, evaluate::local::LocalModel, pipeline::cascade::models};
+use triage::{config::Config, pipeline::cascade::models, providers::classifier::LocalModel};
 
 use crate::{helpers::TestApp, operations::op};
 

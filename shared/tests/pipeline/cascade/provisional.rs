@@ -6,7 +6,7 @@ use std::{collections::HashSet, time::Duration};
 
 use fake_provider::{Behavior, FakeProvider};
 use serde_json::{json, Value};
-use triage::{evaluate::PriceTable, pipeline::sweep::Sweeper};
+use triage::{pipeline::sweep::Sweeper, providers::PriceTable};
 
 use super::{configured, trained};
 use crate::{

@@ -101,7 +101,7 @@ pub async fn serve_console(app: &TestApp, token: Option<&str>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let server = http::LocalServer {
-        api: Some(http::local::ApiGuard::new(None)),
+        api: Some(http::loopback::ApiGuard::new(None)),
         console: Some(Guard::new(token.map(Secret::from))),
     };
     tokio::spawn(http::serve(

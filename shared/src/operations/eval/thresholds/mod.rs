@@ -32,9 +32,9 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::{Cascade, VersionPair},
     },
-    evaluate::{EvaluationRequest, Prompt, Tier},
     operations::Operator,
     pipeline::cascade::{self, models},
+    providers::{EvaluationRequest, Prompt, Tier},
 };
 
 /// One threshold's figures over the dev rows.

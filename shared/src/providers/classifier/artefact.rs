@@ -16,7 +16,7 @@
 use sha2::{Digest, Sha256};
 
 use super::{
-    calibrate::Calibration, features::FeatureSpec, train::Hyper, train::Weights, ArtefactError,
+    calibrate::Calibration, features::FeatureSpec, fit::Hyper, fit::Weights, ArtefactError,
     LocalModel, MAX_DEPARTMENTS,
 };
 

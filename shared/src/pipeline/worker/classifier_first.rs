@@ -11,11 +11,11 @@ use super::{Outcome, Report, Turn, Worker};
 use crate::{
     db,
     domain::error::Result,
-    evaluate::Provider,
     pipeline::{
         cascade::{self, models, provisional},
         outbox::ClaimedJob,
     },
+    providers::Provider,
     telemetry::metric,
 };
 

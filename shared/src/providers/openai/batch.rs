@@ -9,7 +9,7 @@ use reqwest::{header::HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::{error_signals, parse_completion, request_body};
-use crate::evaluate::{
+use crate::providers::{
     batch::{
         delete, json_lines, Batch, BatchLine, BatchRequest, BatchState, LineOutcome, REFERENCE_KEY,
     },

@@ -6,7 +6,6 @@ use super::BATCH_LEASE;
 use crate::{
     db,
     domain::error::Result,
-    evaluate::{BatchClient, BatchRequest, EvaluationRequest, FailureKind, Provider, Tier},
     pipeline::{
         limits::budget::{self, Budgeted},
         outbox::{
@@ -15,6 +14,7 @@ use crate::{
         },
         worker::{write::dedup_hit, Worker},
     },
+    providers::{BatchClient, BatchRequest, EvaluationRequest, FailureKind, Provider, Tier},
 };
 
 impl<P: Provider> Worker<P> {

@@ -4,7 +4,7 @@
 //! noise, tickets that mix two departments, typos, and paraphrases kept out of training, so
 //! a model must generalise rather than look a sentence up.
 
-use super::{train::SplitMix64, Example};
+use super::{fit::SplitMix64, Example};
 
 pub(super) const DEPARTMENTS: [&str; 5] = ["billing", "technical", "account", "sales", "general"];
 

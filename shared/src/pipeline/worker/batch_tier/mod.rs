@@ -23,10 +23,6 @@ use super::{write::dedup_hit, Worker, WRITE_MARGIN};
 use crate::{
     db,
     domain::error::Result,
-    evaluate::{
-        Batch, BatchClient, BatchState, FailureKind, LineOutcome, Provider, ProviderError,
-        ProviderReply, Tier,
-    },
     pipeline::{
         ledger::{self, CallId, CallOutcome, CallRecord},
         limits::budget,
@@ -35,6 +31,10 @@ use crate::{
             ClaimedJob, OutboxId,
         },
         pause::{self, Paused},
+    },
+    providers::{
+        Batch, BatchClient, BatchState, FailureKind, LineOutcome, Provider, ProviderError,
+        ProviderReply, Tier,
     },
 };
 

@@ -5,7 +5,7 @@ use super::{
     *,
 };
 use crate::domain::versions::ModelVersion;
-use crate::evaluate::{contract, Policy, Prompt, Tier};
+use crate::providers::{contract, Policy, Prompt, Tier};
 
 fn clean(count: usize, seed: u64) -> Vec<Example> {
     synthetic::tickets(count, seed, Recipe::default())
@@ -211,9 +211,9 @@ fn the_same_examples_give_the_same_version_and_other_examples_another() {
 fn the_artefact_stays_under_5_mb_for_any_number_of_departments() {
     let trained = small_model().to_bytes().len();
     assert!(trained <= 5_000_000, "{trained} bytes");
-    assert_eq!(train::feature_spec(5).bucket_bits, 17);
+    assert_eq!(fit::feature_spec(5).bucket_bits, 17);
     for classes in [2, 5, 7, 8, 40, MAX_DEPARTMENTS] {
-        let spec = train::feature_spec(classes);
+        let spec = fit::feature_spec(classes);
         let names = (0..classes).map(|k| format!("department-{k}")).collect();
         let model = LocalModel::assemble(
             names,

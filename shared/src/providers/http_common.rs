@@ -331,11 +331,11 @@ mod tests {
 
     #[test]
     fn the_budgets_framing_bound_holds_the_answer_schema_and_the_role_markers() {
-        let policy = crate::evaluate::prompt::Policy::load("policy-v1").unwrap();
+        let policy = crate::providers::prompt::Policy::load("policy-v1").unwrap();
         let schema = output_schema(&policy.departments).to_string();
         // A generous 64 tokens for the role markers of two messages.
         assert!(
-            schema.len() + 64 <= crate::evaluate::FRAMING_TOKENS,
+            schema.len() + 64 <= crate::providers::FRAMING_TOKENS,
             "{} bytes of schema",
             schema.len()
         );

@@ -5,7 +5,7 @@
 
 use deadpool_postgres::GenericClient;
 
-use crate::{domain::error::Result, evaluate::local::Example};
+use crate::{domain::error::Result, providers::classifier::Example};
 
 /// How much one correction from the desk counts beside one answer of the model: the desk's
 /// word is the truth the model's answers only approximate.

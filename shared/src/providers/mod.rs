@@ -5,11 +5,11 @@
 
 pub mod anthropic;
 pub mod batch;
+pub mod classifier;
 pub mod contract;
 pub mod failure;
 mod http_common;
 mod http_errors;
-pub mod local;
 pub mod openai;
 pub mod prices;
 pub mod prompt;

@@ -14,7 +14,7 @@
 mod artefact;
 mod calibrate;
 mod features;
-mod train;
+mod fit;
 
 #[cfg(test)]
 mod synthetic;
@@ -31,7 +31,7 @@ use super::{
 };
 use calibrate::Calibration;
 use features::{FeatureSpec, Features};
-use train::{Hyper, Weights, HYPER};
+use fit::{Hyper, Weights, HYPER};
 
 /// One labelled ticket to learn from.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,7 +137,7 @@ impl LocalModel {
         departments: &[String],
         hyper: &Hyper,
     ) -> Result<LocalModel, TrainError> {
-        let (spec, calibration, weights) = train::train(examples, departments, hyper)?;
+        let (spec, calibration, weights) = fit::train(examples, departments, hyper)?;
         Ok(Self::assemble(
             departments.to_vec(),
             spec,

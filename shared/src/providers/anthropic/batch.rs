@@ -6,7 +6,7 @@ use reqwest::{header::HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::{error_signals, parse_message, request_body};
-use crate::evaluate::{
+use crate::providers::{
     batch::{json_lines, Batch, BatchLine, BatchRequest, BatchState, LineOutcome},
     http_common::{id_segment, unexpected_body, Body, Connection},
     http_errors::{status_error, ErrorInfo},
