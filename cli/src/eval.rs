@@ -17,13 +17,10 @@ use tokio_util::sync::CancellationToken;
 use triage::{
     config::Config,
     domain::versions::ModelVersion,
-    operations::{
-        self,
-        eval::{Tell, Watch},
-        Operator, Outcome, Request,
-    },
+    operations::{self, Operator, Outcome, Request},
     pipeline::worker::{self, Worker},
     providers::{AnyProvider, ProviderKind},
+    quality::{Tell, Watch},
 };
 
 /// How often the plain progress line is printed when stderr is not a terminal.

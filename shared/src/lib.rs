@@ -21,6 +21,7 @@ pub mod http;
 pub mod operations;
 pub mod pipeline;
 pub mod providers;
+pub mod quality;
 pub mod secret;
 pub mod telemetry;
 pub mod tls;

@@ -13,8 +13,9 @@ use std::{
 
 /// Top to bottom, as in docs/architecture.md. A module may use its own layer and those below.
 const LAYERS: &[&[&str]] = &[
-    &["http", "operations", "aws"],
+    &["http", "operations"],
     &["quality"],
+    &["aws"],
     &["pipeline"],
     &["config"],
     &["providers", "db"],
@@ -128,7 +129,10 @@ fn a_module_brought_into_scope_is_followed_and_a_circle_of_files_found() {
         graph[&module("a/x")],
         BTreeSet::from([module("b"), module("b/y")])
     );
-    assert_eq!(graph[&module("c")], BTreeSet::from([module("a/x")]));
+    assert_eq!(
+        graph[&module("c")],
+        BTreeSet::from([module("a"), module("a/x")])
+    );
     // a/mod.rs → a/x.rs (its child) → b/y.rs → a/mod.rs
     assert_eq!(circles(&graph), vec![vec!["a", "a::x", "b::y"]]);
 }
@@ -204,6 +208,12 @@ impl Library {
                     targets.insert(target);
                 }
             }
+            // `mod x;` makes `x::...` a path from here.
+            for name in declared_modules(&file.code) {
+                let mut child = module.clone();
+                child.push(name.clone());
+                scoped.push((name, child));
+            }
             for (name, target) in scoped {
                 for path in paths_from(&file.code, &name) {
                     targets.extend(self.resolve(&target, &path[1..]));
@@ -214,6 +224,19 @@ impl Library {
         }
         graph
     }
+}
+
+/// The names of the modules `code` declares as files (`mod x;`, `pub(crate) mod x;`).
+fn declared_modules(code: &str) -> Vec<String> {
+    code.split(';')
+        .filter_map(|statement| {
+            let words: Vec<&str> = statement.split_whitespace().collect();
+            match words.as_slice() {
+                [.., "mod", name] if !name.contains('{') => Some(name.to_string()),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 fn module_of(relative: &str) -> Module {

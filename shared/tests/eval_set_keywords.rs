@@ -3,8 +3,8 @@
 //! department in English, Portuguese and Spanish, scores at most 70% department accuracy on the
 //! test split (82.5% on version 1 of the set, 81% in the audit of issue 29).
 
-use triage::operations::eval::set::{LabelledSet, Split, SHIPPED};
 use triage::providers::Policy;
+use triage::quality::set::{LabelledSet, Split, SHIPPED};
 
 /// The words, from the README's definitions. The department with the most occurrences wins;
 /// ties go to the earlier department; no word at all is general.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use triage::operations::eval::{self, store::StoredRun};
+use triage::quality::{self as eval, runs::StoredRun};
 
 use super::table;
 

@@ -13,12 +13,12 @@ use tokio_util::sync::CancellationToken;
 use triage::{
     config::Config,
     db,
-    operations::eval::set::{self, SHIPPED, SHIPPED_DIGEST},
     pipeline::{
         ingest::{create_ticket, NewTicket, Submitter},
         worker::Worker,
     },
     providers::AnyProvider,
+    quality::set::{self, SHIPPED, SHIPPED_DIGEST},
     telemetry::NAMESPACE,
 };
 

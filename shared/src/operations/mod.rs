@@ -7,7 +7,6 @@
 
 pub mod audit;
 mod checks;
-pub mod eval;
 pub mod promote;
 pub mod redrive;
 pub mod reprocess;
@@ -42,6 +41,7 @@ use crate::{
         reads::report::{self, DeadLetterGroup, Health},
         sweep::{SweepReport, Sweeper},
     },
+    quality,
     telemetry::metric,
 };
 
@@ -79,10 +79,10 @@ pub enum Outcome {
     DeadLetters(Vec<DeadLetterGroup>),
     Erase(Erased),
     Audit(Vec<audit::AuditEntry>),
-    Eval(Box<eval::Report>),
+    Eval(Box<quality::Report>),
     /// `triage eval --thresholds`.
-    Sweep(Box<eval::thresholds::Sweep>),
-    EvalRuns(eval::Listing),
+    Sweep(Box<quality::thresholds::Sweep>),
+    EvalRuns(quality::Listing),
     Deliveries(delivery::status::DeliveriesReport),
     ReplayDeliveries {
         queued: u64,
@@ -105,7 +105,7 @@ pub enum Outcome {
 /// failed conclusion is the next tick's to retry; the sweep's report stands.
 pub async fn sweep(sweeper: &Sweeper, deadline: Instant) -> Result<SweepReport> {
     let report = sweeper.tick(deadline).await?;
-    if let Err(error) = eval::tend(sweeper.pool()).await {
+    if let Err(error) = quality::tend(sweeper.pool()).await {
         tracing::warn!(error = %error.report(), "eval runs not concluded: next tick");
     }
     Ok(report)
@@ -118,7 +118,7 @@ pub async fn run(
     request: Request,
     operator: &Operator,
 ) -> Result<Outcome> {
-    run_with(pool, config, request, operator, &eval::Watch::default()).await
+    run_with(pool, config, request, operator, &quality::Watch::default()).await
 }
 
 /// [`run`], with how a caller follows a long operation (`triage eval` waits for its answers
@@ -128,7 +128,7 @@ pub async fn run_with(
     config: &Config,
     request: Request,
     operator: &Operator,
-    watch: &eval::Watch,
+    watch: &quality::Watch,
 ) -> Result<Outcome> {
     // Every operation leaves a trace on the dashboard, whoever ran it and however it ended.
     metric::operation(request.name());
@@ -151,7 +151,7 @@ async fn execute(
     config: &Config,
     request: Request,
     operator: &Operator,
-    watch: &eval::Watch,
+    watch: &quality::Watch,
 ) -> Result<Outcome> {
     let pair = |prompt_version, model_version: Option<ModelVersion>| VersionPair {
         prompt_version,
@@ -206,7 +206,7 @@ async fn execute(
             let mut gate = None;
             if !force {
                 // An eval whose answers came in since the last tick counts already.
-                eval::tend(pool).await?;
+                quality::tend(pool).await?;
                 gate = promote::quality_gate(pool, config, &version).await?;
             } else if reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
                 return Err(InvalidRequest::new(
@@ -222,10 +222,10 @@ async fn execute(
         }
         Request::Eval { list: true, .. } => {
             // Runs whose answers are all in are concluded first, so the list is current.
-            let running = eval::tend(pool).await?;
+            let running = quality::tend(pool).await?;
             let client = crate::db::client(pool).await?;
-            let runs = eval::store::list(&client, LISTED_EVAL_RUNS).await?;
-            Outcome::EvalRuns(eval::Listing { running, runs })
+            let runs = quality::runs::list(&client, LISTED_EVAL_RUNS).await?;
+            Outcome::EvalRuns(quality::Listing { running, runs })
         }
         Request::Eval {
             set,
@@ -241,9 +241,9 @@ async fn execute(
                     let needed = "--set shipped|s3://BUCKET/KEY|PATH|feedback is needed";
                     return Err(InvalidRequest::new("set", needed.into()).into());
                 }
-                (Some(eval::source::SetSource::Feedback { .. }), Some(days)) => {
+                (Some(quality::source::SetSource::Feedback { .. }), Some(days)) => {
                     within("days", days.into(), 366)?;
-                    eval::source::SetSource::Feedback { days }
+                    quality::source::SetSource::Feedback { days }
                 }
                 (Some(_), Some(_)) => {
                     let only = "--days goes with --set feedback only".into();
@@ -261,14 +261,14 @@ async fn execute(
                     .collect()
             };
             if thresholds {
-                eval::thresholds::check(split, &versions)?;
+                quality::thresholds::check(split, &versions)?;
             }
             for version in &versions {
                 known_to_this_build(&version.prompt_version)?;
                 usable(pool, config, &version.model_version).await?;
             }
-            let set = eval::set::LabelledSet::load(&source, &policy, pool).await?;
-            let plan = eval::Plan {
+            let set = quality::set::LabelledSet::load(&source, &policy, pool).await?;
+            let plan = quality::Plan {
                 source,
                 set,
                 split,
@@ -276,10 +276,13 @@ async fn execute(
                 policy,
             };
             if thresholds {
-                let sweep = eval::thresholds::sweep(pool, &plan, operator, watch).await?;
+                let sweep =
+                    quality::thresholds::sweep(pool, &plan, operator.as_str(), watch).await?;
                 Outcome::Sweep(Box::new(sweep))
             } else {
-                Outcome::Eval(Box::new(eval::run(pool, &plan, operator, watch).await?))
+                Outcome::Eval(Box::new(
+                    quality::run(pool, &plan, operator.as_str(), watch).await?,
+                ))
             }
         }
         Request::Redrive {

@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
-use super::eval::{
+use crate::quality::{
     gate::{self, Figures, Verdict},
-    source, store,
+    runs, source,
 };
 use crate::{
     config::Config,
@@ -113,8 +113,8 @@ pub async fn quality_gate(
         },
         None => config.versions.pair(),
     };
-    let candidate_figures = store::gate_figures(&client, &digest, version).await?;
-    let current_figures = store::gate_figures(&client, &digest, &current).await?;
+    let candidate_figures = runs::gate_figures(&client, &digest, version).await?;
+    let current_figures = runs::gate_figures(&client, &digest, &current).await?;
     let shown = |f: Option<&Figures>| {
         f.map_or("no run".to_string(), |f| {
             format!(

@@ -8,10 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_with::{serde_as, DisplayFromStr};
 
-use super::{
-    eval::{set::Split, source::SetSource},
-    train::TrainSource,
-};
+use super::train::TrainSource;
 use crate::{
     domain::{
         error::InvalidRequest,
@@ -19,6 +16,7 @@ use crate::{
         versions::{ModelVersion, PromptVersion, VersionSpec},
     },
     pipeline::{outbox::Lane, pause::Pausable},
+    quality::{set::Split, source::SetSource},
 };
 
 #[serde_as]

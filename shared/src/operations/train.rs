@@ -8,7 +8,7 @@ use std::{fmt, str::FromStr, time::Instant};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
-use super::eval::{
+use crate::quality::{
     set::{LabelledSet, Split},
     source::SetSource,
 };

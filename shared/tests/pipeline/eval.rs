@@ -10,8 +10,9 @@ use fake_provider::{
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use triage::{
-    operations::{self, eval::Watch},
+    operations,
     pipeline::worker,
+    quality::{self, Watch},
 };
 
 use crate::helpers::{spawn_app_with_fake, TestApp};
@@ -379,7 +380,7 @@ async fn a_stopped_eval_stores_nothing_and_a_rerun_continues_without_paying_twic
     // Ctrl-C once the first answers are in.
     let tell = {
         let stop = stop.clone();
-        std::sync::Arc::new(move |p: &operations::eval::Progress| {
+        std::sync::Arc::new(move |p: &quality::Progress| {
             if p.answered >= 4 {
                 stop.cancel();
             }

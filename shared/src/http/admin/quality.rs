@@ -3,7 +3,7 @@
 //! (`?set=DIGEST`): the newest run of each version side by side, the confusion matrix of one
 //! (`?version=`) as a heat map, and its misclassified tickets with their text; and the newest
 //! threshold sweep of each cascade on the set ([`super::thresholds`]). Like the ticket
-//! page, this page shows ticket text: eval tickets only (`store::eval_ticket_texts`).
+//! page, this page shows ticket text: eval tickets only (`runs::eval_ticket_texts`).
 
 use axum::{
     extract::{rejection::QueryRejection, Query, State},
@@ -21,16 +21,16 @@ use super::{
 use crate::{
     db,
     domain::versions::ModelVersion,
-    operations::eval::{
+    pipeline::feedback::{self, Agreement},
+    quality::{
         self,
         metrics::NO_ANSWER,
+        runs::{self, StoredRun},
         set::Split,
         source,
-        store::{self, StoredRun},
-        thresholds::store as sweeps,
+        thresholds::sweeps,
         RunFigures,
     },
-    pipeline::feedback::{self, Agreement},
 };
 
 /// Misclassified tickets shown for the chosen version.
@@ -70,7 +70,7 @@ pub(super) async fn show(
             |e: crate::domain::error::InvalidRequest| PageError::bad_request(e.to_string()),
         )?;
     let client = db::client(&state.app.pool).await?;
-    let runs = store::newest_per_version(&client, &digest, split).await?;
+    let runs = runs::newest_per_version(&client, &digest, split).await?;
     let chosen = match choice.version.as_deref() {
         Some(v) => Some(
             runs.iter()
@@ -90,14 +90,14 @@ pub(super) async fn show(
                 .take(MISSES_SHOWN)
                 .map(|m| m.ticket_id)
                 .collect();
-            store::eval_ticket_texts(&client, &ids).await?
+            runs::eval_ticket_texts(&client, &ids).await?
         }
         None => Default::default(),
     };
     // Runs under way, read only (a GET concludes nothing; the sweeper's tick does).
-    let under_way = eval::under_way(&state.app.pool).await?;
+    let under_way = quality::under_way(&state.app.pool).await?;
     let live = feedback::agreement(&client).await?;
-    let baseline = store::baseline(&client, &digest, split).await?;
+    let baseline = runs::baseline(&client, &digest, split).await?;
     let sweeps = sweeps::newest_per_cascade(&client, &digest).await?;
     let body = html! {
         p {

@@ -8,7 +8,7 @@ use super::{
     charts::{self, Dot},
     layout::usd,
 };
-use crate::operations::eval::thresholds::store::StoredSweep;
+use crate::quality::thresholds::sweeps::StoredSweep;
 
 pub(super) fn sweeps(sweeps: &[StoredSweep]) -> Markup {
     html! {

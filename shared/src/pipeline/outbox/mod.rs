@@ -11,6 +11,7 @@ pub mod claim;
 mod job;
 pub mod lanes;
 pub mod lease;
+pub mod requeue;
 pub mod submission;
 
 pub use job::ClaimedJob;

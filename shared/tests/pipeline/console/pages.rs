@@ -412,7 +412,7 @@ async fn the_quality_page_without_runs_says_how_to_make_one_and_refuses_a_bad_di
         html.contains("No eval run on this set and split yet"),
         "{html}"
     );
-    assert!(html.contains(triage::operations::eval::set::SHIPPED_DIGEST));
+    assert!(html.contains(triage::quality::set::SHIPPED_DIGEST));
     let (status, html) = get(&format!("{base}/admin/quality?set=nothex")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(html.contains("64 hex digits"));

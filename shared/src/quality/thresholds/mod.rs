@@ -10,7 +10,7 @@
 //! The sweep is stored (`threshold_sweep`, V26) for the Quality page, which draws accuracy
 //! against the share answered locally.
 
-pub mod store;
+pub mod sweeps;
 
 use std::{collections::HashMap, time::Duration};
 
@@ -32,7 +32,6 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::{Cascade, VersionPair},
     },
-    operations::Operator,
     pipeline::cascade::{self, models},
     providers::{EvaluationRequest, Prompt, Tier},
 };
@@ -215,7 +214,7 @@ GROUP BY idempotency_key
 /// Sweeps the threshold of `plan`'s one version, a cascade ([`check`]ed), over the dev rows
 /// of its set: the large model's eval run (waited for as `watch` says), the local answers
 /// here, the points, stored when the run is complete.
-pub async fn sweep(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -> Result<Sweep> {
+pub async fn sweep(pool: &Pool, plan: &Plan, operator: &str, watch: &Watch) -> Result<Sweep> {
     let (split, cascade) = check(plan.split, &plan.versions)?;
     let swept = &plan.versions[0];
     let rows = plan.set.rows_of(Some(split));
@@ -322,14 +321,14 @@ pub async fn sweep(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch)
         cascade.threshold,
         threshold,
     );
-    let new = store::NewSweep {
+    let new = sweeps::NewSweep {
         version: swept,
         set_digest: &plan.set.digest,
         split,
         points: &sweep.points,
-        run_by: operator.as_str(),
+        run_by: operator,
     };
-    sweep.stored = Some(store::insert(&client, &new).await?);
+    sweep.stored = Some(sweeps::insert(&client, &new).await?);
     tracing::info!(version = %swept, points = sweep.points.len(), "threshold sweep");
     Ok(sweep)
 }

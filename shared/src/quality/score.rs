@@ -10,7 +10,7 @@ use deadpool_postgres::GenericClient;
 use super::{
     metrics::{self, Prediction, Scored},
     pending::Labelled,
-    store, Miss, RunFigures, MISSES_KEPT,
+    runs, Miss, RunFigures, MISSES_KEPT,
 };
 use crate::{
     domain::{
@@ -193,7 +193,7 @@ pub(super) async fn baseline(
     policy: &Policy,
 ) -> Result<(RunFigures, Vec<Scored>)> {
     let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.ticket_id).collect();
-    let texts = store::run_ticket_texts(client, &ids).await?;
+    let texts = runs::run_ticket_texts(client, &ids).await?;
     // The rules read neither the prompt nor the model; the request only needs them.
     let prompt = Prompt {
         version: String::new(),

@@ -10,9 +10,9 @@ use uuid::Uuid;
 use super::{
     conclude,
     pending::{self, Pending},
-    progress_of,
+    progress_of, runs,
     set::Split,
-    store, Progress,
+    Progress,
 };
 use crate::{db, domain::error::Result};
 
@@ -33,7 +33,7 @@ pub struct Running {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Listing {
     pub running: Vec<Running>,
-    pub runs: Vec<store::StoredRun>,
+    pub runs: Vec<runs::StoredRun>,
 }
 
 /// The runs not yet concluded, with their progress; reads only (the Quality page's).

@@ -7,7 +7,7 @@
 //! the run as pending ([`pending`]), waits for the answers when asked to, and scores them
 //! against the labels ([`score`], [`metrics`]). A complete run is concluded once, by whoever
 //! finds it complete (the waiting CLI, the sweeper's tick, `--list`): stored in `eval_run`
-//! ([`store`]), which the promote gate ([`gate`]) reads.
+//! ([`runs`]), which the promote gate ([`gate`]) reads.
 //!
 //! Stopping (Ctrl-C) leaves only queued jobs, stored answers and the pending run: the
 //! sweeper concludes it once the workers are done, and a rerun queues nothing new.
@@ -15,10 +15,10 @@
 pub mod gate;
 pub mod metrics;
 pub mod pending;
+pub mod runs;
 mod score;
 pub mod set;
 pub mod source;
-pub mod store;
 pub mod thresholds;
 mod under_way;
 
@@ -39,7 +39,6 @@ use self::{
     set::{LabelledSet, Row, Split},
     source::SetSource,
 };
-use super::{reprocess, Operator};
 use crate::{
     db,
     domain::{
@@ -47,7 +46,10 @@ use crate::{
         key::IdempotencyKey,
         versions::{ModelVersion, VersionPair},
     },
-    pipeline::{ingest, outbox::Work},
+    pipeline::{
+        ingest,
+        outbox::{requeue, Work},
+    },
     providers::Policy,
 };
 
@@ -216,7 +218,7 @@ fn key(row: &Row, version: &VersionPair) -> String {
 /// Queues the plan's jobs and records the run ([`pending`]); then, when `watch` says so,
 /// waits for the answers. Concluded when complete (see [`conclude`]); the report says how far
 /// it is, and carries the run's id either way.
-pub async fn run(pool: &Pool, plan: &Plan, operator: &Operator, watch: &Watch) -> Result<Report> {
+pub async fn run(pool: &Pool, plan: &Plan, operator: &str, watch: &Watch) -> Result<Report> {
     let pending = start(pool, plan, operator).await?;
     let progress = follow(pool, &pending, watch).await?;
     conclude(pool, &pending, progress).await
@@ -243,7 +245,7 @@ async fn follow(pool: &Pool, pending: &Pending, watch: &Watch) -> Result<Progres
     Ok(progress)
 }
 
-async fn start(pool: &Pool, plan: &Plan, operator: &Operator) -> Result<Pending> {
+async fn start(pool: &Pool, plan: &Plan, operator: &str) -> Result<Pending> {
     let rows = plan.set.rows_of(plan.split);
     // The desk's tickets are evaluated in place; a labelled row becomes an eval ticket.
     let ids: Vec<Uuid> = rows
@@ -274,7 +276,7 @@ async fn start(pool: &Pool, plan: &Plan, operator: &Operator) -> Result<Pending>
             })
             .collect(),
         keys,
-        operator: operator.as_str().to_string(),
+        operator: operator.to_string(),
         started_at: Utc::now(),
     };
     // Recorded before its jobs exist: a worker may call for one at once, and the run's calls
@@ -330,7 +332,7 @@ pub async fn conclude(pool: &Pool, pending: &Pending, progress: Progress) -> Res
         let transaction = client.transaction().await?;
         if pending::conclude(&transaction, pending.id).await? {
             for (version, figures) in pending.versions.iter().zip(&runs) {
-                let run = store::NewRun {
+                let run = runs::NewRun {
                     set_digest: &pending.set_digest,
                     split: pending.split,
                     version,
@@ -340,7 +342,7 @@ pub async fn conclude(pool: &Pool, pending: &Pending, progress: Progress) -> Res
                     started_at: pending.started_at,
                     operator: &pending.operator,
                 };
-                store::insert(&transaction, &run).await?;
+                runs::insert(&transaction, &run).await?;
             }
         }
         transaction.commit().await?;
@@ -398,14 +400,14 @@ async fn queue(
         let messages: Vec<&str> = copies.iter().map(|(_, r)| r.message.as_str()).collect();
         ingest::insert_eval_tickets(&client, &copy_ids, &subjects, &messages).await?;
         for (version, keys) in plan.versions.iter().zip(keys) {
-            let batch = reprocess::Batch {
+            let batch = requeue::Batch {
                 ticket_ids: &ids[start..end],
                 keys: &keys[start..end],
                 versions: version,
                 spread: Duration::ZERO,
                 work: Work::EVAL,
             };
-            reprocess::enqueue(&client, &batch, false).await?;
+            requeue::enqueue(&client, &batch, false).await?;
         }
     }
     Ok(())

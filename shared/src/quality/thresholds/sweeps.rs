@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::Point;
 use crate::{
     domain::{error::Result, versions::VersionPair},
-    operations::eval::set::Split,
+    quality::set::Split,
 };
 
 /// A stored sweep, as the Quality page shows it.

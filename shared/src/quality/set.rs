@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::{domain::error::InvalidRequest, providers::Policy};
 
 /// The set shipped in `evals/tickets.jsonl`, built into every binary: a Lambda has no repo.
-pub const SHIPPED: &[u8] = include_bytes!("../../../../evals/tickets.jsonl");
+pub const SHIPPED: &[u8] = include_bytes!("../../../evals/tickets.jsonl");
 
 /// Its SHA-256, the promote gate's default (`TRIAGE_EVAL_SET` unset); a test holds it to
 /// [`SHIPPED`].
