@@ -24,12 +24,13 @@ const LAYERS: &[&[&str]] = &[
 ];
 
 /// Inside `pipeline/`, top to bottom: the runners, the steps a ticket goes through, the
-/// outbox's machinery, the limits and switches it consults.
+/// ledger of calls (which records a claimed job's call), the outbox's machinery and the
+/// invocation loop, the limits and switches they consult.
 const PIPELINE_LAYERS: &[&[&str]] = &[
     &["sweep", "worker", "delivery"],
     &["ingest", "cascade", "erase", "feedback", "reads"],
-    &["invocation", "outbox"],
     &["ledger"],
+    &["invocation", "outbox"],
     &["limits", "pause", "prompt_registry"],
 ];
 

@@ -132,7 +132,12 @@ pub async fn tick(pool: &Pool, config: &Config, doorbells: &Doorbells) -> Result
         None => None,
         Some(doorbell) => {
             let observed = claimed::backlog(&client, config.delivery.per_endpoint).await?;
-            let started = fleet::deliverers_to_start(&observed, &config.fleet, &config.delivery);
+            let started = fleet::deliverers_to_start(
+                observed.claimable,
+                observed.running,
+                &config.fleet,
+                &config.delivery,
+            );
             doorbell.ring(started).await?;
             if started > 0 {
                 tracing::info!(?observed, started, "deliverer invocations started");

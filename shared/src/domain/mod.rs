@@ -4,5 +4,6 @@
 
 pub mod error;
 pub mod key;
+pub mod rows;
 pub mod ticket;
 pub mod versions;

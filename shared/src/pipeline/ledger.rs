@@ -7,10 +7,9 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-
 use deadpool_postgres::GenericClient;
 
+pub use crate::domain::rows::CallId;
 use crate::{
     domain::error::Result,
     pipeline::{
@@ -19,14 +18,6 @@ use crate::{
     },
     providers::{FailureKind, Tier, Usage},
 };
-
-/// A call's ledger row: the ledger is partitioned by `started_at` (migration V14), so its key
-/// and the finish's lookup carry it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallId {
-    pub id: i64,
-    pub started_at: DateTime<Utc>,
-}
 
 /// How a call ended: an answer within the contract, or a failure (a contract violation
 /// included), stored as its reason and class.

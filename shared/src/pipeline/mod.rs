@@ -12,6 +12,7 @@ pub mod delivery;
 pub mod erase;
 pub mod feedback;
 pub mod ingest;
+pub mod invocation;
 pub mod ledger;
 pub mod limits;
 pub mod outbox;

@@ -405,7 +405,7 @@ mod running_total {
         pipeline::{
             ledger::{self, CallId, CallOutcome, CallRecord, Start},
             limits::budget,
-            outbox::{claim::Serves, ClaimedJob, Lanes},
+            outbox::{budgeted, claim::Serves, ClaimedJob, Lanes},
         },
         providers::{Tier, Usage},
     };
@@ -572,11 +572,12 @@ mod running_total {
         );
         // 1.0 left: 0.4 and 0.4 fit, the third (0.4 more, 0.2 left before it) crosses the
         // line; the fourth goes back.
-        let claimed = budget::claim_within(&client, 1.0, claim, |_| 0.4, &budget::Grant::default())
-            .await
-            .unwrap();
+        let claimed =
+            budgeted::claim_within(&client, 1.0, claim, |_| 0.4, &budget::Grant::default())
+                .await
+                .unwrap();
         let jobs = match claimed {
-            budget::Budgeted::Claimed { jobs, cut } => {
+            budgeted::Budgeted::Claimed { jobs, cut } => {
                 assert!(cut);
                 jobs
             }
@@ -585,10 +586,10 @@ mod running_total {
         assert_eq!(jobs.len(), 3);
         let spend = budget::spend(&client).await.unwrap();
         assert!((spend.reserved_usd - 1.2).abs() < 1e-9, "{spend:?}");
-        let again = budget::claim_within(&client, 1.0, claim, |_| 0.4, &budget::Grant::default())
+        let again = budgeted::claim_within(&client, 1.0, claim, |_| 0.4, &budget::Grant::default())
             .await
             .unwrap();
-        assert!(matches!(again, budget::Budgeted::Wait), "{again:?}");
+        assert!(matches!(again, budgeted::Budgeted::Wait), "{again:?}");
         let untouched =
             "SELECT count(*) FROM evaluation_outbox WHERE status = 'pending' AND attempts = 0";
         assert_eq!(
@@ -609,7 +610,7 @@ mod running_total {
         client: &Client,
         (worker, budget_usd): (&str, f64),
         grant: &budget::Grant,
-    ) -> budget::Budgeted {
+    ) -> budgeted::Budgeted {
         let claim = (
             worker,
             1,
@@ -617,7 +618,7 @@ mod running_total {
             serves(app),
             Lanes::default(),
         );
-        budget::claim_within(client, budget_usd, claim, |_| 0.5, grant)
+        budgeted::claim_within(client, budget_usd, claim, |_| 0.5, grant)
             .await
             .unwrap()
     }
@@ -630,7 +631,7 @@ mod running_total {
         grant: &budget::Grant,
     ) -> Vec<ClaimedJob> {
         match claim_one_at_half_a_dollar(app, client, claimant, grant).await {
-            budget::Budgeted::Claimed { jobs, .. } => jobs,
+            budgeted::Budgeted::Claimed { jobs, .. } => jobs,
             other => panic!("{other:?}"),
         }
     }
@@ -720,8 +721,8 @@ mod running_total {
         let mut waited = false;
         for _ in 0..6 {
             match claim_one_at_half_a_dollar(&app, &client, ("a", 2.0), &grant).await {
-                budget::Budgeted::Claimed { jobs, .. } => kept += jobs.len(),
-                budget::Budgeted::Wait => waited = true,
+                budgeted::Budgeted::Claimed { jobs, .. } => kept += jobs.len(),
+                budgeted::Budgeted::Wait => waited = true,
                 other => panic!("{other:?}"),
             }
         }
@@ -748,11 +749,12 @@ mod running_total {
             serves(&app),
             Lanes::default(),
         );
-        let claimed = budget::claim_within(&client, 0.1, claim, |_| 0.4, &budget::Grant::default())
-            .await
-            .unwrap();
+        let claimed =
+            budgeted::claim_within(&client, 0.1, claim, |_| 0.4, &budget::Grant::default())
+                .await
+                .unwrap();
         assert!(
-            matches!(&claimed, budget::Budgeted::Claimed { jobs, cut: true } if jobs.len() == 1),
+            matches!(&claimed, budgeted::Budgeted::Claimed { jobs, cut: true } if jobs.len() == 1),
             "{claimed:?}"
         );
         assert_eq!(

@@ -24,7 +24,7 @@ use crate::{
     config::{Config, DeliveryPolicy},
     db,
     domain::error::{ConfigError, Result},
-    pipeline::{limits::backoff::Schedule, outbox::Fencing, pause, worker},
+    pipeline::{invocation, limits::backoff::Schedule, outbox::Fencing, pause},
     telemetry::metric,
 };
 
@@ -339,7 +339,7 @@ pub async fn run_until_stopped(
     stop: CancellationToken,
 ) -> Result<()> {
     let stop = &stop;
-    worker::back_to_back(
+    invocation::back_to_back(
         deliverer.config.worker.invocation_budget,
         idle,
         stop,

@@ -22,11 +22,7 @@ use deadpool_postgres::{GenericClient, Pool};
 
 use crate::{
     db,
-    domain::{error::Result, versions::ModelVersion},
-    pipeline::outbox::{
-        claim::{self, Serves},
-        ClaimedJob, Lanes, OutboxId,
-    },
+    domain::{error::Result, rows::OutboxId, versions::ModelVersion},
     providers::PriceTable,
     telemetry::metric,
 };
@@ -79,15 +75,13 @@ const KEEP: &str =
 /// what is left after it): far from the line, one decision per this many claims.
 pub const CLAIMS_PER_GRANT: f64 = 32.0;
 
-/// What a claim under the budget took.
-#[derive(Debug)]
-pub enum Budgeted {
-    /// `jobs`; `cut` when the budget kept fewer than were claimable.
-    Claimed { jobs: Vec<ClaimedJob>, cut: bool },
-    /// What is left is reserved by calls under way: claim again once one of them has finished.
-    Wait,
-    /// The day's spend reached the budget: claim nothing until 00:00 UTC.
-    Exhausted,
+/// What the budget decided about the jobs of a claim, in claim order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    /// How many of them (the first ones) it keeps, with theirs reserved.
+    pub jobs: usize,
+    /// The day's spend reached the budget.
+    pub exhausted: bool,
 }
 
 /// One invocation's grant (V19's `budget_grant`): room the fleet's decision set aside for this
@@ -116,14 +110,14 @@ impl Grant {
     }
 
     /// Takes `estimates` (of `jobs`) from what is left, if it covers them all.
-    fn cover(&self, jobs: &[ClaimedJob], estimates: &[f64]) -> bool {
+    fn cover(&self, jobs: &[OutboxId], estimates: &[f64]) -> bool {
         let mut granted = self.lock();
         let usd: f64 = estimates.iter().sum();
         if usd > granted.left {
             return false;
         }
         granted.left -= usd;
-        let covered = jobs.iter().map(|job| job.id).zip(estimates.iter().copied());
+        let covered = jobs.iter().copied().zip(estimates.iter().copied());
         granted.covered.extend(covered);
         true
     }
@@ -163,22 +157,22 @@ impl Grant {
     }
 }
 
-/// The claim of at most `batch` jobs under `budget_usd`, each costed by `estimate_usd`: the
-/// claim (concurrent with other workers', `SKIP LOCKED`), then, unless `grant` covers it, the
-/// decision, each committing on its own, so the fleet's lock is held for the decision's
-/// statement only. The jobs the budget does not keep go back untouched (no attempt spent);
-/// until then they hold no reservation, so no other worker's decision counts them.
-pub async fn claim_within(
-    client: &db::Client,
+/// The decision on a worker's claim of `jobs` at `estimates` under `budget_usd`: all of them
+/// when `grant` covers them, else the fleet's decision, which renews the grant. The claim and
+/// the giving back of what is not kept are the outbox's (`outbox::budgeted`).
+pub async fn afford_claim(
+    client: &impl GenericClient,
     budget_usd: f64,
-    (worker, batch, lease, serves, lanes): (&str, i64, Duration, Serves, Lanes),
-    estimate_usd: impl Fn(&ClaimedJob) -> f64,
+    (worker, lease): (&str, Duration),
+    jobs: &[OutboxId],
+    estimates: &[f64],
     grant: &Grant,
-) -> Result<Budgeted> {
-    let jobs = claim::claim(client, worker, batch, lease, serves, lanes).await?;
-    let estimates: Vec<f64> = jobs.iter().map(&estimate_usd).collect();
-    if jobs.is_empty() || grant.cover(&jobs, &estimates) {
-        return Ok(Budgeted::Claimed { jobs, cut: false });
+) -> Result<Kept> {
+    if grant.cover(jobs, estimates) {
+        return Ok(Kept {
+            jobs: jobs.len(),
+            exhausted: false,
+        });
     }
     let outstanding_usd = grant.outstanding();
     let ask = Ask {
@@ -187,28 +181,20 @@ pub async fn claim_within(
         usd: CLAIMS_PER_GRANT * estimates.iter().sum::<f64>(),
         lease,
     };
-    let decided = decide(client, budget_usd, jobs, estimates, Some(ask)).await?;
-    grant.renew(decided.granted_usd, outstanding_usd);
-    claim::unclaim(client, &decided.returned).await?;
-    Ok(decided.budgeted)
+    let (kept, granted_usd) = decide(client, budget_usd, jobs, estimates, Some(ask)).await?;
+    grant.renew(granted_usd, outstanding_usd);
+    Ok(kept)
 }
 
-/// Of the jobs just claimed, keeps what the budget affords (see `budget_keep`) and returns
-/// the rest beside the decision, for the caller to give back (or to roll back with its
-/// transaction). Provider batches (whose lines stay `processing` until their results are
-/// costed) come here, without a grant.
-pub async fn keep_affordable(
+/// The decision on `jobs` at `estimates` without a grant: provider batches (whose lines stay
+/// `processing` until their results are costed).
+pub async fn afford(
     client: &impl GenericClient,
     budget_usd: f64,
-    jobs: Vec<ClaimedJob>,
-    estimate_usd: impl Fn(&ClaimedJob) -> f64,
-) -> Result<(Budgeted, Vec<ClaimedJob>)> {
-    if jobs.is_empty() {
-        return Ok((Budgeted::Claimed { jobs, cut: false }, Vec::new()));
-    }
-    let estimates = jobs.iter().map(&estimate_usd).collect();
-    let decided = decide(client, budget_usd, jobs, estimates, None).await?;
-    Ok((decided.budgeted, decided.returned))
+    jobs: &[OutboxId],
+    estimates: &[f64],
+) -> Result<Kept> {
+    Ok(decide(client, budget_usd, jobs, estimates, None).await?.0)
 }
 
 /// A worker's request for a grant with its decision.
@@ -222,22 +208,15 @@ struct Ask<'a> {
     lease: Duration,
 }
 
-/// What a decision kept, what goes back, and what it granted.
-struct Decided {
-    budgeted: Budgeted,
-    returned: Vec<ClaimedJob>,
-    granted_usd: f64,
-}
-
-/// The decision (`budget_keep`) on `jobs` at `estimates`.
+/// The decision (`budget_keep`) on `jobs` at `estimates`, and the room it granted.
 async fn decide(
     client: &impl GenericClient,
     budget_usd: f64,
-    mut jobs: Vec<ClaimedJob>,
-    estimates: Vec<f64>,
+    jobs: &[OutboxId],
+    estimates: &[f64],
     ask: Option<Ask<'_>>,
-) -> Result<Decided> {
-    let ids: Vec<i64> = jobs.iter().map(|job| job.id.0).collect();
+) -> Result<(Kept, f64)> {
+    let ids: Vec<i64> = jobs.iter().map(|job| job.0).collect();
     let keep = client.prepare_cached(KEEP).await?;
     let (worker, outstanding, asked, lease) = ask.map_or((None, 0.0, 0.0, 0.0), |ask| {
         let lease = ask.lease.as_secs_f64();
@@ -259,22 +238,13 @@ async fn decide(
         .await?;
     let (spent_usd, kept, granted_usd): (f64, i32, f64) = (row.get(0), row.get(2), row.get(3));
     metric::spent_today(spent_usd);
-    let returned = jobs.split_off(kept as usize);
-    let budgeted = match (jobs.is_empty(), spent_usd >= budget_usd) {
-        (false, _) => Budgeted::Claimed {
-            cut: !returned.is_empty(),
-            jobs,
-        },
-        (true, false) => Budgeted::Wait,
-        (true, true) => {
-            tracing::warn!(budget_usd, spent_usd, "daily budget spent: not claiming");
-            metric::budget_exhausted();
-            Budgeted::Exhausted
-        }
+    let kept = Kept {
+        jobs: kept as usize,
+        exhausted: spent_usd >= budget_usd,
     };
-    Ok(Decided {
-        budgeted,
-        returned,
-        granted_usd,
-    })
+    if kept.jobs == 0 && kept.exhausted {
+        tracing::warn!(budget_usd, spent_usd, "daily budget spent: not claiming");
+        metric::budget_exhausted();
+    }
+    Ok((kept, granted_usd))
 }

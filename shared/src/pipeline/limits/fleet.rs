@@ -11,7 +11,6 @@ use serde::Serialize;
 use crate::{
     config::{DeliveryPolicy, FleetConfig, RateLimitPolicy, WorkerPolicy},
     domain::error::Result,
-    pipeline::delivery::claimed::Backlog,
 };
 
 /// Seconds per call assumed before the ledger has any (the article's typical call).
@@ -78,11 +77,17 @@ pub fn invocations_to_start(
 /// Deliverer invocations to start now: one per `concurrency` deliveries that endpoints have
 /// room for (the claim's bound per endpoint already keeps more deliverers from helping a slow
 /// one), within the cap less those still running. Running deliverers with room of their own
-/// claim within a poll, so what the backlog still shows is theirs to leave.
-pub fn deliverers_to_start(backlog: &Backlog, fleet: &FleetConfig, policy: &DeliveryPolicy) -> u32 {
+/// claim within a poll, so what the backlog still shows is theirs to leave. `claimable`: the
+/// deliveries endpoints have room for; `running`: deliverers holding a live lease.
+pub fn deliverers_to_start(
+    claimable: i64,
+    running: i64,
+    fleet: &FleetConfig,
+    policy: &DeliveryPolicy,
+) -> u32 {
     let concurrency = policy.concurrency.max(1) as i64;
-    let wanted = (backlog.claimable.max(0) + concurrency - 1) / concurrency;
-    let room = i64::from(fleet.max_deliverers) - backlog.running.max(0);
+    let wanted = (claimable.max(0) + concurrency - 1) / concurrency;
+    let room = i64::from(fleet.max_deliverers) - running.max(0);
     wanted.min(room).max(0) as u32
 }
 
@@ -160,7 +165,7 @@ mod tests {
             concurrency: 32,
             ..DeliveryPolicy::default()
         };
-        let backlog = |claimable, running| Backlog { claimable, running };
+        let backlog = |claimable: i64, running: i64| (claimable, running);
         // (backlog, expected): one deliverer per 32 deliveries with room, 4 at most at once.
         let table = [
             (backlog(0, 0), 0),
@@ -176,7 +181,7 @@ mod tests {
         ];
         for (seen, expected) in table {
             assert_eq!(
-                deliverers_to_start(&seen, &fleet, &policy),
+                deliverers_to_start(seen.0, seen.1, &fleet, &policy),
                 expected,
                 "{seen:?}"
             );

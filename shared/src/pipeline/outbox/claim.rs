@@ -42,7 +42,7 @@ WITH claimed AS (
     SET "#,
     take_lease!(),
     r#",
-        -- The daily budget reserves this claim's estimate afresh (`budget::claim_within`).
+        -- The daily budget reserves this claim's estimate afresh (`budgeted::claim_within`).
         reserved_usd = NULL
     WHERE id IN (
         SELECT id FROM evaluation_outbox

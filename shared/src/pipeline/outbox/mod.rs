@@ -7,6 +7,7 @@
 //! [`announce`] the delivery rows a stored result writes in its own statement.
 
 pub(crate) mod announce;
+pub mod budgeted;
 pub mod claim;
 mod job;
 pub mod lanes;
@@ -17,8 +18,7 @@ pub mod submission;
 pub use job::ClaimedJob;
 pub use lanes::{Lane, Lanes};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct OutboxId(pub i64);
+pub use crate::domain::rows::OutboxId;
 
 /// Which lane a job runs in and whose work it is (V7's `lane` and `workload` columns): a new
 /// ticket is interactive production work; reprocess is bulk unless its operator chose

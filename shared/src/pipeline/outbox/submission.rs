@@ -10,7 +10,7 @@ use deadpool_postgres::GenericClient;
 use serde::Serialize;
 
 use super::{ClaimedJob, OutboxId};
-use crate::{domain::error::Result, pipeline::ledger::CallId};
+use crate::domain::{error::Result, rows::CallId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubmissionId(pub i64);

@@ -10,11 +10,9 @@ use crate::{
     db,
     domain::error::Result,
     pipeline::{
-        limits::{
-            breaker,
-            budget::{self, Budgeted},
-        },
+        limits::{breaker, budget},
         outbox::{
+            budgeted::{self, Budgeted},
             claim::{self, Serves},
             ClaimedJob, Lanes,
         },
@@ -99,7 +97,7 @@ impl<P: Provider> Worker<P> {
             Some(budget_usd) => {
                 let claim = (id, batch, lease, serves, lanes);
                 let estimate = |job: &ClaimedJob| self.estimate_usd(job, self.tier(job));
-                match budget::claim_within(&client, budget_usd, claim, estimate, grant).await? {
+                match budgeted::claim_within(&client, budget_usd, claim, estimate, grant).await? {
                     Budgeted::Claimed { jobs, cut } => (jobs, cut),
                     Budgeted::Wait => {
                         return Ok(Claimed {

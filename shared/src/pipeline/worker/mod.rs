@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use batch_tier::{BatchReport, BATCH_LEASE};
 pub use disposition::{disposition, Disposition, Turn};
-pub use run::{back_to_back, run_until_stopped};
+pub use run::run_until_stopped;
 pub use timing::WRITE_MARGIN;
 
 use claiming::Claimed;

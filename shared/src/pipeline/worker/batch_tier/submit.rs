@@ -7,8 +7,8 @@ use crate::{
     db,
     domain::error::Result,
     pipeline::{
-        limits::budget::{self, Budgeted},
         outbox::{
+            budgeted::{self, Budgeted},
             claim::{self, Serves},
             submission, ClaimedJob,
         },
@@ -36,7 +36,9 @@ impl<P: Provider> Worker<P> {
                 None => jobs,
                 Some(budget_usd) => {
                     let estimate = |job: &ClaimedJob| self.estimate_usd(job, Tier::Batch);
-                    match budget::keep_affordable(&transaction, budget_usd, jobs, estimate).await? {
+                    match budgeted::keep_affordable(&transaction, budget_usd, jobs, estimate)
+                        .await?
+                    {
                         (Budgeted::Claimed { jobs, .. }, returned) => {
                             claim::unclaim(&transaction, &returned).await?;
                             jobs
