@@ -7,65 +7,79 @@ use serde_json::{json, Value};
 
 use super::{error_signals, parse_message, request_body};
 use crate::providers::{
-    batch::{json_lines, Batch, BatchLine, BatchRequest, BatchState, LineOutcome},
+    batch::api::{json_lines, Batch, BatchApi, BatchLine, BatchRequest, BatchState, LineOutcome},
     http_common::{id_segment, unexpected_body, Body, Connection},
     http_errors::{status_error, ErrorInfo},
     ProviderError, ProviderReply,
 };
 
-/// Message batches, under the API's base URL.
-pub const PATH: &str = "messages/batches";
+/// Anthropic's Message Batches.
+pub(in crate::providers) struct AnthropicBatches;
 
-pub async fn submit(
-    connection: &Connection,
-    requests: &[BatchRequest<'_>],
-) -> Result<Batch, ProviderError> {
-    let requests: Vec<Value> = requests
-        .iter()
-        .map(|line| json!({"custom_id": line.custom_id, "params": request_body(&line.request)}))
-        .collect();
-    let body = Body::Json(json!({ "requests": requests }));
-    let batch = connection
-        .send(Method::POST, PATH, body, connection.call_timeout())
-        .await?;
-    parse(&serde_json::from_slice(&batch.body).map_err(|_| unexpected_body("a message batch"))?)
-}
+impl BatchApi for AnthropicBatches {
+    const PATH: &'static str = "messages/batches";
+    const AFTER: &'static str = "after_id";
 
-pub fn parse(batch: &Value) -> Result<Batch, ProviderError> {
-    let id = batch["id"]
-        .as_str()
-        .ok_or_else(|| unexpected_body("a message batch"))?;
-    let state = match batch["processing_status"].as_str() {
-        Some("in_progress" | "canceling") => BatchState::Running,
-        Some("ended") => BatchState::Ended,
-        _ => return Err(unexpected_body("a message batch")),
-    };
-    let counts = &batch["request_counts"];
-    let count = |name: &str| counts[name].as_i64().unwrap_or(0);
-    Ok(Batch {
-        id: id_segment(id)?.to_owned(),
-        reference: None,
-        state,
-        counts: (
-            count("succeeded"),
-            count("errored") + count("canceled") + count("expired"),
-        ),
-        files: Vec::new(),
-        input_file: None,
-    })
-}
+    /// The reference travels in the custom ids, which the caller builds from it.
+    async fn submit(
+        connection: &Connection,
+        _reference: &str,
+        requests: &[BatchRequest<'_>],
+    ) -> Result<Batch, ProviderError> {
+        let requests: Vec<Value> = requests
+            .iter()
+            .map(|line| json!({"custom_id": line.custom_id, "params": request_body(&line.request)}))
+            .collect();
+        let body = Body::Json(json!({ "requests": requests }));
+        let batch = connection
+            .send(Method::POST, Self::PATH, body, connection.call_timeout())
+            .await?;
+        Self::parse(
+            &serde_json::from_slice(&batch.body).map_err(|_| unexpected_body("a message batch"))?,
+        )
+    }
 
-pub async fn results(
-    connection: &Connection,
-    batch: &Batch,
-) -> Result<Vec<BatchLine>, ProviderError> {
-    let path = format!("{PATH}/{}/results", id_segment(&batch.id)?);
-    let content = connection
-        .send(Method::GET, &path, Body::Empty, connection.call_timeout())
-        .await?;
-    Ok(json_lines(&content.body)
-        .filter_map(|line| read_line(&line))
-        .collect())
+    fn parse(batch: &Value) -> Result<Batch, ProviderError> {
+        let id = batch["id"]
+            .as_str()
+            .ok_or_else(|| unexpected_body("a message batch"))?;
+        let state = match batch["processing_status"].as_str() {
+            Some("in_progress" | "canceling") => BatchState::Running,
+            Some("ended") => BatchState::Ended,
+            _ => return Err(unexpected_body("a message batch")),
+        };
+        let counts = &batch["request_counts"];
+        let count = |name: &str| counts[name].as_i64().unwrap_or(0);
+        Ok(Batch {
+            id: id_segment(id)?.to_owned(),
+            reference: None,
+            state,
+            counts: (
+                count("succeeded"),
+                count("errored") + count("canceled") + count("expired"),
+            ),
+            files: Vec::new(),
+            input_file: None,
+        })
+    }
+
+    async fn results(
+        connection: &Connection,
+        batch: &Batch,
+    ) -> Result<Vec<BatchLine>, ProviderError> {
+        let path = format!("{}/{}/results", Self::PATH, id_segment(&batch.id)?);
+        let content = connection
+            .send(Method::GET, &path, Body::Empty, connection.call_timeout())
+            .await?;
+        Ok(json_lines(&content.body)
+            .filter_map(|line| read_line(&line))
+            .collect())
+    }
+
+    /// The batch itself, with its requests and results.
+    fn text_paths(batch: &Batch) -> Result<Vec<String>, ProviderError> {
+        Ok(vec![format!("{}/{}", Self::PATH, id_segment(&batch.id)?)])
+    }
 }
 
 fn read_line(line: &Value) -> Option<BatchLine> {

@@ -10,69 +10,126 @@ use serde_json::{json, Value};
 
 use super::{error_signals, parse_completion, request_body};
 use crate::providers::{
-    batch::{
-        delete, json_lines, Batch, BatchLine, BatchRequest, BatchState, LineOutcome, REFERENCE_KEY,
+    batch::api::{
+        delete, json_lines, Batch, BatchApi, BatchLine, BatchRequest, BatchState, LineOutcome,
+        REFERENCE_KEY,
     },
     http_common::{id_segment, unexpected_body, Body, Connection},
     http_errors::{status_error, ErrorInfo},
     FailureKind, ProviderError, ProviderReply,
 };
 
-/// Batches, under the API's base URL.
-pub const PATH: &str = "batches";
 /// The endpoint every line calls.
 const ENDPOINT: &str = "/v1/chat/completions";
 
-pub async fn submit(
-    connection: &Connection,
-    reference: &str,
-    requests: &[BatchRequest<'_>],
-) -> Result<Batch, ProviderError> {
-    let mut jsonl = Vec::new();
-    for line in requests {
-        let line = json!({
-            "custom_id": line.custom_id,
-            "method": "POST",
-            "url": ENDPOINT,
-            "body": request_body(&line.request),
-        });
-        jsonl.extend_from_slice(line.to_string().as_bytes());
-        jsonl.push(b'\n');
-    }
-    let timeout = connection.call_timeout();
-    let upload = multipart(&format!("{reference}.jsonl"), &jsonl);
-    let file = connection
-        .send(Method::POST, "files", upload, timeout)
-        .await?;
-    let file: Value =
-        serde_json::from_slice(&file.body).map_err(|_| unexpected_body("a file object"))?;
-    let file_id = file["id"]
-        .as_str()
-        .ok_or_else(|| unexpected_body("a file object"))?;
-    let create = json!({
-        "input_file_id": file_id,
-        "endpoint": ENDPOINT,
-        "completion_window": "24h",
-        "metadata": {REFERENCE_KEY: reference},
-    });
-    let batch = match connection
-        .send(Method::POST, PATH, Body::Json(create), timeout)
-        .await
-    {
-        Ok(batch) => batch,
-        Err(error) => {
-            // Refused: no batch holds the file, so nothing would ever delete it. (Without an
-            // answer a batch may exist; adopted, it is deleted with its input file.)
-            if error.http_status.is_some() {
-                let path = format!("files/{}", id_segment(file_id)?);
-                if let Err(not_deleted) = delete(connection, &path).await {
-                    tracing::warn!(error = %not_deleted, file = file_id, "a refused batch's input file was not deleted");
-                }
-            }
-            return Err(error);
+/// OpenAI's Batch API.
+pub(in crate::providers) struct OpenAiBatches;
+
+impl BatchApi for OpenAiBatches {
+    const PATH: &'static str = "batches";
+    const AFTER: &'static str = "after";
+
+    async fn submit(
+        connection: &Connection,
+        reference: &str,
+        requests: &[BatchRequest<'_>],
+    ) -> Result<Batch, ProviderError> {
+        let mut jsonl = Vec::new();
+        for line in requests {
+            let line = json!({
+                "custom_id": line.custom_id,
+                "method": "POST",
+                "url": ENDPOINT,
+                "body": request_body(&line.request),
+            });
+            jsonl.extend_from_slice(line.to_string().as_bytes());
+            jsonl.push(b'\n');
         }
-    };
-    parse(&serde_json::from_slice(&batch.body).map_err(|_| unexpected_body("a batch"))?)
+        let timeout = connection.call_timeout();
+        let upload = multipart(&format!("{reference}.jsonl"), &jsonl);
+        let file = connection
+            .send(Method::POST, "files", upload, timeout)
+            .await?;
+        let file: Value =
+            serde_json::from_slice(&file.body).map_err(|_| unexpected_body("a file object"))?;
+        let file_id = file["id"]
+            .as_str()
+            .ok_or_else(|| unexpected_body("a file object"))?;
+        let create = json!({
+            "input_file_id": file_id,
+            "endpoint": ENDPOINT,
+            "completion_window": "24h",
+            "metadata": {REFERENCE_KEY: reference},
+        });
+        let batch = match connection
+            .send(Method::POST, Self::PATH, Body::Json(create), timeout)
+            .await
+        {
+            Ok(batch) => batch,
+            Err(error) => {
+                // Refused: no batch holds the file, so nothing would ever delete it. (Without an
+                // answer a batch may exist; adopted, it is deleted with its input file.)
+                if error.http_status.is_some() {
+                    let path = format!("files/{}", id_segment(file_id)?);
+                    if let Err(not_deleted) = delete(connection, &path).await {
+                        tracing::warn!(error = %not_deleted, file = file_id, "a refused batch's input file was not deleted");
+                    }
+                }
+                return Err(error);
+            }
+        };
+        Self::parse(&serde_json::from_slice(&batch.body).map_err(|_| unexpected_body("a batch"))?)
+    }
+
+    fn parse(batch: &Value) -> Result<Batch, ProviderError> {
+        let id = batch["id"]
+            .as_str()
+            .ok_or_else(|| unexpected_body("a batch"))?;
+        let state = match batch["status"].as_str() {
+            Some("validating" | "in_progress" | "finalizing" | "cancelling") => BatchState::Running,
+            Some("completed" | "expired" | "cancelled" | "failed") => BatchState::Ended,
+            _ => return Err(unexpected_body("a batch")),
+        };
+        let counts = &batch["request_counts"];
+        let count = |name: &str| counts[name].as_i64().unwrap_or(0);
+        Ok(Batch {
+            id: id_segment(id)?.to_owned(),
+            reference: batch["metadata"][REFERENCE_KEY].as_str().map(str::to_owned),
+            state,
+            counts: (count("completed"), count("failed")),
+            files: ["output_file_id", "error_file_id"]
+                .iter()
+                .filter_map(|name| batch[*name].as_str().map(str::to_owned))
+                .collect(),
+            input_file: batch["input_file_id"].as_str().map(str::to_owned),
+        })
+    }
+
+    async fn results(
+        connection: &Connection,
+        batch: &Batch,
+    ) -> Result<Vec<BatchLine>, ProviderError> {
+        let mut lines = Vec::new();
+        for file in &batch.files {
+            let path = format!("files/{}/content", id_segment(file)?);
+            let content = connection
+                .send(Method::GET, &path, Body::Empty, connection.call_timeout())
+                .await?;
+            lines.extend(json_lines(&content.body).filter_map(|line| read_line(&line)));
+        }
+        Ok(lines)
+    }
+
+    /// The input file and the output and error files: the batch object itself holds no text,
+    /// and cannot be deleted.
+    fn text_paths(batch: &Batch) -> Result<Vec<String>, ProviderError> {
+        batch
+            .input_file
+            .iter()
+            .chain(&batch.files)
+            .map(|file| Ok(format!("files/{}", id_segment(file)?)))
+            .collect()
+    }
 }
 
 /// `multipart/form-data` with `purpose=batch` and the file, built by hand: two fixed parts do
@@ -96,45 +153,6 @@ fn multipart(filename: &str, content: &[u8]) -> Body {
         content_type: format!("multipart/form-data; boundary={boundary}"),
         bytes,
     }
-}
-
-pub fn parse(batch: &Value) -> Result<Batch, ProviderError> {
-    let id = batch["id"]
-        .as_str()
-        .ok_or_else(|| unexpected_body("a batch"))?;
-    let state = match batch["status"].as_str() {
-        Some("validating" | "in_progress" | "finalizing" | "cancelling") => BatchState::Running,
-        Some("completed" | "expired" | "cancelled" | "failed") => BatchState::Ended,
-        _ => return Err(unexpected_body("a batch")),
-    };
-    let counts = &batch["request_counts"];
-    let count = |name: &str| counts[name].as_i64().unwrap_or(0);
-    Ok(Batch {
-        id: id_segment(id)?.to_owned(),
-        reference: batch["metadata"][REFERENCE_KEY].as_str().map(str::to_owned),
-        state,
-        counts: (count("completed"), count("failed")),
-        files: ["output_file_id", "error_file_id"]
-            .iter()
-            .filter_map(|name| batch[*name].as_str().map(str::to_owned))
-            .collect(),
-        input_file: batch["input_file_id"].as_str().map(str::to_owned),
-    })
-}
-
-pub async fn results(
-    connection: &Connection,
-    batch: &Batch,
-) -> Result<Vec<BatchLine>, ProviderError> {
-    let mut lines = Vec::new();
-    for file in &batch.files {
-        let path = format!("files/{}/content", id_segment(file)?);
-        let content = connection
-            .send(Method::GET, &path, Body::Empty, connection.call_timeout())
-            .await?;
-        lines.extend(json_lines(&content.body).filter_map(|line| read_line(&line)));
-    }
-    Ok(lines)
 }
 
 /// One line of an output or error file: the response the online endpoint would have sent,

@@ -12,70 +12,30 @@
 //! file's name; Anthropic: the `custom_id`s, which the caller builds from it), so a batch sent
 //! by a worker that died before recording it can be found again instead of sent twice.
 
+pub(in crate::providers) mod api;
+
 use reqwest::Method;
 use serde_json::Value;
 
+use self::api::{delete, BatchApi};
 use super::{
-    anthropic,
+    anthropic::batch::AnthropicBatches,
     http_common::{id_segment, unexpected_body, Body, Connection},
-    openai, EvaluationRequest, ProviderConfig, ProviderError, ProviderKind, ProviderReply,
+    openai::batch::OpenAiBatches,
+    ProviderConfig, ProviderError, ProviderKind,
 };
+pub use api::{Batch, BatchLine, BatchRequest, BatchState, LineOutcome, REFERENCE_KEY};
 
-/// The metadata key (OpenAI) under which a batch names the submission that sent it.
-pub const REFERENCE_KEY: &str = "triage_submission";
-
-/// One line of a batch: the evaluation and the id its result comes back under.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchRequest<'a> {
-    /// `[A-Za-z0-9_-]{1,64}`, unique within the batch (Anthropic's rule, the stricter one).
-    pub custom_id: &'a str,
-    pub request: EvaluationRequest<'a>,
-}
-
+/// Whose batch API a [`BatchClient`] calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchState {
-    /// Validating, in progress, finalizing, or being cancelled.
-    Running,
-    /// Completed, expired, cancelled or failed: its results are final.
-    Ended,
-}
-
-/// A batch as the provider describes it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Batch {
-    pub id: String,
-    /// The submission's reference as the provider echoes it in the batch itself (OpenAI's
-    /// metadata); `None` where only the results carry it (Anthropic's `custom_id`s).
-    pub reference: Option<String>,
-    pub state: BatchState,
-    /// Lines per outcome so far, for logs: (succeeded, failed or not run).
-    pub counts: (i64, i64),
-    /// Where the results are read from: OpenAI's output and error files.
-    pub(super) files: Vec<String>,
-    /// OpenAI's input file: the lines as sent.
-    pub(super) input_file: Option<String>,
-}
-
-/// What became of one line.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LineOutcome {
-    /// Answered and billed (at the batch price), like a 200 of the online endpoint.
-    Answered(ProviderReply),
-    /// The provider refused or failed this line as it would an online call.
-    Failed(ProviderError),
-    /// Never run: the batch expired or was cancelled first. Nothing was billed.
-    NotRun,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct BatchLine {
-    pub custom_id: String,
-    pub outcome: LineOutcome,
+enum BatchProvider {
+    OpenAi,
+    Anthropic,
 }
 
 /// The configured provider's batch API (none for the offline `rules` classifier).
 pub struct BatchClient {
-    kind: ProviderKind,
+    provider: BatchProvider,
     connection: Connection,
 }
 
@@ -84,13 +44,13 @@ impl BatchClient {
         config: &ProviderConfig,
         call_timeout: std::time::Duration,
     ) -> Result<Option<Self>, ProviderError> {
-        let wire = match config.kind {
+        let (provider, wire) = match config.kind {
             ProviderKind::Rules => return Ok(None),
-            ProviderKind::OpenAi => &openai::OPENAI,
-            ProviderKind::Anthropic => &anthropic::ANTHROPIC,
+            ProviderKind::OpenAi => (BatchProvider::OpenAi, &super::openai::OPENAI),
+            ProviderKind::Anthropic => (BatchProvider::Anthropic, &super::anthropic::ANTHROPIC),
         };
         Ok(Some(Self {
-            kind: config.kind,
+            provider,
             connection: Connection::new(wire, config, call_timeout)?,
         }))
     }
@@ -102,9 +62,12 @@ impl BatchClient {
         reference: &str,
         requests: &[BatchRequest<'_>],
     ) -> Result<Batch, ProviderError> {
-        match self.kind {
-            ProviderKind::Anthropic => anthropic::batch::submit(&self.connection, requests).await,
-            _ => openai::batch::submit(&self.connection, reference, requests).await,
+        let connection = &self.connection;
+        match self.provider {
+            BatchProvider::OpenAi => OpenAiBatches::submit(connection, reference, requests).await,
+            BatchProvider::Anthropic => {
+                AnthropicBatches::submit(connection, reference, requests).await
+            }
         }
     }
 
@@ -121,12 +84,13 @@ impl BatchClient {
 
     /// One page of the account's batches, newest first, after batch `after` when given.
     pub async fn list(&self, after: Option<&str>, limit: u32) -> Result<Vec<Batch>, ProviderError> {
-        let cursor = match (after, self.kind) {
-            (None, _) => String::new(),
-            (Some(id), ProviderKind::Anthropic) => {
-                format!("&after_id={}", id_segment(id)?)
-            }
-            (Some(id), _) => format!("&after={}", id_segment(id)?),
+        let after_parameter = match self.provider {
+            BatchProvider::OpenAi => OpenAiBatches::AFTER,
+            BatchProvider::Anthropic => AnthropicBatches::AFTER,
+        };
+        let cursor = match after {
+            None => String::new(),
+            Some(id) => format!("&{after_parameter}={}", id_segment(id)?),
         };
         let path = format!("{}?limit={}{cursor}", self.path(), limit.clamp(1, 100));
         let page = self.json(Method::GET, &path).await?;
@@ -141,9 +105,9 @@ impl BatchClient {
     /// Every line's outcome, once the batch has ended. Lines the provider reports nothing for
     /// (a batch that failed as a whole) are absent: the caller treats them as not run.
     pub async fn results(&self, batch: &Batch) -> Result<Vec<BatchLine>, ProviderError> {
-        match self.kind {
-            ProviderKind::Anthropic => anthropic::batch::results(&self.connection, batch).await,
-            _ => openai::batch::results(&self.connection, batch).await,
+        match self.provider {
+            BatchProvider::OpenAi => OpenAiBatches::results(&self.connection, batch).await,
+            BatchProvider::Anthropic => AnthropicBatches::results(&self.connection, batch).await,
         }
     }
 
@@ -152,14 +116,9 @@ impl BatchClient {
     /// batch with its requests and results. What is gone already counts as deleted, so a
     /// deletion cut short is simply done again.
     pub async fn delete(&self, batch: &Batch) -> Result<(), ProviderError> {
-        let paths: Vec<String> = match self.kind {
-            ProviderKind::Anthropic => vec![format!("{}/{}", self.path(), id_segment(&batch.id)?)],
-            _ => batch
-                .input_file
-                .iter()
-                .chain(&batch.files)
-                .map(|file| Ok(format!("files/{}", id_segment(file)?)))
-                .collect::<Result<_, ProviderError>>()?,
+        let paths = match self.provider {
+            BatchProvider::OpenAi => OpenAiBatches::text_paths(batch)?,
+            BatchProvider::Anthropic => AnthropicBatches::text_paths(batch)?,
         };
         for path in paths {
             delete(&self.connection, &path).await?;
@@ -168,9 +127,9 @@ impl BatchClient {
     }
 
     fn path(&self) -> &'static str {
-        match self.kind {
-            ProviderKind::Anthropic => anthropic::batch::PATH,
-            _ => openai::batch::PATH,
+        match self.provider {
+            BatchProvider::OpenAi => OpenAiBatches::PATH,
+            BatchProvider::Anthropic => AnthropicBatches::PATH,
         }
     }
 
@@ -189,30 +148,9 @@ impl BatchClient {
     }
 
     fn parse(&self, batch: &Value) -> Result<Batch, ProviderError> {
-        match self.kind {
-            ProviderKind::Anthropic => anthropic::batch::parse(batch),
-            _ => openai::batch::parse(batch),
+        match self.provider {
+            BatchProvider::OpenAi => OpenAiBatches::parse(batch),
+            BatchProvider::Anthropic => AnthropicBatches::parse(batch),
         }
     }
-}
-
-/// One `DELETE`; a 404 means it is gone already.
-pub(super) async fn delete(connection: &Connection, path: &str) -> Result<(), ProviderError> {
-    let timeout = connection.call_timeout();
-    match connection
-        .send(Method::DELETE, path, Body::Empty, timeout)
-        .await
-    {
-        Err(error) if error.http_status != Some(404) => Err(error),
-        _ => Ok(()),
-    }
-}
-
-/// One JSON object per line; a line that is not one is skipped (its job stays in the batch's
-/// care and falls back to online when the batch is closed).
-pub(super) fn json_lines(body: &[u8]) -> impl Iterator<Item = Value> + '_ {
-    body.split(|b| *b == b'\n')
-        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
-        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
-        .filter(Value::is_object)
 }
