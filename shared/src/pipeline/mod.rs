@@ -20,4 +20,5 @@ pub mod pause;
 pub mod prompt_registry;
 pub mod reads;
 pub mod sweep;
+pub mod turn;
 pub mod worker;

@@ -7,13 +7,14 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Outcome, Report, Turn, Worker};
+use super::{Report, Worker};
 use crate::{
     db,
     domain::error::Result,
     pipeline::{
         cascade::{self, models, provisional},
         outbox::ClaimedJob,
+        turn::{carry_out, Outcome, Turn},
     },
     providers::Provider,
     telemetry::metric,
@@ -38,9 +39,15 @@ impl<P: Provider> Worker<P> {
         let client = db::client(&self.pool).await?;
         let Some(model) = models::load(&client, &cascade.local).await? else {
             let error = format!("{} is not stored (triage train makes it)", cascade.local);
-            let outcome = self
-                .carry_out(&client, job, Turn::UnknownLocalModel, false, &error)
-                .await?;
+            let outcome = carry_out(
+                &client,
+                job,
+                Turn::UnknownLocalModel,
+                false,
+                &error,
+                &self.config,
+            )
+            .await?;
             return Ok(Some(outcome));
         };
         let request = self.request(job, prompt, deadline);
@@ -54,7 +61,9 @@ impl<P: Provider> Worker<P> {
             return Ok(None);
         };
         let turn = Turn::Answered(&answer.evaluation);
-        Ok(Some(self.carry_out(&client, job, turn, false, "").await?))
+        Ok(Some(
+            carry_out(&client, job, turn, false, "", &self.config).await?,
+        ))
     }
 
     /// After an invocation whose claim stopped at an open breaker or a spent budget: the

@@ -13,7 +13,6 @@
 mod batch_tier;
 mod claiming;
 mod classifier_first;
-mod disposition;
 mod pacing;
 mod process;
 mod run;
@@ -36,12 +35,14 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::pipeline::turn::{disposition, Disposition, Turn};
 pub use batch_tier::{BatchReport, BATCH_LEASE};
-pub use disposition::{disposition, Disposition, Turn};
 pub use run::run_until_stopped;
 pub use timing::WRITE_MARGIN;
 
 use claiming::Claimed;
+
+use crate::pipeline::turn::Outcome;
 
 use crate::{
     config::Config,
@@ -81,25 +82,6 @@ pub struct Report {
     pub budget_exhausted: bool,
     /// New tickets given a cascade's local answer as provisional, the provider being away.
     pub provisional: u32,
-}
-
-/// How one job's turn ended, as far as this worker could write it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Outcome {
-    Evaluated,
-    DedupHit,
-    Rescheduled {
-        reason: &'static str,
-    },
-    Released,
-    DeadLettered {
-        reason: &'static str,
-    },
-    /// The lease was lost: another worker holds the job, nothing was written.
-    Fenced,
-    /// The database stayed away until the lease (or, before a call, the deadline) ran out:
-    /// nothing was written, the lease hands the job on.
-    Abandoned,
 }
 
 impl Report {

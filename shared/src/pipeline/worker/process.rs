@@ -11,11 +11,7 @@ use std::{
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use super::{
-    settle::settle,
-    write::{abandoned_unless_written, dedup_hit},
-    Holds, Outcome, Turn, Worker, WRITE_MARGIN,
-};
+use super::{settle::settle, write::abandoned_unless_written, Holds, Worker, WRITE_MARGIN};
 use crate::{
     db,
     domain::error::Result,
@@ -23,6 +19,7 @@ use crate::{
         ledger::{self, CallId, CallOutcome, CallRecord, Start, Withdrawal},
         limits::{breaker, budget},
         outbox::{ClaimedJob, Lane},
+        turn::{carry_out, dedup_hit, Outcome, Turn},
     },
     providers::{
         contract::{self, ContractViolation},
@@ -261,9 +258,15 @@ impl<P: Provider> Worker<P> {
                 "prompt version {:?} is not in this build",
                 job.versions.prompt_version.as_str()
             );
-            let outcome = self
-                .carry_out(&client, job, Turn::UnknownPrompt, false, &error)
-                .await?;
+            let outcome = carry_out(
+                &client,
+                job,
+                Turn::UnknownPrompt,
+                false,
+                &error,
+                &self.config,
+            )
+            .await?;
             return Ok(Begun::Finished(outcome));
         };
         let tokens = self.request(job, prompt, deadline).estimated_tokens();
@@ -282,7 +285,7 @@ impl<P: Provider> Worker<P> {
                 Start::Call { call, wait } => (call, wait),
                 Start::Full { opens_in } => {
                     let turn = Turn::NoBudget { opens_in };
-                    let outcome = self.carry_out(&client, job, turn, false, "").await?;
+                    let outcome = carry_out(&client, job, turn, false, "", &self.config).await?;
                     return Ok(Begun::Finished(outcome));
                 }
             };
@@ -319,7 +322,7 @@ impl<P: Provider> Worker<P> {
             Withdrawal::Withdrawn { hold: None } => Turn::NotStarted,
         };
         drop(call_slot);
-        let outcome = self.carry_out(&client, job, turn, false, "").await?;
+        let outcome = carry_out(&client, job, turn, false, "", &self.config).await?;
         Ok(Begun::Finished(outcome))
     }
 
@@ -359,7 +362,7 @@ impl<P: Provider> Worker<P> {
             ledger::finish_call(&client, call, record, correction),
             self.hold(&client, &settlement),
             breaker,
-            self.carry_out(&client, job, turn, false, &error),
+            carry_out(&client, job, turn, false, &error, &self.config),
         )?;
         Ok(outcome)
     }
@@ -427,7 +430,14 @@ impl<P: Provider> Worker<P> {
             kind: error.kind,
             retry_after: error.retry_after,
         };
-        self.carry_out(&client, job, turn, breaker_open, &error.to_string())
-            .await
+        carry_out(
+            &client,
+            job,
+            turn,
+            breaker_open,
+            &error.to_string(),
+            &self.config,
+        )
+        .await
     }
 }

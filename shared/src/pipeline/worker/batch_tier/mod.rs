@@ -19,7 +19,7 @@ use std::{
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
 
-use super::{write::dedup_hit, Worker, WRITE_MARGIN};
+use super::{Worker, WRITE_MARGIN};
 use crate::{
     db,
     domain::error::Result,
@@ -31,6 +31,7 @@ use crate::{
             ClaimedJob, OutboxId,
         },
         pause::{self, Paused},
+        turn::dedup_hit,
     },
     providers::{
         Batch, BatchClient, BatchState, FailureKind, LineOutcome, Provider, ProviderError,

@@ -12,7 +12,8 @@ use crate::{
             claim::{self, Serves},
             submission, ClaimedJob,
         },
-        worker::{write::dedup_hit, Worker},
+        turn::dedup_hit,
+        worker::Worker,
     },
     providers::{BatchClient, BatchRequest, EvaluationRequest, FailureKind, Provider, Tier},
 };

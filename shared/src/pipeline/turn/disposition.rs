@@ -1,6 +1,6 @@
 //! What becomes of a claimed job after its turn: a pure decision over the error table, the
-//! attempt count, the breaker, the shared rate limit and the policy (River's `makeRetryDecision`); the worker then
-//! carries it out with one fenced write. Tested by tables below, with no database.
+//! attempt count, the breaker, the shared rate limit and the policy (River's
+//! `makeRetryDecision`); [`super::carry_out`] writes it with one fenced write. Tested by tables below, with no database.
 
 use std::time::Duration;
 
