@@ -28,7 +28,15 @@ const LAYERS: &[&[&str]] = &[
 /// invocation loop, the limits and switches they consult.
 const PIPELINE_LAYERS: &[&[&str]] = &[
     &["sweep", "worker", "delivery"],
-    &["ingest", "cascade", "erase", "feedback", "reads"],
+    &[
+        "ingest",
+        "batch_tier",
+        "cascade",
+        "erase",
+        "feedback",
+        "reads",
+        "turn",
+    ],
     &["ledger"],
     &["invocation", "outbox"],
     &["limits", "pause", "prompt_registry"],

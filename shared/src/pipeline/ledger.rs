@@ -16,7 +16,11 @@ use crate::{
         limits::rate_limit::{self, Pace, Take},
         outbox::ClaimedJob,
     },
-    providers::{FailureKind, Tier, Usage},
+    providers::{
+        contract::{self, ContractViolation},
+        Evaluation, FailureKind, Policy, PriceTable, ProviderReply, Tier, Usage,
+    },
+    telemetry::metric,
 };
 
 /// How a call ended: an answer within the contract, or a failure (a contract violation
@@ -335,4 +339,34 @@ pub async fn maintain_partitions(
         )
         .await?;
     Ok(row.get(0))
+}
+
+/// A billed answer held to `policy`'s contract, and its ledger record at `prices` (counted in
+/// the metrics once, however often its writes are tried).
+pub fn billed_answer(
+    job: &ClaimedJob,
+    reply: &ProviderReply,
+    (latency, tier): (Duration, Tier),
+    policy: &Policy,
+    prices: &PriceTable,
+) -> (
+    CallRecord,
+    std::result::Result<Evaluation, ContractViolation>,
+) {
+    let checked = contract::validate(&reply.output, policy);
+    let cost_usd = prices.cost(job.versions.model_version.model(), reply.usage, tier);
+    let record = CallRecord {
+        outcome: match &checked {
+            Ok(_) => CallOutcome::Ok,
+            Err(violation) => CallOutcome::Failed(violation.kind),
+        },
+        http_status: Some(reply.http_status),
+        billed: Some(true),
+        usage: reply.usage,
+        cost_usd: Some(cost_usd),
+        latency,
+    };
+    let tokens = (reply.usage.input_tokens, reply.usage.output_tokens);
+    metric::provider_call(latency, tokens, cost_usd);
+    (record, checked)
 }

@@ -7,6 +7,7 @@
 //! keeps agreement's totals; [`erase`] forgets tickets; [`reads`] is the read side. Uses config, evaluate, db, telemetry and domain; never
 //! an entry point.
 
+pub mod batch_tier;
 pub mod cascade;
 pub mod delivery;
 pub mod erase;

@@ -9,11 +9,32 @@
 use deadpool_postgres::Pool;
 use sha2::{Digest, Sha256};
 
+use std::collections::HashMap;
+
 use crate::{
+    config::Config,
     db,
-    domain::error::{ConfigError, Result},
-    providers::Prompt,
+    domain::{
+        error::{ConfigError, Result},
+        versions::PromptVersion,
+    },
+    providers::{Policy, Prompt},
 };
+
+/// The policy the deployment names and every prompt version of this build under it: what a
+/// worker, or the sweeper collecting batches, holds answers to.
+pub fn for_build(config: &Config) -> Result<(Policy, HashMap<PromptVersion, Prompt>), ConfigError> {
+    let policy = Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
+        ConfigError::invalid(
+            "TRIAGE_POLICY_VERSION",
+            format!("{:?} is not in this build", config.versions.policy.as_str()),
+        )
+    })?;
+    let prompts = Prompt::known_versions()
+        .filter_map(|v| Some((v.parse().ok()?, Prompt::load(v, &policy)?)))
+        .collect();
+    Ok((policy, prompts))
+}
 
 /// Records the versions seen for the first time and returns the stored hash of every version.
 /// The no-op update makes `RETURNING` give the stored row also when it exists already (or was

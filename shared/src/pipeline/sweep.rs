@@ -15,18 +15,19 @@ use serde::Serialize;
 use crate::{
     config::{Config, RetentionPolicy, WorkerPolicy},
     db,
-    domain::error::{ConfigError, Result},
+    domain::error::Result,
     pipeline::{
+        batch_tier::{BatchReport, BatchTier},
         cascade::provisional::{self, Reason},
         erase, ingest, ledger,
         outbox::{
             claim::Serves,
             lease::{self, Queue},
         },
+        prompt_registry,
         reads::report::{self, Health},
-        worker::{BatchReport, Worker},
     },
-    providers::{AnyProvider, Tier},
+    providers::Tier,
     telemetry::metric,
 };
 
@@ -61,20 +62,22 @@ pub struct SweepReport {
 pub struct Sweeper {
     pool: Pool,
     config: Arc<Config>,
-    /// With `TRIAGE_BULK_TIER=batch`: a worker that only collects (submitting claims work, the
-    /// fleet's part).
-    batches: Option<Worker<AnyProvider>>,
+    /// With `TRIAGE_BULK_TIER=batch`: the batch tier, which the sweeper only collects from
+    /// (submitting claims work, the fleet's part).
+    batches: Option<BatchTier>,
 }
 
 impl Sweeper {
-    /// Refuses what the worker would refuse when it is to collect batches.
+    /// Refuses what the batch tier would refuse when it is to collect batches.
     pub fn new(pool: Pool, config: Arc<Config>) -> Result<Self> {
         let batches = match config.worker.bulk_tier {
             Tier::Batch => {
-                let call_timeout = config.worker.call_timeout;
-                let provider = AnyProvider::from_config(&config.provider, call_timeout)
-                    .map_err(|e| ConfigError::invalid("TRIAGE_PROVIDER_URL", e.detail))?;
-                Some(Worker::new(pool.clone(), provider, config.clone())?)
+                let caller = format!(
+                    "sweeper-{}",
+                    &uuid::Uuid::new_v4().simple().to_string()[..8]
+                );
+                let answering = prompt_registry::for_build(&config)?;
+                BatchTier::new(pool.clone(), config.clone(), caller, answering)?
             }
             Tier::Online | Tier::Flex => None,
         };
@@ -89,8 +92,8 @@ impl Sweeper {
         &self.pool
     }
 
-    /// One tick: the [`sweep`], then the batches' polling and collection (the worker's own
-    /// `collect_batches`, bounded per tick), before `deadline`.
+    /// One tick: the [`sweep`], then the batches' polling and collection (the batch tier's
+    /// `collect`, bounded per tick, as a worker's), before `deadline`.
     pub async fn tick(&self, deadline: Instant) -> Result<SweepReport> {
         let mut report = sweep(&self.pool, &self.config).await?;
         let (versions, after) = (&self.config.versions, self.config.worker.provisional_after);
@@ -99,8 +102,8 @@ impl Sweeper {
             Ok(given) => report.provisional = given,
             Err(error) => tracing::warn!(error = %error.report(), "provisional answers not given"),
         }
-        if let Some(worker) = &self.batches {
-            report.batches = worker.collect_batches(deadline).await?;
+        if let Some(tier) = &self.batches {
+            report.batches = tier.collect(deadline).await?;
             if report.batches != BatchReport::default() {
                 tracing::info!(batches = ?report.batches, "batches tended by the sweeper");
             }

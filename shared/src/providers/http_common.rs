@@ -71,6 +71,11 @@ impl Connection {
         })
     }
 
+    /// The provider's name, as its calls' ledger rows record it.
+    pub fn provider_name(&self) -> &'static str {
+        self.wire.name
+    }
+
     /// The timeout of one request that is not a model call (a batch's management).
     pub fn call_timeout(&self) -> Duration {
         self.call_timeout
@@ -141,7 +146,7 @@ impl HttpProvider {
 
 impl Provider for HttpProvider {
     fn name(&self) -> &'static str {
-        self.connection.wire.name
+        self.connection.provider_name()
     }
 
     async fn evaluate(

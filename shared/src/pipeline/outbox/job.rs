@@ -19,7 +19,7 @@ use crate::{
         ticket::TicketId,
         versions::{PolicyVersion, VersionPair},
     },
-    providers::Evaluation,
+    providers::{Evaluation, EvaluationRequest, Policy, PriceTable, Prompt, Tier},
 };
 
 /// A claimed job, with what the provider needs to evaluate it.
@@ -107,6 +107,30 @@ WHERE id = $1 AND claim_token = $2 AND status = 'processing'
 "#;
 
 impl ClaimedJob {
+    /// The most this job's call under `prompt` may cost at `tier` (its worst-case input and
+    /// the output cap, at its model's price): what the daily budget holds for it from its
+    /// claim until its usage is known.
+    pub fn worst_case_usd(
+        &self,
+        prompt: &Prompt,
+        policy: &Policy,
+        prices: &PriceTable,
+        tier: Tier,
+    ) -> f64 {
+        let request = EvaluationRequest {
+            subject: &self.subject,
+            message: &self.message,
+            prompt,
+            model: &self.versions.model_version,
+            policy,
+            // A timeout only bounds the call, never its estimate.
+            timeout: Duration::ZERO,
+            tier,
+        };
+        let usage = request.worst_case_usage();
+        prices.cost(self.versions.model_version.model(), usage, tier)
+    }
+
     /// A claimed job from a row of `id, ticket_id, idempotency_key, prompt_version,
     /// model_version, attempts, claim_token, subject, message, lane`.
     pub(super) fn from_row(row: &tokio_postgres::Row, lease_ends: Instant) -> Self {

@@ -6,12 +6,34 @@ pub mod disposition;
 
 pub use disposition::{disposition, Disposition, Turn};
 
+use std::time::Duration;
+
 use crate::{
     config::Config,
     db,
     domain::error::Result,
     pipeline::outbox::{ClaimedJob, Fencing},
+    providers::{ContractViolation, Evaluation},
 };
+
+/// Time kept back after a call for its writes: no call starts unless it and its write can
+/// finish before the deadline.
+pub const WRITE_MARGIN: Duration = Duration::from_secs(1);
+
+/// The turn of a billed answer held to the contract, and the error it records (none for an
+/// answer within it).
+pub fn of_answer(checked: &Result<Evaluation, ContractViolation>) -> (Turn<'_>, String) {
+    match checked {
+        Ok(evaluation) => (Turn::Answered(evaluation), String::new()),
+        Err(violation) => (
+            Turn::Failed {
+                kind: violation.kind,
+                retry_after: None,
+            },
+            violation.to_string(),
+        ),
+    }
+}
 
 /// How one job's turn ended, as far as its runner could write it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 //! `triage worker`, [`batch`] the batch tier's submissions. The daily spend budget gates the
 //! claim (`pipeline::limits::budget`).
 
-mod batch_tier;
+mod batch_submit;
 mod claiming;
 mod classifier_first;
 mod pacing;
@@ -36,7 +36,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::pipeline::turn::{disposition, Disposition, Turn};
-pub use batch_tier::{BatchReport, BATCH_LEASE};
+pub use crate::pipeline::{batch_tier::BatchReport, outbox::submission::BATCH_LEASE};
 pub use run::run_until_stopped;
 pub use timing::WRITE_MARGIN;
 
@@ -52,12 +52,13 @@ use crate::{
         versions::PromptVersion,
     },
     pipeline::{
+        batch_tier::BatchTier,
         limits::{budget, rate_limit::Limiter},
         outbox::ClaimedJob,
         pause::{self, Paused},
         prompt_registry,
     },
-    providers::{BatchClient, Policy, Prompt, Provider, Tier},
+    providers::{Policy, Prompt, Provider},
     telemetry::metric,
 };
 
@@ -157,7 +158,7 @@ pub struct Worker<P> {
     prompts_verified: tokio::sync::OnceCell<()>,
     limiter: Limiter,
     /// The provider's batch API, when bulk work goes to batches.
-    batches: Option<BatchClient>,
+    batches: Option<BatchTier>,
     /// Claims eval work only ([`Worker::eval_only`]).
     eval_only: bool,
 }
@@ -165,12 +166,7 @@ pub struct Worker<P> {
 impl<P: Provider> Worker<P> {
     /// Refuses a configuration whose lease could expire under a call that is still running.
     pub fn new(pool: Pool, provider: P, config: Arc<Config>) -> Result<Self> {
-        let policy = Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
-            ConfigError::invalid(
-                "TRIAGE_POLICY_VERSION",
-                format!("{:?} is not in this build", config.versions.policy.as_str()),
-            )
-        })?;
+        let (policy, prompts) = prompt_registry::for_build(&config)?;
         let worker = &config.worker;
         let prices = &config.provider.prices;
         if let Some(reason) =
@@ -179,20 +175,14 @@ impl<P: Provider> Worker<P> {
             return Err(ConfigError::invalid("TRIAGE_PRICES", reason).into());
         }
         timing::check_policy(worker)?;
-        let prompts = Prompt::known_versions()
-            .filter_map(|v| Some((v.parse().ok()?, Prompt::load(v, &policy)?)))
-            .collect();
         let id = format!(
             "{}-{}",
             provider.name(),
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
         let limiter = Limiter::new(config.rate_limit);
-        let batches = match worker.bulk_tier {
-            Tier::Batch => BatchClient::from_config(&config.provider, worker.call_timeout)
-                .map_err(|e| ConfigError::invalid("TRIAGE_PROVIDER_URL", e.detail))?,
-            _ => None,
-        };
+        let answering = (policy.clone(), prompts.clone());
+        let batches = BatchTier::new(pool.clone(), config.clone(), id.clone(), answering)?;
         Ok(Self {
             pool,
             provider,

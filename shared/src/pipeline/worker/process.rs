@@ -19,12 +19,11 @@ use crate::{
         ledger::{self, CallId, CallOutcome, CallRecord, Start, Withdrawal},
         limits::{breaker, budget},
         outbox::{ClaimedJob, Lane},
-        turn::{carry_out, dedup_hit, Outcome, Turn},
+        turn::{self, carry_out, dedup_hit, Outcome, Turn},
     },
     providers::{
-        contract::{self, ContractViolation},
-        ErrorClass, Evaluation, EvaluationRequest, FailureKind, Prompt, Provider, ProviderError,
-        ProviderReply, Tier,
+        contract::ContractViolation, ErrorClass, Evaluation, EvaluationRequest, FailureKind,
+        Prompt, Provider, ProviderError, ProviderReply, Tier,
     },
     telemetry::metric,
 };
@@ -121,7 +120,10 @@ impl<P: Provider> Worker<P> {
             Ok(reply) => {
                 // The next call starts while this answer's writes are under way.
                 drop(call_slot);
-                let (record, checked) = self.check_answer(&job, &reply, latency, self.tier(&job));
+                let (latency_tier, prices) =
+                    ((latency, self.tier(&job)), &self.config.provider.prices);
+                let (record, checked) =
+                    ledger::billed_answer(&job, &reply, latency_tier, &self.policy, prices);
                 let answer = (&reply, tokens, Some(holds));
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
                     self.answered(client, &job, call, &record, &checked, answer)
@@ -150,40 +152,6 @@ impl<P: Provider> Worker<P> {
             tracing::info!(latency_ms = latency.as_millis() as u64, "evaluated");
         }
         Ok(outcome)
-    }
-
-    /// A billed answer held to the contract, and its ledger record (counted in the metrics
-    /// once, however often its writes are tried).
-    pub(super) fn check_answer(
-        &self,
-        job: &ClaimedJob,
-        reply: &ProviderReply,
-        latency: Duration,
-        tier: Tier,
-    ) -> (
-        CallRecord,
-        std::result::Result<Evaluation, ContractViolation>,
-    ) {
-        let checked = contract::validate(&reply.output, &self.policy);
-        let cost_usd =
-            self.config
-                .provider
-                .prices
-                .cost(job.versions.model_version.model(), reply.usage, tier);
-        let record = CallRecord {
-            outcome: match &checked {
-                Ok(_) => CallOutcome::Ok,
-                Err(violation) => CallOutcome::Failed(violation.kind),
-            },
-            http_status: Some(reply.http_status),
-            billed: Some(true),
-            usage: reply.usage,
-            cost_usd: Some(cost_usd),
-            latency,
-        };
-        let tokens = (reply.usage.input_tokens, reply.usage.output_tokens);
-        metric::provider_call(latency, tokens, cost_usd);
-        (record, checked)
     }
 
     /// How `job`'s online call is served: bulk work on flex when that is the bulk tier, the
@@ -231,10 +199,7 @@ impl<P: Provider> Worker<P> {
             // No call is made for a prompt this build does not know.
             return 0.0;
         };
-        // The deadline only shapes the request's timeout, never its estimate.
-        let usage = self.request(job, prompt, Instant::now()).worst_case_usage();
-        let model = job.versions.model_version.model();
-        self.config.provider.prices.cost(model, usage, tier)
+        job.worst_case_usd(prompt, &self.policy, &self.config.provider.prices, tier)
     }
 
     /// The dedup check, the ledger row of the call about to be made and its slot in the
@@ -340,16 +305,7 @@ impl<P: Provider> Worker<P> {
         checked: &std::result::Result<Evaluation, ContractViolation>,
         (reply, tokens, holds): (&ProviderReply, i64, Option<&Holds>),
     ) -> Result<Outcome> {
-        let (turn, error) = match checked {
-            Ok(evaluation) => (Turn::Answered(evaluation), String::new()),
-            Err(violation) => (
-                Turn::Failed {
-                    kind: violation.kind,
-                    retry_after: None,
-                },
-                violation.to_string(),
-            ),
-        };
+        let (turn, error) = turn::of_answer(checked);
         let settlement = self.answer(tokens, reply);
         let correction = self.token_correction_secs(&settlement);
         let breaker = async {

@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use crate::{config::WorkerPolicy, domain::error::ConfigError};
 
-/// Time kept back after a call for its writes: no call starts unless it and its write can
-/// finish before the deadline.
-pub const WRITE_MARGIN: Duration = Duration::from_secs(1);
+pub use crate::pipeline::turn::WRITE_MARGIN;
 
 /// At start: the lease outlasts an invocation (`TRIAGE_INVOCATION_SECONDS`, the CLI's budget
 /// and Lambda's fallback), which fits at least one call and its write.

@@ -55,6 +55,11 @@ impl BatchClient {
         }))
     }
 
+    /// The provider's name, as its online calls' ledger rows record it too.
+    pub fn provider_name(&self) -> &'static str {
+        self.connection.provider_name()
+    }
+
     /// Sends `requests` as one batch named by `reference` (an identifier of at most 40
     /// characters: it becomes part of a file name and of each custom id).
     pub async fn submit(

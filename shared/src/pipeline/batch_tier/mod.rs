@@ -1,5 +1,5 @@
 //! The batch tier (`TRIAGE_BULK_TIER=batch`, docs/cost.md): before it claims online work, each
-//! invocation tends the provider batches. [`Worker::collect_batches`] adopts a submission whose
+//! worker invocation tends the provider batches, and so does the sweeper's tick. [`BatchTier::collect`] adopts a submission whose
 //! sender died between sending and recording (found by the reference the provider echoes,
 //! never sent twice), collects the ended ones (each answered line through the same fenced
 //! write, ledger row and dedup as an online call, at the batch price; failed, expired and
@@ -7,35 +7,38 @@
 //! (retried by later ticks until it is gone), and cancels the batches still running once the
 //! daily budget is spent; the sweeper's tick runs it too, so results are collected while no
 //! worker runs. The worker then submits the bulk lane's waiting jobs as a new batch
-//! (`submit`), recorded first and no larger than the daily budget allows.
+//! (`worker::batch_submit`), recorded first and no larger than the daily budget allows.
 
-mod submit;
+mod lines;
 
 use std::{
     collections::HashMap,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
-use deadpool_postgres::GenericClient;
+use deadpool_postgres::{GenericClient, Pool};
 use serde::Serialize;
 
-use super::{Worker, WRITE_MARGIN};
 use crate::{
+    config::Config,
     db,
-    domain::error::Result,
+    domain::{
+        error::{ConfigError, Result},
+        versions::PromptVersion,
+    },
     pipeline::{
-        ledger::{self, CallId, CallOutcome, CallRecord},
+        ledger::CallId,
         limits::budget,
         outbox::{
             submission::{self, Submission},
             ClaimedJob, OutboxId,
         },
-        pause::{self, Paused},
-        turn::dedup_hit,
+        turn::WRITE_MARGIN,
     },
     providers::{
-        Batch, BatchClient, BatchState, FailureKind, LineOutcome, Provider, ProviderError,
-        ProviderReply, Tier,
+        Batch, BatchClient, BatchState, FailureKind, LineOutcome, Policy, Prompt, ProviderError,
+        Tier,
     },
 };
 
@@ -47,6 +50,18 @@ const POLL_LEASE: Duration = Duration::from_secs(120);
 /// The most submissions one tick polls: each is a provider request or more, and an ended one is
 /// a line-by-line collection; the next tick takes the rest.
 const SUBMISSIONS_PER_TICK: i64 = 20;
+
+/// A provider's batch API with what collecting its lines needs: the pool, the policy their
+/// answers are held to, the prompts they were priced by.
+pub struct BatchTier {
+    pool: Pool,
+    config: Arc<Config>,
+    /// Who the lines' ledger rows name: the worker, or the sweeper, that tends the batches.
+    caller: String,
+    policy: Policy,
+    prompts: HashMap<PromptVersion, Prompt>,
+    client: BatchClient,
+}
 
 /// What tending the batches did in one invocation.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -62,41 +77,62 @@ pub struct BatchReport {
     pub deleted_at_provider: u32,
 }
 
-impl<P: Provider> Worker<P> {
-    /// Collects, then submits unless the bulk lane is paused or the worker is `triage eval`'s
-    /// own (see the module's header): a worker invocation's turn with the batches; nothing
-    /// without a batch tier.
-    pub async fn tend_batches(&self, deadline: Instant) -> Result<BatchReport> {
-        let paused = pause::paused(&db::client(&self.pool).await?).await?;
-        self.tend(deadline, paused).await
+impl BatchTier {
+    /// The configured provider's batch API when `TRIAGE_BULK_TIER=batch`, else `None`. Lines'
+    /// ledger rows name `caller`; answers are held to `policy`, lines priced from `prompts`.
+    pub fn new(
+        pool: Pool,
+        config: Arc<Config>,
+        caller: String,
+        (policy, prompts): (Policy, HashMap<PromptVersion, Prompt>),
+    ) -> Result<Option<Self>> {
+        if config.worker.bulk_tier != Tier::Batch {
+            return Ok(None);
+        }
+        let (budget_usd, prices) = (config.worker.daily_budget_usd, &config.provider.prices);
+        // Lines under a budget are held at their price.
+        if let Some(reason) = budget::unpriced(budget_usd, prices, &config.versions.model) {
+            return Err(ConfigError::invalid("TRIAGE_PRICES", reason).into());
+        }
+        let client = BatchClient::from_config(&config.provider, config.worker.call_timeout)
+            .map_err(|e| ConfigError::invalid("TRIAGE_PROVIDER_URL", e.detail))?;
+        Ok(client.map(|client| Self {
+            pool,
+            config,
+            caller,
+            policy,
+            prompts,
+            client,
+        }))
     }
 
-    /// [`Self::tend_batches`] with the pause the invocation read at its start.
-    pub(super) async fn tend(&self, deadline: Instant, paused: Paused) -> Result<BatchReport> {
-        let mut report = self.collect_batches(deadline).await?;
-        if let Some(batches) = &self.batches {
-            // A paused bulk lane sends nothing new; what was sent is still collected.
-            if !self.eval_only && !paused.bulk && Instant::now() + self.request_time() <= deadline {
-                report.submitted += self.submit(batches).await?;
-            }
-        }
-        if report != BatchReport::default() {
-            tracing::info!(?report, "batches tended");
-        }
-        Ok(report)
+    pub fn client(&self) -> &BatchClient {
+        &self.client
     }
 
+    /// What the daily budget holds for a line until its result is costed: its worst case at
+    /// the batch price.
+    pub fn estimate_usd(&self, job: &ClaimedJob) -> f64 {
+        let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
+            // No line is sent for a prompt this build does not know.
+            return 0.0;
+        };
+        job.worst_case_usd(
+            prompt,
+            &self.policy,
+            &self.config.provider.prices,
+            Tier::Batch,
+        )
+    }
     /// Polls the open submissions (at most [`SUBMISSIONS_PER_TICK`], each held under its poll
     /// lease so a worker and the sweeper never tend one together), adopts, collects and, with
     /// the budget spent, cancels; stops before `deadline`. Never submits: that claims.
-    pub async fn collect_batches(&self, deadline: Instant) -> Result<BatchReport> {
+    pub async fn collect(&self, deadline: Instant) -> Result<BatchReport> {
         let mut report = BatchReport::default();
-        let Some(batches) = &self.batches else {
-            return Ok(report);
-        };
+        let batches = &self.client;
         let open = {
             let client = db::client(&self.pool).await?;
-            let (provider, sending_for) = (self.provider.name(), self.sending_for());
+            let (provider, sending_for) = (self.client.provider_name(), self.sending_for());
             submission::take_open(
                 &client,
                 provider,
@@ -151,7 +187,7 @@ impl<P: Provider> Worker<P> {
                     continue;
                 }
                 Ok(batch) if batch.state == BatchState::Ended => {
-                    self.collect(batches, &open, &batch, until, &mut report)
+                    self.collect_ended(batches, &open, &batch, until, &mut report)
                         .await?;
                 }
                 Ok(batch) if cancel => {
@@ -172,7 +208,7 @@ impl<P: Provider> Worker<P> {
 
     /// One provider request and the write of its answer: what a poll or the start of a send
     /// needs left before the deadline (a sender stopped mid-send is adopted like a crash).
-    fn request_time(&self) -> Duration {
+    pub fn request_time(&self) -> Duration {
         self.config.worker.call_timeout + WRITE_MARGIN
     }
 
@@ -248,7 +284,7 @@ impl<P: Provider> Worker<P> {
     /// Every line of an ended batch to its job; jobs the provider said nothing about (a batch
     /// that failed whole) go back to the online path like expired lines. Past `until` the rest
     /// waits for the next tick: the lines written are done, and are skipped then.
-    async fn collect(
+    async fn collect_ended(
         &self,
         batches: &BatchClient,
         open: &Submission,
@@ -324,89 +360,5 @@ impl<P: Provider> Worker<P> {
             }
         }
         Ok(())
-    }
-
-    /// A line's ledger row, costed at the batch price's estimate until its result is in;
-    /// `None` when a result for its key exists (article step 4). A batch takes nothing of the
-    /// online rate limit, so no slot is asked for.
-    async fn start_line(&self, client: &db::Client, job: &ClaimedJob) -> Result<Option<CallId>> {
-        let caller = (self.id.as_str(), self.provider.name());
-        let estimate_usd = self.estimate_usd(job, Tier::Batch);
-        ledger::start_without_slot(client, job, caller, estimate_usd, Tier::Batch).await
-    }
-
-    /// An answered line: the contract, the ledger at the batch price, and the job's fenced
-    /// write, as for an online answer; not the breaker, which guards the online endpoint.
-    async fn complete_line(
-        &self,
-        job: &ClaimedJob,
-        call: Option<CallId>,
-        reply: &ProviderReply,
-    ) -> Result<()> {
-        let client = db::client(&self.pool).await?;
-        let call = match call {
-            Some(call) => call,
-            None => match self.start_line(&client, job).await? {
-                Some(call) => call,
-                None => {
-                    dedup_hit(&client, job).await?;
-                    return Ok(());
-                }
-            },
-        };
-        let (record, checked) = self.check_answer(job, reply, Duration::ZERO, Tier::Batch);
-        // The batch used none of the online rate limit: nothing to correct there.
-        let used = reply.usage.input_tokens + reply.usage.output_tokens;
-        self.answered(client, job, call, &record, &checked, (reply, used, None))
-            .await?;
-        Ok(())
-    }
-
-    /// A line that brought no answer: its ledger row says why (not billed), and the job goes to
-    /// the online path without spending an attempt.
-    async fn back_online(
-        &self,
-        client: &db::Client,
-        job: &ClaimedJob,
-        call: Option<CallId>,
-        error: Option<&ProviderError>,
-    ) -> Result<()> {
-        match error {
-            Some(error) => self.line_failed(client, call, error).await?,
-            None => {
-                if let Some(call) = call {
-                    let record = unbilled(CallOutcome::NotRun, None);
-                    ledger::finish_call(client, call, &record, 0.0).await?;
-                }
-            }
-        }
-        let detail = error.map(ToString::to_string);
-        let detail = detail.as_deref().unwrap_or("batch line not run");
-        let _ = job.fall_back_online(client, Some(detail)).await?;
-        Ok(())
-    }
-
-    async fn line_failed(
-        &self,
-        client: &impl GenericClient,
-        call: Option<CallId>,
-        error: &ProviderError,
-    ) -> Result<()> {
-        if let Some(call) = call {
-            let record = unbilled(CallOutcome::Failed(error.kind), error.http_status);
-            ledger::finish_call(client, call, &record, 0.0).await?;
-        }
-        Ok(())
-    }
-}
-
-fn unbilled(outcome: CallOutcome, http_status: Option<u16>) -> CallRecord {
-    CallRecord {
-        outcome,
-        http_status,
-        billed: Some(false),
-        usage: Default::default(),
-        cost_usd: Some(0.0),
-        latency: Duration::ZERO,
     }
 }

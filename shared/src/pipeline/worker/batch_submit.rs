@@ -1,26 +1,62 @@
-//! Sending the bulk lane's waiting jobs as one provider batch: claimed, recorded, then sent.
+//! The worker's turn with the batch tier (`pipeline::batch_tier`): the batches collected,
+//! then the bulk lane's waiting jobs sent as one provider batch: claimed, recorded, then sent.
 
 use std::time::{Duration, Instant};
 
-use super::BATCH_LEASE;
+use super::Worker;
 use crate::{
     db,
     domain::error::Result,
     pipeline::{
+        batch_tier::{BatchReport, BatchTier},
         outbox::{
             budgeted::{self, Budgeted},
             claim::{self, Serves},
-            submission, ClaimedJob,
+            submission::{self, BATCH_LEASE},
+            ClaimedJob,
         },
+        pause::{self, Paused},
         turn::dedup_hit,
-        worker::Worker,
     },
-    providers::{BatchClient, BatchRequest, EvaluationRequest, FailureKind, Provider, Tier},
+    providers::{BatchRequest, EvaluationRequest, FailureKind, Provider, Tier},
 };
 
 impl<P: Provider> Worker<P> {
+    /// Collects, then submits unless the bulk lane is paused or the worker is `triage eval`'s
+    /// own (see the module's header): a worker invocation's turn with the batches; nothing
+    /// without a batch tier.
+    pub async fn tend_batches(&self, deadline: Instant) -> Result<BatchReport> {
+        let paused = pause::paused(&db::client(&self.pool).await?).await?;
+        self.tend(deadline, paused).await
+    }
+
+    /// [`Self::tend_batches`] with the pause the invocation read at its start.
+    pub(super) async fn tend(&self, deadline: Instant, paused: Paused) -> Result<BatchReport> {
+        let mut report = self.collect_batches(deadline).await?;
+        if let Some(tier) = &self.batches {
+            // A paused bulk lane sends nothing new; what was sent is still collected.
+            if !self.eval_only && !paused.bulk && Instant::now() + tier.request_time() <= deadline {
+                report.submitted += self.submit(tier).await?;
+            }
+        }
+        if report != BatchReport::default() {
+            tracing::info!(?report, "batches tended");
+        }
+        Ok(report)
+    }
+
+    /// The batches' polling and collection ([`BatchTier::collect`]); nothing without a batch
+    /// tier.
+    pub async fn collect_batches(&self, deadline: Instant) -> Result<BatchReport> {
+        match &self.batches {
+            Some(tier) => tier.collect(deadline).await,
+            None => Ok(BatchReport::default()),
+        }
+    }
+
     /// Claims the bulk lane's waiting jobs, records the submission, then sends it.
-    pub(super) async fn submit(&self, batches: &BatchClient) -> Result<u32> {
+    async fn submit(&self, tier: &BatchTier) -> Result<u32> {
+        let batches = tier.client();
         let policy = &self.config.worker;
         let serves = Serves::for_model_version(&self.config.versions.model);
         let (worker, provider) = (self.id.as_str(), self.provider.name());
@@ -36,7 +72,7 @@ impl<P: Provider> Worker<P> {
             let jobs = match policy.daily_budget_usd {
                 None => jobs,
                 Some(budget_usd) => {
-                    let estimate = |job: &ClaimedJob| self.estimate_usd(job, Tier::Batch);
+                    let estimate = |job: &ClaimedJob| tier.estimate_usd(job);
                     match budgeted::keep_affordable(&transaction, budget_usd, jobs, estimate)
                         .await?
                     {
@@ -67,7 +103,7 @@ impl<P: Provider> Worker<P> {
             if self.answer_locally(&job, Instant::now()).await?.is_some() {
                 continue;
             }
-            match self.start_line(&client, &job).await? {
+            match tier.start_line(&client, &job).await? {
                 Some(call) => lines.push((job, prompt, call)),
                 None => {
                     dedup_hit(&client, &job).await?;
@@ -124,7 +160,7 @@ impl<P: Provider> Worker<P> {
             Err(error) => {
                 tracing::warn!(%error, "batch refused: its jobs go back to the queue");
                 for (job, _, call) in &lines {
-                    self.line_failed(&client, Some(*call), &error).await?;
+                    tier.line_failed(&client, Some(*call), &error).await?;
                     let _ = job
                         .release(&client, Duration::ZERO, Some(&error.to_string()))
                         .await?;
