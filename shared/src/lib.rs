@@ -2,16 +2,18 @@
 //! content-derived idempotency key.
 //!
 //! Layers, top to bottom (docs/architecture.md); a module uses only those below it:
-//! - entry points: [`http`] (the API router), [`operations`] (what on-call runs), [`aws`]
-//!   (Secrets Manager, the migration custom resource, Lambda glue);
-//! - the pipeline: [`pipeline`] (ingest → outbox → worker → sweep, and its reports);
+//! - entry points: [`http`] (the API router, the console), [`operations`] (what on-call runs);
+//! - [`quality`]: labelled sets, eval runs, metrics, the promote gate, thresholds;
+//! - [`aws`]: Secrets Manager, the migration custom resource, S3, Lambda glue;
+//! - the pipeline: [`pipeline`] (ingest → outbox → worker → sweep, in inner layers of its own);
 //! - [`config`]: the one typed configuration, plain data read from the environment;
-//! - evaluation and infrastructure: [`providers`] (prompts, providers, contract, prices),
+//! - providers and infrastructure: [`providers`] (prompts, providers, contract, prices),
 //!   [`db`] (pool, migrations), [`tls`], [`secret`], [`telemetry`];
-//! - [`domain`]: the key, ticket ids, versions, errors.
+//! - [`domain`]: the key, ticket ids, row ids, versions, errors.
 //!
 //! A ticket's path by file name: `domain/key` → `pipeline/ingest` → `pipeline/outbox/claim`
-//! → `pipeline/worker` (`providers/*`, `pipeline/outbox/job`) → `pipeline/sweep`.
+//! → `pipeline/worker` (`providers/*`, `pipeline/turn`, `pipeline/outbox/job`) →
+//! `pipeline/sweep`.
 
 pub mod aws;
 pub mod config;

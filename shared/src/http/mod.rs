@@ -1,5 +1,5 @@
 //! The HTTP API: one router, served by the api Lambda (through lambda_http) and by
-//! `triage serve` / `triage dev`, where [`local`] guards it (loopback by default, a bearer
+//! `triage serve` / `triage dev`, where [`loopback`] guards it (loopback by default, a bearer
 //! token and TLS beyond, the Host check on loopback) since no API Gateway stands in front.
 //! An entry point: maps requests onto the pipeline (ingest, read) and its errors onto
 //! problem+json; uses config and the domain too.

@@ -1,9 +1,9 @@
 //! The operations on-call runs (docs/runbook.md): one [`Request`] type with one entry point,
 //! [`run`], shared by the CLI (as subcommands) and the ops Lambda (as its JSON payload), so
 //! both do exactly the same thing.
-//! An entry-point layer: uses the pipeline (reports), evaluate (prompt versions), config, db
-//! and the domain. [`eval`] is `triage eval` (the labelled set, its metrics, the stored runs and
-//! the quality gate `promote` consults).
+//! An entry-point layer: uses quality (`triage eval`: the labelled sets, their metrics, the
+//! stored runs and the gate `promote` consults), the pipeline (reports), providers (prompt
+//! versions), config, db and the domain.
 
 pub mod audit;
 mod checks;

@@ -21,6 +21,7 @@ pub mod set;
 pub mod source;
 pub mod thresholds;
 mod under_way;
+pub mod view;
 
 use std::{sync::Arc, time::Duration};
 

@@ -22,15 +22,7 @@ use crate::{
     db,
     domain::versions::ModelVersion,
     pipeline::feedback::{self, Agreement},
-    quality::{
-        self,
-        metrics::NO_ANSWER,
-        runs::{self, StoredRun},
-        set::Split,
-        source,
-        thresholds::sweeps,
-        RunFigures,
-    },
+    quality::view::{self as quality, RunFigures, Split, StoredRun, NO_ANSWER},
 };
 
 /// Misclassified tickets shown for the chosen version.
@@ -54,7 +46,7 @@ pub(super) async fn show(
     let policy = crate::providers::Policy::load(config.versions.policy.as_str())
         .ok_or_else(|| PageError::bad_request("the configured policy is not in this build"))?;
     let configured =
-        source::configured_digest_now(config.quality.set.as_deref(), &policy, &state.app.pool)
+        quality::configured_digest_now(config.quality.set.as_deref(), &policy, &state.app.pool)
             .await?;
     let digest = match choice.set.as_deref() {
         Some(d) if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => d.to_lowercase(),
@@ -70,7 +62,7 @@ pub(super) async fn show(
             |e: crate::domain::error::InvalidRequest| PageError::bad_request(e.to_string()),
         )?;
     let client = db::client(&state.app.pool).await?;
-    let runs = runs::newest_per_version(&client, &digest, split).await?;
+    let runs = quality::newest_per_version(&client, &digest, split).await?;
     let chosen = match choice.version.as_deref() {
         Some(v) => Some(
             runs.iter()
@@ -90,15 +82,15 @@ pub(super) async fn show(
                 .take(MISSES_SHOWN)
                 .map(|m| m.ticket_id)
                 .collect();
-            runs::eval_ticket_texts(&client, &ids).await?
+            quality::eval_ticket_texts(&client, &ids).await?
         }
         None => Default::default(),
     };
     // Runs under way, read only (a GET concludes nothing; the sweeper's tick does).
     let under_way = quality::under_way(&state.app.pool).await?;
     let live = feedback::agreement(&client).await?;
-    let baseline = runs::baseline(&client, &digest, split).await?;
-    let sweeps = sweeps::newest_per_cascade(&client, &digest).await?;
+    let baseline = quality::baseline(&client, &digest, split).await?;
+    let sweeps = quality::newest_per_cascade(&client, &digest).await?;
     let body = html! {
         p {
             "Set " code data-set=(digest) { (&digest[..12]) }

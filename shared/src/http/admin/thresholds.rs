@@ -8,7 +8,7 @@ use super::{
     charts::{self, Dot},
     layout::usd,
 };
-use crate::quality::thresholds::sweeps::StoredSweep;
+use crate::quality::view::StoredSweep;
 
 pub(super) fn sweeps(sweeps: &[StoredSweep]) -> Markup {
     html! {

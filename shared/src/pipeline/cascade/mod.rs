@@ -2,7 +2,7 @@
 //! whose first stage is a local classifier the project trained. It answers a job when its
 //! confidence is at least the threshold (no call, nothing paid, no ledger row); otherwise the
 //! large model is called as for any version. [`models`] stores and loads the classifiers,
-//! [`training`] gathers what trains them, [`provisional`] gives new tickets the local answer
+//! [`examples`] gathers what trains them, [`provisional`] gives new tickets the local answer
 //! while the large model cannot be asked now.
 
 pub mod examples;

@@ -4,7 +4,7 @@
 //! evaluation outbox's machinery, `outbox::lease`); [`deliverer`] runs an invocation;
 //! [`webhook`] signs per Standard Webhooks and sends, [`bus`] puts events on EventBridge, [`address`] keeps webhooks off private
 //! networks (SSRF); [`decision`] is the pure retry / disable decision; [`subscription`] the
-//! callers' endpoints; [`report`] the operators' view, the lag metric and replay.
+//! callers' endpoints; [`status`] the operators' view, the lag metric and replay.
 //! Uses config, db, telemetry and domain, and the pipeline's outbox and backoff.
 
 pub mod address;

@@ -3,12 +3,12 @@
 //! fenced write. Run by the worker Lambda (deadline from the Lambda context) and by
 //! `triage worker` (deadline from `TRIAGE_INVOCATION_SECONDS`).
 //!
-//! [`claiming`] is the next claim (breaker, budget, lanes), [`local`] a cascade's first stage,
-//! [`process`] one job's turn, [`pacing`] its slot in the provider's shared rate limit,
-//! [`disposition`] the pure decision after it, [`settle`] its writes carried through a
-//! database blink, [`timing`] the time checks, [`run`] the long-running loop of
-//! `triage worker`, [`batch`] the batch tier's submissions. The daily spend budget gates the
-//! claim (`pipeline::limits::budget`).
+//! [`claiming`] is the next claim (breaker, budget, lanes), [`classifier_first`] a cascade's
+//! first stage, [`process`] one job's turn, [`pacing`] its slot in the provider's shared rate
+//! limit, [`settle`] its writes carried through a database blink, [`timing`] the time checks,
+//! [`run`] the long-running loop of `triage worker`, [`batch_submit`] the invocation's turn
+//! with the batch tier. What becomes of a turn is `pipeline::turn`; the daily spend budget
+//! gates the claim (`pipeline::outbox::budgeted`).
 
 mod batch_submit;
 mod claiming;
