@@ -9,8 +9,8 @@ use triage::{
 };
 
 use crate::{
+    helpers::operations::{op, try_op},
     helpers::{spawn_app_with, spawn_app_with_fake, TestApp},
-    operations::{op, try_op},
 };
 
 /// 20 output tokens a call at $500 per million, input free: one cent a call.

@@ -850,7 +850,7 @@ async fn a_reprocess_result_is_announced_when_its_version_is_promoted() {
     app.deliver_all(Duration::from_secs(10)).await;
     assert_eq!(receiver.received().len(), 1);
 
-    crate::operations::op(
+    crate::helpers::operations::op(
         &app,
         json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v4", "spread": "0s"}),
     )
@@ -862,8 +862,8 @@ async fn a_reprocess_result_is_announced_when_its_version_is_promoted() {
         "not announced before its promotion"
     );
     let promote = json!({"op": "promote", "prompt_version": "triage-v4", "force": true, "reason": "no eval set in this test"});
-    crate::operations::op(&app, promote.clone()).await;
-    crate::operations::op(&app, promote).await;
+    crate::helpers::operations::op(&app, promote.clone()).await;
+    crate::helpers::operations::op(&app, promote).await;
     app.deliver_all(Duration::from_secs(10)).await;
     let versions: Vec<String> = receiver
         .received()

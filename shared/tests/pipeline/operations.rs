@@ -13,20 +13,12 @@ use triage::{
     providers::{Policy, Prompt},
 };
 
-use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
+use crate::helpers::{
+    operations::{op, try_op},
+    spawn_app, spawn_app_with_fake, TestApp,
+};
 
 const DRAIN: Duration = Duration::from_secs(60);
-
-/// Runs a payload as the ops Lambda would, and returns the response it would send.
-pub async fn op(app: &TestApp, payload: Value) -> Value {
-    serde_json::to_value(try_op(app, payload).await.expect("operation succeeds")).unwrap()
-}
-
-pub async fn try_op(app: &TestApp, payload: Value) -> triage::Result<operations::Outcome> {
-    let request: operations::Request = serde_json::from_value(payload).expect("payload parses");
-    let operator = operations::Operator::lambda("arn:aws:lambda:test:ops", "request-1");
-    operations::run(&app.pool, &app.config, request, &operator).await
-}
 
 fn tickets(prefix: &str, n: usize) -> Vec<(String, String)> {
     (0..n)

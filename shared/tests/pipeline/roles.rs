@@ -13,8 +13,8 @@ use triage::{config::Config, db};
 
 use crate::{
     delivery::{fast_delivery, ingest, subscribe, Answer, Receiver},
+    helpers::operations::op,
     helpers::{assert_refused, TestApp},
-    operations::op,
 };
 
 fn repo_root() -> PathBuf {

@@ -16,6 +16,8 @@ use triage::{
 
 pub use testkit::fresh_database;
 
+pub mod operations;
+
 pub struct TestApp {
     pub pool: Pool,
     pub config: Arc<Config>,
