@@ -12,8 +12,8 @@ use testkit::OwnServer;
 use triage::{config::Config, db};
 
 use crate::{
-    delivery::{fast_delivery, ingest, subscribe, Answer, Receiver},
     helpers::operations::op,
+    helpers::webhooks::{fast_delivery, ingest, subscribe, Answer, Receiver},
     helpers::{assert_refused, TestApp},
 };
 

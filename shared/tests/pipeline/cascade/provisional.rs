@@ -10,8 +10,8 @@ use triage::{pipeline::sweep::Sweeper, providers::PriceTable};
 
 use super::{configured, trained};
 use crate::{
-    delivery::{fast_delivery, ingest, subscribe, Answer, Receiver},
     helpers::operations::op,
+    helpers::webhooks::{fast_delivery, ingest, subscribe, Answer, Receiver},
     helpers::{spawn_app_with_fake, TestApp},
 };
 

@@ -17,6 +17,7 @@ use triage::{
 pub use testkit::fresh_database;
 
 pub mod operations;
+pub mod webhooks;
 
 pub struct TestApp {
     pub pool: Pool,
