@@ -11,7 +11,7 @@ use triage::{
     providers::Tier,
 };
 
-use crate::helpers::{spawn_app, TestApp};
+use crate::helpers::{budget::spent_today, spawn_app, TestApp};
 
 /// A finished call of `cost` for a fresh job, started `at` (SQL), and the partition it is in.
 async fn call_at(app: &TestApp, subject: &str, at: &str, cost: f64) -> String {
@@ -50,11 +50,6 @@ async fn partitions(app: &TestApp) -> Vec<String> {
         .iter()
         .map(|row| row.get(0))
         .collect()
-}
-
-async fn spent_today(app: &TestApp) -> f64 {
-    let client = app.pool.get().await.unwrap();
-    budget::spend(&client).await.unwrap().spent_today_usd
 }
 
 async fn total_calls(app: &TestApp) -> i64 {

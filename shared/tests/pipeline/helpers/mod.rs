@@ -16,6 +16,7 @@ use triage::{
 
 pub use testkit::fresh_database;
 
+pub mod budget;
 pub mod operations;
 pub mod webhooks;
 
