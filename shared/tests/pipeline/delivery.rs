@@ -31,6 +31,7 @@ use triage::{
 };
 
 use crate::{
+    helpers::gateway::{iam, send},
     helpers::{
         spawn_app_with,
         webhooks::{
@@ -38,7 +39,6 @@ use crate::{
         },
         TestApp,
     },
-    lambda_events::{iam, send},
 };
 
 async fn spawn() -> TestApp {

@@ -17,6 +17,7 @@ use triage::{
 pub use testkit::fresh_database;
 
 pub mod budget;
+pub mod gateway;
 pub mod operations;
 pub mod sql;
 pub mod webhooks;
