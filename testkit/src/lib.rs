@@ -4,6 +4,7 @@
 
 pub mod cloudformation;
 pub mod lambda;
+pub mod markdown;
 pub mod moto;
 mod postgres;
 
