@@ -141,7 +141,7 @@ fn ops_env(database_url: String, fake: &FakeProvider) -> Vec<(&'static str, Stri
 }
 
 fn config_of(env: &[(&'static str, String)]) -> Config {
-    Config::from_lookup(testkit::lambda::lookup(&env)).unwrap()
+    Config::from_lookup(testkit::lambda::lookup(env)).unwrap()
 }
 
 /// The deployed fleet's part: a worker of the function's configuration answers every job.

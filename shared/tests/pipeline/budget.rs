@@ -403,11 +403,11 @@ mod running_total {
     use deadpool_postgres::Client;
     use triage::{
         pipeline::{
-            ledger::{self, CallId, CallOutcome, CallRecord, Start},
+            ledger::{self, CallId, CallOutcome, CallRecord},
             limits::budget,
             outbox::{claim::Serves, ClaimedJob, Lanes},
         },
-        providers::{Tier, Usage},
+        providers::Usage,
     };
 
     use crate::helpers::{

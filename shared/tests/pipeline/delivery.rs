@@ -3,27 +3,16 @@
 //! beside moto by `scripts/test`), not with our own signing code.
 
 use std::{
-    collections::BTreeMap,
-    io::Write,
-    process::{Command, Stdio},
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
-use axum::{
-    body::Bytes,
-    extract::State,
-    http::{HeaderMap, StatusCode},
-    routing::post,
-    Router,
-};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use triage::{
-    config::Config,
     pipeline::{
-        delivery::{claimed, subscription, Deliverer},
-        ingest::{self, NewTicket, Submitter},
+        delivery::{claimed, subscription},
+        ingest::Submitter,
         outbox::claim::{self, Serves},
         sweep,
     },

@@ -4,10 +4,7 @@
 use std::time::Duration;
 
 use triage::{
-    pipeline::{
-        ledger::{self, Start},
-        limits::budget,
-    },
+    pipeline::ledger::{self, Start},
     providers::Tier,
 };
 
