@@ -139,7 +139,7 @@ struct Suite {
 
 impl Suite {
     async fn count(&self, sql: &str) -> i64 {
-        self.db.query_one(sql, &[]).await.unwrap().get(0)
+        testkit::count(&self.db, sql).await
     }
 
     async fn unfinished_calls(&self) -> i64 {

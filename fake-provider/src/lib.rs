@@ -29,12 +29,14 @@
 
 mod batch;
 pub mod classifier;
+mod gate;
 mod limit;
 mod render;
 mod server;
 mod strict;
 
 pub use batch::BatchSummary;
+pub use gate::Gate;
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -75,6 +77,9 @@ pub enum Behavior {
     Answer(Value),
     /// Waits, then behaves like the inner behaviour.
     Delay(Duration, Box<Behavior>),
+    /// Waits at the gate until the test releases it (see [`Gate`]), then behaves like the
+    /// inner behaviour. Batch lines are not held.
+    Held(Gate, Box<Behavior>),
     /// 429 with a `Retry-After` header when given.
     RateLimited { retry_after: Option<Duration> },
     /// OpenAI flex's 429 "resource unavailable": no capacity at the flex tier right now.
@@ -124,14 +129,30 @@ impl Behavior {
         Behavior::Delay(delay, Box::new(self))
     }
 
-    /// The total delay and the behaviour it leads to.
+    /// `self`, answered when `gate` is released (see [`Gate`]).
+    pub fn held(self, gate: &Gate) -> Behavior {
+        Behavior::Held(gate.clone(), Box::new(self))
+    }
+
+    /// The total delay and the behaviour it leads to (its gates passed over).
     fn split_delay(self) -> (Duration, Behavior) {
+        let (delay, _, behavior) = self.split();
+        (delay, behavior)
+    }
+
+    /// The total delay, the gates to pass, and the behaviour they lead to.
+    fn split(self) -> (Duration, Vec<Gate>, Behavior) {
         match self {
             Behavior::Delay(delay, inner) => {
-                let (more, inner) = inner.split_delay();
-                (delay + more, inner)
+                let (more, gates, inner) = inner.split();
+                (delay + more, gates, inner)
             }
-            other => (Duration::ZERO, other),
+            Behavior::Held(gate, inner) => {
+                let (delay, mut gates, inner) = inner.split();
+                gates.insert(0, gate);
+                (delay, gates, inner)
+            }
+            other => (Duration::ZERO, Vec::new(), other),
         }
     }
 }
@@ -335,6 +356,9 @@ fn labelled(
             delay,
             Box::new(labelled(*inner, labels, ticket_text, model)),
         ),
+        Behavior::Held(gate, inner) => {
+            Behavior::Held(gate, Box::new(labelled(*inner, labels, ticket_text, model)))
+        }
         other => other,
     }
 }

@@ -164,7 +164,7 @@ pub(crate) fn reply(behavior: &Behavior, api: Api, call: &Call) -> Reply {
                 body: Bytes::from_static(br#"{"id": "fake", "choices": [{"message": "#),
             }
         }
-        Behavior::Delay(_, inner) => return reply(inner, api, call),
+        Behavior::Delay(_, inner) | Behavior::Held(_, inner) => return reply(inner, api, call),
         Behavior::Classify => return answer(api, call, Answer::Json(classify(&call.ticket_text))),
         Behavior::Answer(value) => return answer(api, call, Answer::Json(value.clone())),
         Behavior::OutOfContract => {

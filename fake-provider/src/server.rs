@@ -118,7 +118,7 @@ async fn handle(
         (Some(verdict), Api::OpenAi) => verdict.headers,
         _ => Vec::new(),
     };
-    let (delay, behavior) = behavior.split_delay();
+    let (delay, gates, behavior) = behavior.split();
     call.usage = shared.usage(&call);
     let reply = render::reply(&behavior, api, &call);
     let status = match &reply {
@@ -137,6 +137,10 @@ async fn handle(
         usage: call.usage,
         headers: parts.headers,
     });
+    // Held (recorded by then) until the test releases each gate.
+    for gate in &gates {
+        gate.pass().await;
+    }
     // From the request's arrival, as a client would time it: reading and recording the
     // request is part of the provider's latency, not added to it.
     tokio::time::sleep_until((at + delay).into()).await;

@@ -4,7 +4,13 @@
 
 pub mod cloudformation;
 pub mod lambda;
+pub mod markdown;
 pub mod moto;
 mod postgres;
 
 pub use postgres::{fresh_database, psql, roles_sql, server_url, OwnServer};
+
+/// The count (the first column of the one row) `sql` returns.
+pub async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.unwrap().get(0)
+}

@@ -21,36 +21,13 @@ use std::{
     process::{Command, Stdio},
 };
 
+use testkit::markdown::sh_blocks;
+
 /// `aws` subcommands of AWS CLI v2 that v1 lacks: run by v2 only.
 const V2_ONLY: &[&str] = &["configure export-credentials", "logs tail"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The `sh` blocks of a markdown file: (first line number, text), indented fences included
-/// (a block inside a list item), the indentation removed.
-fn sh_blocks(markdown: &str) -> Vec<(usize, String)> {
-    let mut blocks = Vec::new();
-    let mut open: Option<(usize, usize, String)> = None;
-    for (n, line) in markdown.lines().enumerate() {
-        let trimmed = line.trim_start();
-        let indent = line.len() - trimmed.len();
-        match &mut open {
-            None if trimmed == "```sh" => open = Some((n + 2, indent, String::new())),
-            Some((start, _, text)) if trimmed == "```" => {
-                blocks.push((*start, std::mem::take(text)));
-                open = None;
-            }
-            Some((_, indent, text)) => {
-                text.push_str(line.get(*indent..).unwrap_or(trimmed));
-                text.push('\n');
-            }
-            None => {}
-        }
-    }
-    assert!(open.is_none(), "an unclosed ```sh block");
-    blocks
 }
 
 /// The `aws` stand-in: records `argv` as one JSON line in `$DOCS_AWS_LOG` with the verdict of

@@ -16,6 +16,8 @@ use std::{
     process::{Command, Stdio},
 };
 
+use testkit::markdown::sh_blocks;
+
 const ENVS: [&str; 2] = ["dev", "prod"];
 const DOCS: [&str; 2] = ["docs/deploy.md", "docs/runbook.md"];
 
@@ -52,29 +54,6 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The `sh` blocks of a markdown file, indented fences included, the indentation removed.
-fn sh_blocks(markdown: &str) -> Vec<String> {
-    let mut blocks = Vec::new();
-    let mut open: Option<(usize, String)> = None;
-    for line in markdown.lines() {
-        let trimmed = line.trim_start();
-        let indent = line.len() - trimmed.len();
-        match &mut open {
-            None if trimmed == "```sh" => open = Some((indent, String::new())),
-            Some((_, text)) if trimmed == "```" => {
-                blocks.push(std::mem::take(text));
-                open = None;
-            }
-            Some((indent, text)) => {
-                text.push_str(line.get(*indent..).unwrap_or(trimmed));
-                text.push('\n');
-            }
-            None => {}
-        }
-    }
-    blocks
-}
-
 /// What one document's blocks do for `env`: every `aws` command's arguments, and `$STACK` at
 /// the end.
 struct Run {
@@ -88,7 +67,7 @@ fn run_doc(doc: &str, env: &str, work: &Path) -> Run {
         "command_not_found_handle() { echo PLACEHOLDER; return 0; }\n\
          aws() { printf '%s\\037' \"$@\" >>\"$DOCS_AWS_LOG\"; printf '\\036' >>\"$DOCS_AWS_LOG\"; echo PLACEHOLDER; }\n",
     );
-    for block in sh_blocks(&text) {
+    for (_, block) in sh_blocks(&text) {
         for line in block.lines() {
             match line.strip_prefix("ENV=prod") {
                 Some(rest) if rest.is_empty() || rest.starts_with(' ') => {

@@ -4,15 +4,10 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use testkit::lambda::{events, Function, RuntimeApi};
+use testkit::lambda::{events, Container};
 use triage::{config::Config, db, telemetry::NAMESPACE};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-struct Container {
-    runtime: RuntimeApi,
-    function: Function,
-}
 
 /// What API Gateway would turn the function's answer into.
 struct HttpResponse {
@@ -23,15 +18,19 @@ struct HttpResponse {
 }
 
 async fn spawn(database_url: &str, extra: &[(&str, &str)]) -> Container {
-    let runtime = RuntimeApi::start().await;
     let env = [("DATABASE_URL", database_url)]
         .into_iter()
         .chain(extra.iter().copied());
-    let function = Function::spawn(env!("CARGO_BIN_EXE_triage-api"), &runtime, env);
-    Container { runtime, function }
+    Container::start(env!("CARGO_BIN_EXE_triage-api"), env).await
 }
 
-impl Container {
+/// The api's events, as API Gateway sends them.
+trait Api {
+    async fn request(&self, method: &str, path: &str, body: Option<&str>) -> HttpResponse;
+    async fn send(&self, event: Value) -> HttpResponse;
+}
+
+impl Api for Container {
     async fn request(&self, method: &str, path: &str, body: Option<&str>) -> HttpResponse {
         self.send(events::http_api(method, path, body)).await
     }
@@ -59,8 +58,7 @@ async fn migrated_database() -> (String, deadpool_postgres::Pool) {
 
 async fn count(pool: &deadpool_postgres::Pool, table: &str) -> i64 {
     let client = pool.get().await.unwrap();
-    let sql = format!("SELECT count(*) FROM {table}");
-    client.query_one(&sql, &[]).await.unwrap().get(0)
+    testkit::count(&client, &format!("SELECT count(*) FROM {table}")).await
 }
 
 #[tokio::test]

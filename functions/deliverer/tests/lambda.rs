@@ -8,7 +8,7 @@ use std::{
 };
 
 use axum::{extract::State, http::HeaderMap, routing::post, Router};
-use testkit::lambda::{events, Function, RuntimeApi};
+use testkit::lambda::{events, Container};
 use tokio_util::sync::CancellationToken;
 use triage::{
     config::{Config, DeliveryPolicy},
@@ -79,17 +79,16 @@ async fn a_doorbell_from_the_scalers_queue_runs_one_deliverer_invocation_like_a_
         )
         .await
         .unwrap();
-    let runtime = RuntimeApi::start().await;
-    let function = Function::spawn(
+    let Container { runtime, function } = Container::start(
         env!("CARGO_BIN_EXE_triage-deliverer"),
-        &runtime,
         [
             ("DATABASE_URL", url.as_str()),
             ("TRIAGE_WEBHOOK_ALLOWED_HOSTS", "127.0.0.1"),
             // The budget when the emulator's deadline has already passed.
             ("TRIAGE_INVOCATION_SECONDS", "20"),
         ],
-    );
+    )
+    .await;
 
     let invocation = runtime.invoke(events::sqs_doorbell(), TIMEOUT).await;
 

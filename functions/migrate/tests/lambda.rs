@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use testkit::{
     cloudformation::{event, ResponseUrl},
-    lambda::{Function, RuntimeApi},
+    lambda::Container,
 };
 use triage::aws::secrets::SecretsManager;
 
@@ -62,14 +62,14 @@ async fn a_deploy_migrates_with_the_login_from_secrets_manager_and_a_rollback_do
     };
     let url = testkit::fresh_database().await;
     let arn = login_secret(&moto, &url).await;
-    let runtime = RuntimeApi::start().await;
     let env = moto.iter().map(|(k, v)| (*k, v.as_str())).chain([
         ("TRIAGE_DB_SECRET_ARN", arn.as_str()),
         // The local server speaks no TLS; in AWS this is verify-full (template.yaml).
         ("TRIAGE_DB_TLS", "disable"),
         ("AWS_LAMBDA_FUNCTION_VERSION", VERSION),
     ]);
-    let function = Function::spawn(env!("CARGO_BIN_EXE_triage-migrate"), &runtime, env);
+    let Container { runtime, function } =
+        Container::start(env!("CARGO_BIN_EXE_triage-migrate"), env).await;
     function.print_init_and_size(&runtime).await;
     let s3 = ResponseUrl::start(0).await;
 
@@ -106,14 +106,16 @@ fn binary_under_test() -> String {
 #[tokio::test]
 async fn a_panic_in_the_migration_is_answered_failed_at_once_and_ends_the_process() {
     let url = testkit::fresh_database().await;
-    let runtime = RuntimeApi::start().await;
     let env = [
         ("DATABASE_URL", url.as_str()),
         ("AWS_LAMBDA_FUNCTION_VERSION", VERSION),
         // Honoured by debug builds only (src/main.rs).
         ("TRIAGE_TEST_PANIC_IN_MIGRATION", "1"),
     ];
-    let mut function = Function::spawn(binary_under_test(), &runtime, env);
+    let Container {
+        runtime,
+        mut function,
+    } = Container::start(binary_under_test(), env).await;
     let s3 = ResponseUrl::start(0).await;
 
     // The function never returns a result (it aborts, as the release profile would), so the

@@ -8,7 +8,7 @@ use std::{
 
 use fake_provider::{classifier::Classifier, FakeProvider};
 use serde_json::json;
-use testkit::lambda::{Function, RuntimeApi};
+use testkit::lambda::Container;
 use tokio_util::sync::CancellationToken;
 use triage::{
     config::Config,
@@ -39,12 +39,8 @@ async fn stats_answer_with_the_queue_and_count_the_operation_and_a_bad_request_i
     create_ticket(&pool, &config.versions, &ticket, Submitter::LOCAL)
         .await
         .unwrap();
-    let runtime = RuntimeApi::start().await;
-    let function = Function::spawn(
-        env!("CARGO_BIN_EXE_triage-ops"),
-        &runtime,
-        [("DATABASE_URL", &url)],
-    );
+    let Container { runtime, function } =
+        Container::start(env!("CARGO_BIN_EXE_triage-ops"), [("DATABASE_URL", &url)]).await;
 
     let stats = runtime.invoke(json!({"op": "stats"}), TIMEOUT).await;
     let health = stats.result.expect("stats answered");
@@ -145,12 +141,7 @@ fn ops_env(database_url: String, fake: &FakeProvider) -> Vec<(&'static str, Stri
 }
 
 fn config_of(env: &[(&'static str, String)]) -> Config {
-    Config::from_lookup(|name| {
-        env.iter()
-            .find(|(key, _)| *key == name)
-            .map(|(_, value)| value.clone())
-    })
-    .unwrap()
+    Config::from_lookup(testkit::lambda::lookup(env)).unwrap()
 }
 
 /// The deployed fleet's part: a worker of the function's configuration answers every job.
@@ -194,8 +185,10 @@ async fn an_eval_of_the_shipped_set_returns_at_once_the_fleet_answers_and_promot
     let config = config_of(&env);
     db::migrate(&config.database).await.unwrap();
     let pool = db::pool(&config.database).unwrap();
-    let runtime = RuntimeApi::start().await;
-    let _function = Function::spawn(env!("CARGO_BIN_EXE_triage-ops"), &runtime, env);
+    let Container {
+        runtime,
+        function: _function,
+    } = Container::start(env!("CARGO_BIN_EXE_triage-ops"), env).await;
     let current = config.versions.pair().to_string();
     let better = "triage-v5/gpt-good@medium";
 
@@ -295,8 +288,10 @@ async fn an_eval_of_a_set_in_s3_is_read_with_its_digest_and_a_missing_object_is_
             body,
         ],
     );
-    let runtime = RuntimeApi::start().await;
-    let _function = Function::spawn(env!("CARGO_BIN_EXE_triage-ops"), &runtime, env);
+    let Container {
+        runtime,
+        function: _function,
+    } = Container::start(env!("CARGO_BIN_EXE_triage-ops"), env).await;
 
     let queued = runtime
         .invoke(

@@ -11,7 +11,7 @@ use aws_sdk_sqs::{
     config::{BehaviorVersion, Credentials, Region},
     Client,
 };
-use testkit::lambda::{events, Function, RuntimeApi};
+use testkit::lambda::{events, Container};
 use tokio_util::sync::CancellationToken;
 use triage::{
     config::{Config, DeliveryPolicy},
@@ -111,8 +111,8 @@ async fn each_tick_starts_workers_for_the_backlog_up_to_the_cap_through_the_queu
         ("TRIAGE_CONCURRENCY", "1".into()),
         ("TRIAGE_INVOCATION_SECONDS", "10".into()),
     ]);
-    let runtime = RuntimeApi::start().await;
-    let function = Function::spawn(env!("CARGO_BIN_EXE_triage-scaler"), &runtime, env);
+    let Container { runtime, function } =
+        Container::start(env!("CARGO_BIN_EXE_triage-scaler"), env).await;
 
     let idle = runtime.invoke(events::scheduled(), TIMEOUT).await;
     assert_eq!(idle.result.expect("the scaler answered")["started"], 0);
@@ -173,8 +173,8 @@ async fn each_tick_starts_deliverers_for_waiting_deliveries_up_to_their_cap_on_t
         ("TRIAGE_DELIVERY_CONCURRENCY", "2".into()),
         ("TRIAGE_DELIVERY_PER_ENDPOINT", "2".into()),
     ]);
-    let runtime = RuntimeApi::start().await;
-    let function = Function::spawn(env!("CARGO_BIN_EXE_triage-scaler"), &runtime, env);
+    let Container { runtime, function } =
+        Container::start(env!("CARGO_BIN_EXE_triage-scaler"), env).await;
 
     let idle = runtime.invoke(events::scheduled(), TIMEOUT).await;
     let report = idle.result.expect("the scaler answered");

@@ -8,7 +8,7 @@ use std::{
 };
 
 use fake_provider::FakeProvider;
-use testkit::lambda::{events, Function, RuntimeApi};
+use testkit::lambda::{events, Container};
 use triage::{
     config::Config,
     db,
@@ -53,12 +53,11 @@ async fn scheduled_event_returns_an_expired_lease_to_pending_and_answers_with_th
     .await
     .unwrap();
     assert_eq!(claimed.len(), 1);
-    let runtime = RuntimeApi::start().await;
-    let function = Function::spawn(
+    let Container { runtime, function } = Container::start(
         env!("CARGO_BIN_EXE_triage-sweeper"),
-        &runtime,
         [("DATABASE_URL", &url)],
-    );
+    )
+    .await;
 
     let invocation = runtime.invoke(events::scheduled(), TIMEOUT).await;
 
@@ -99,12 +98,8 @@ async fn with_the_batch_tier_a_tick_collects_the_batch_a_worker_submitted_while_
         ("TRIAGE_CALL_TIMEOUT_SECONDS", "5".to_string()),
         ("TRIAGE_INVOCATION_SECONDS", "20".to_string()),
     ];
-    let config = Config::from_lookup(|name| {
-        env.iter()
-            .find(|(key, _)| *key == name)
-            .map(|(_, value)| value.clone())
-    })
-    .expect("the sweeper's environment is valid");
+    let config = Config::from_lookup(testkit::lambda::lookup(&env))
+        .expect("the sweeper's environment is valid");
     db::migrate(&config.database).await.unwrap();
     let config = Arc::new(config);
     let pool = db::pool(&config.database).unwrap();
@@ -129,8 +124,8 @@ async fn with_the_batch_tier_a_tick_collects_the_batch_a_worker_submitted_while_
     let deadline = Instant::now() + Duration::from_secs(10);
     assert_eq!(worker.tend_batches(deadline).await.unwrap().submitted, 1);
     drop(worker);
-    let runtime = RuntimeApi::start().await;
-    let function = Function::spawn(env!("CARGO_BIN_EXE_triage-sweeper"), &runtime, env);
+    let Container { runtime, function } =
+        Container::start(env!("CARGO_BIN_EXE_triage-sweeper"), env).await;
 
     let invocation = runtime.invoke(events::scheduled(), TIMEOUT).await;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use fake_provider::FakeProvider;
 use serde_json::{json, Value};
-use testkit::lambda::{events, Function, Invocation, RuntimeApi};
+use testkit::lambda::{self, events, Function, Invocation, RuntimeApi};
 use triage::{
     config::Config,
     db,
@@ -48,18 +48,14 @@ async fn start(fake: &FakeProvider) -> Container {
 async fn start_with(fake: &FakeProvider, extra: &[(&'static str, &str)]) -> Container {
     let mut env = worker_env(testkit::fresh_database().await, fake);
     env.extend(extra.iter().map(|(name, value)| (*name, value.to_string())));
-    let mut config = Config::from_lookup(|name| {
-        env.iter()
-            .find(|(key, _)| *key == name)
-            .map(|(_, value)| value.clone())
-    })
-    .expect("the worker's environment is valid");
+    let mut config =
+        Config::from_lookup(lambda::lookup(&env)).expect("the worker's environment is valid");
     db::migrate(&config.database).await.unwrap();
     // One connection: the test's queries can tell it apart from the function's.
     config.database.pool_size = 1;
     let pool = db::pool(&config.database).unwrap();
-    let runtime = RuntimeApi::start().await;
-    let function = Function::spawn(env!("CARGO_BIN_EXE_triage-worker"), &runtime, env);
+    let lambda::Container { runtime, function } =
+        lambda::Container::start(env!("CARGO_BIN_EXE_triage-worker"), env).await;
     Container {
         runtime,
         function,
@@ -84,8 +80,7 @@ impl Container {
     }
 
     async fn count(&self, sql: &str) -> i64 {
-        let client = self.pool.get().await.unwrap();
-        client.query_one(sql, &[]).await.unwrap().get(0)
+        testkit::count(&self.pool.get().await.unwrap(), sql).await
     }
 
     /// The function's database sessions (the test's own is the one running this query).
@@ -230,8 +225,10 @@ async fn an_unreachable_database_is_reported_as_unavailable() {
     let unreachable = "postgres://triage@127.0.0.1:1/nowhere?sslmode=disable";
     let mut env = worker_env(unreachable.into(), &fake);
     env.push(("TRIAGE_DB_CONNECT_TIMEOUT_SECONDS", "0.5".into()));
-    let runtime = RuntimeApi::start().await;
-    let _function = Function::spawn(env!("CARGO_BIN_EXE_triage-worker"), &runtime, env);
+    let lambda::Container {
+        runtime,
+        function: _function,
+    } = lambda::Container::start(env!("CARGO_BIN_EXE_triage-worker"), env).await;
 
     let invocation = runtime.invoke(events::scheduled(), DEADLINE).await;
 

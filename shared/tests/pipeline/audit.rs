@@ -5,8 +5,8 @@ use serde_json::{json, Value};
 use triage::domain::error::Error;
 
 use crate::{
+    helpers::operations::{op, try_op},
     helpers::{spawn_app, TestApp},
-    operations::{op, try_op},
 };
 
 async fn audit(app: &TestApp) -> Vec<Value> {

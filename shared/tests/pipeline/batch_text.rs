@@ -10,9 +10,9 @@ use fake_provider::{Api, FakeProvider};
 use serde_json::json;
 
 use crate::{
+    helpers::operations::op,
     helpers::TestApp,
     lanes::{batch_app, one_batch_sent},
-    operations::op,
 };
 
 async fn ticket_id(app: &TestApp, subject: &str) -> String {

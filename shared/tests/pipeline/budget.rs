@@ -9,8 +9,8 @@ use triage::{
 };
 
 use crate::{
+    helpers::operations::{op, try_op},
     helpers::{spawn_app_with, spawn_app_with_fake, TestApp},
-    operations::{op, try_op},
 };
 
 /// 20 output tokens a call at $500 per million, input free: one cent a call.
@@ -403,55 +403,20 @@ mod running_total {
     use deadpool_postgres::Client;
     use triage::{
         pipeline::{
-            ledger::{self, CallId, CallOutcome, CallRecord, Start},
+            ledger::{self, CallId, CallOutcome, CallRecord},
             limits::budget,
             outbox::{budgeted, claim::Serves, ClaimedJob, Lanes},
         },
-        providers::{Tier, Usage},
+        providers::Usage,
     };
 
-    use crate::helpers::{spawn_app, TestApp};
-
-    /// The ledger row of `job`'s call, at `estimate_usd`, with no rate limit.
-    async fn start(client: &Client, job: &ClaimedJob, estimate_usd: f64) -> CallId {
-        match ledger::start_call(
-            client,
-            job,
-            ("w", "openai"),
-            estimate_usd,
-            None,
-            Tier::Online,
-        )
-        .await
-        .unwrap()
-        {
-            Start::Call { call, .. } => call,
-            other => panic!("{other:?}"),
-        }
-    }
+    use crate::helpers::{
+        budget::{answered, spent_today, start},
+        spawn_app, TestApp,
+    };
 
     fn serves(app: &TestApp) -> Serves {
         Serves::for_model_version(&app.config.versions.model)
-    }
-
-    fn answered(cost_usd: Option<f64>) -> CallRecord {
-        CallRecord {
-            outcome: CallOutcome::Ok,
-            http_status: Some(200),
-            billed: cost_usd.map(|_| true),
-            usage: Usage {
-                input_tokens: 100,
-                output_tokens: 20,
-                ..Default::default()
-            },
-            cost_usd,
-            latency: Duration::from_millis(5),
-        }
-    }
-
-    async fn spent_today(app: &TestApp) -> f64 {
-        let client = app.pool.get().await.unwrap();
-        budget::spend(&client).await.unwrap().spent_today_usd
     }
 
     /// The decision (`budget_keep`, V15) by table: each case in a transaction rolled back,

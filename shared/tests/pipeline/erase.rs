@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use triage::pipeline::sweep;
 
 use crate::{
+    helpers::operations::{op, try_op},
     helpers::{spawn_app, spawn_app_with, spawn_app_with_fake, TestApp},
-    operations::{op, try_op},
 };
 
 const SUBJECT: &str = "Card charged twice";

@@ -215,7 +215,7 @@ async fn eval_reports_exact_figures_for_the_fake_classifier_and_a_second_run_mak
             .await,
         30
     );
-    let listed = crate::operations::op(&app, json!({"op": "eval", "list": true})).await;
+    let listed = crate::helpers::operations::op(&app, json!({"op": "eval", "list": true})).await;
     assert_eq!(listed["runs"].as_array().unwrap().len(), 2);
     assert_eq!(listed["running"], json!([]), "both concluded");
 }
@@ -226,8 +226,11 @@ async fn eval_work_is_absent_from_stats_the_age_metric_and_the_queue_counts() {
     let fake = fake_classifier(&set).await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
     // The ops Lambda's way: queue and report, without waiting for the fleet.
-    let queued =
-        crate::operations::op(&app, json!({"op": "eval", "set": set.path, "split": "dev"})).await;
+    let queued = crate::helpers::operations::op(
+        &app,
+        json!({"op": "eval", "set": set.path, "split": "dev"}),
+    )
+    .await;
     assert_eq!(queued["complete"], false);
     assert_eq!(queued["runs"][0]["answered"], 0);
     assert_eq!(
@@ -240,16 +243,16 @@ async fn eval_work_is_absent_from_stats_the_age_metric_and_the_queue_counts() {
     // Jobs old enough to raise the age alarm if they counted.
     app.exec("UPDATE evaluation_outbox SET available_at = now() - interval '1 hour'")
         .await;
-    let stats = crate::operations::op(&app, json!({"op": "stats"})).await;
+    let stats = crate::helpers::operations::op(&app, json!({"op": "stats"})).await;
     assert_eq!(stats["pending"], 0, "{stats}");
     assert_eq!(stats["oldest_pending_age_seconds"], 0.0);
 
     // A production ticket beside them is counted, alone.
     app.post_ticket("Production", "a real customer").await;
-    let stats = crate::operations::op(&app, json!({"op": "stats"})).await;
+    let stats = crate::helpers::operations::op(&app, json!({"op": "stats"})).await;
     assert_eq!(stats["pending"], 1);
     app.drain(&app.worker(), Duration::from_secs(60)).await;
-    let stats = crate::operations::op(&app, json!({"op": "stats"})).await;
+    let stats = crate::helpers::operations::op(&app, json!({"op": "stats"})).await;
     assert_eq!(
         (stats["done"].as_i64(), stats["billed_calls"].as_i64()),
         (Some(1), Some(1))
@@ -300,7 +303,7 @@ async fn promote_refuses_a_worse_version_accepts_a_better_one_and_force_is_audit
     assert_eq!(report["comparison"].as_array().unwrap().len(), 2);
 
     let promote = |model: &str| json!({"op": "promote", "prompt_version": "triage-v5", "model_version": model});
-    let refused = crate::operations::try_op(&app, promote("gpt-bad@medium"))
+    let refused = crate::helpers::operations::try_op(&app, promote("gpt-bad@medium"))
         .await
         .unwrap_err()
         .to_string();
@@ -312,23 +315,23 @@ async fn promote_refuses_a_worse_version_accepts_a_better_one_and_force_is_audit
         refused.contains("triage-v5/gpt-6-luna@medium: macro-F1"),
         "both figures: {refused}"
     );
-    crate::operations::op(&app, promote("gpt-good@medium")).await;
+    crate::helpers::operations::op(&app, promote("gpt-good@medium")).await;
     // Now the good one is current: going back to the configured one is worse, unless forced.
     assert!(
-        crate::operations::try_op(&app, promote("gpt-6-luna@medium"))
+        crate::helpers::operations::try_op(&app, promote("gpt-6-luna@medium"))
             .await
             .is_err()
     );
     let mut forced = promote("gpt-6-luna@medium");
     forced["force"] = json!(true);
     assert!(
-        crate::operations::try_op(&app, forced.clone())
+        crate::helpers::operations::try_op(&app, forced.clone())
             .await
             .is_err(),
         "needs a reason"
     );
     forced["reason"] = json!("rollback during incident 42");
-    crate::operations::op(&app, forced).await;
+    crate::helpers::operations::op(&app, forced).await;
     let audit = app
         .row("SELECT parameters, status FROM operation_audit WHERE op = 'promote' ORDER BY id DESC LIMIT 1")
         .await;
@@ -361,7 +364,7 @@ async fn promote_refuses_a_worse_version_accepts_a_better_one_and_force_is_audit
             + "\n",
     )
     .unwrap();
-    let stale = crate::operations::try_op(&app, promote("gpt-good@medium"))
+    let stale = crate::helpers::operations::try_op(&app, promote("gpt-good@medium"))
         .await
         .unwrap_err()
         .to_string();
@@ -436,7 +439,7 @@ async fn an_eval_nobody_waits_for_is_concluded_by_the_sweepers_tick_once() {
     let set = write_set();
     let fake = fake_classifier(&set).await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
-    let queued = crate::operations::op(
+    let queued = crate::helpers::operations::op(
         &app,
         json!({"op": "eval", "set": set.path, "split": "test", "versions": ["triage-v5"]}),
     )
@@ -451,7 +454,7 @@ async fn an_eval_nobody_waits_for_is_concluded_by_the_sweepers_tick_once() {
         0,
         "not answered yet"
     );
-    let listed = crate::operations::op(&app, json!({"op": "eval", "list": true})).await;
+    let listed = crate::helpers::operations::op(&app, json!({"op": "eval", "list": true})).await;
     assert_eq!(listed["running"][0]["run_id"], queued["run_id"]);
     assert_eq!(listed["running"][0]["progress"]["total"], 30);
 
@@ -463,7 +466,7 @@ async fn an_eval_nobody_waits_for_is_concluded_by_the_sweepers_tick_once() {
         1,
         "stored once"
     );
-    let listed = crate::operations::op(&app, json!({"op": "eval", "list": true})).await;
+    let listed = crate::helpers::operations::op(&app, json!({"op": "eval", "list": true})).await;
     assert_eq!(listed["running"], json!([]));
     assert_eq!(listed["runs"][0]["n"], 30);
 }
@@ -480,7 +483,7 @@ async fn triage_evals_own_workers_leave_production_tickets_to_the_fleet() {
             .status,
         201
     );
-    crate::operations::op(
+    crate::helpers::operations::op(
         &app,
         json!({"op": "eval", "set": set.path, "split": "test"}),
     )
@@ -560,7 +563,7 @@ async fn runs_carry_families_and_intervals_the_baseline_is_shown_and_noise_is_no
     assert_eq!(baseline["urgent"]["recall"], json!(0.0));
     assert!(baseline["department"]["accuracy_ci"][0].as_f64().unwrap() < 0.6);
     // A run that asks for the rules classifier itself does not show it twice.
-    let rules = crate::operations::op(
+    let rules = crate::helpers::operations::op(
         &app,
         json!({"op": "eval", "set": set.path, "split": "test", "versions": ["triage-v5/rules@offline"]}),
     )
@@ -588,7 +591,7 @@ async fn runs_carry_families_and_intervals_the_baseline_is_shown_and_noise_is_no
         "{note}"
     );
     // The operator reads it in the promotion's answer.
-    let promoted = crate::operations::op(
+    let promoted = crate::helpers::operations::op(
         &app,
         json!({"op": "promote", "prompt_version": "triage-v5", "model_version": "gpt-noisy@medium"}),
     )

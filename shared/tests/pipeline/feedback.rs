@@ -10,9 +10,9 @@ use fake_provider::FakeProvider;
 use serde_json::{json, Value};
 
 use crate::{
+    helpers::gateway::{iam, jwt, send},
+    helpers::operations::{op, try_op},
     helpers::{spawn_app_with_fake, Response, TestApp},
-    lambda_events::{iam, jwt, send},
-    operations::{op, try_op},
 };
 
 pub(crate) async fn give(app: &TestApp, id: &str, body: Value) -> Response {

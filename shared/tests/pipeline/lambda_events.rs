@@ -1,31 +1,14 @@
 //! The router driven by API Gateway HTTP API (payload v2) events, as the api Lambda sees them.
 
-use axum::body::Body;
-use http_body_util::BodyExt;
-use lambda_http::RequestExt;
-use tower::ServiceExt;
-use triage::http::router;
-
-use crate::helpers::spawn_app;
+use crate::helpers::{
+    gateway::{iam, jwt, send},
+    spawn_app,
+};
 
 fn event(method: &str, path: &str, body: Option<&str>, base64: bool) -> String {
     let mut event = testkit::lambda::events::http_api(method, path, body);
     event["isBase64Encoded"] = base64.into();
     event.to_string()
-}
-
-pub async fn send(app: &crate::helpers::TestApp, event: String) -> (u16, serde_json::Value) {
-    let request = lambda_http::request::from_str(&event).expect("valid API Gateway v2 event");
-    assert!(request.request_context_ref().is_some());
-    let (parts, body) = request.into_parts();
-    let request = axum::http::Request::from_parts(parts, Body::from(body.to_vec()));
-    let response = router(app.state()).oneshot(request).await.unwrap();
-    let status = response.status().as_u16();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
-    )
 }
 
 #[tokio::test]
@@ -80,15 +63,6 @@ fn keyed_post(authorizer: serde_json::Value, message: &str) -> String {
     event["headers"]["idempotency-key"] = "\"k1\"".into();
     event["requestContext"]["authorizer"] = authorizer;
     event.to_string()
-}
-
-pub fn iam(user_arn: &str) -> serde_json::Value {
-    serde_json::json!({"iam": {"accountId": "123456789012", "callerId": "AROAEXAMPLE:session",
-                               "userArn": user_arn, "userId": "AROAEXAMPLE:session"}})
-}
-
-pub fn jwt(issuer: &str, subject: &str) -> serde_json::Value {
-    serde_json::json!({"jwt": {"claims": {"iss": issuer, "sub": subject}, "scopes": null}})
 }
 
 #[tokio::test]

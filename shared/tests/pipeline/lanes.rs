@@ -24,8 +24,8 @@ use triage::{
 };
 
 use crate::{
+    helpers::operations::op,
     helpers::{spawn_app, spawn_app_with_fake, TestApp},
-    operations::op,
 };
 
 async fn post_many(app: &TestApp, prefix: &str, n: usize) {

@@ -4,14 +4,11 @@
 use std::time::Duration;
 
 use triage::{
-    pipeline::{
-        ledger::{self, Start},
-        limits::budget,
-    },
+    pipeline::ledger::{self, Start},
     providers::Tier,
 };
 
-use crate::helpers::{spawn_app, TestApp};
+use crate::helpers::{budget::spent_today, spawn_app, TestApp};
 
 /// A finished call of `cost` for a fresh job, started `at` (SQL), and the partition it is in.
 async fn call_at(app: &TestApp, subject: &str, at: &str, cost: f64) -> String {
@@ -50,11 +47,6 @@ async fn partitions(app: &TestApp) -> Vec<String> {
         .iter()
         .map(|row| row.get(0))
         .collect()
-}
-
-async fn spent_today(app: &TestApp) -> f64 {
-    let client = app.pool.get().await.unwrap();
-    budget::spend(&client).await.unwrap().spent_today_usd
 }
 
 async fn total_calls(app: &TestApp) -> i64 {

@@ -16,16 +16,6 @@ use triage::pipeline::{
 
 use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
 
-async fn exec(app: &TestApp, sql: &str) {
-    app.pool
-        .get()
-        .await
-        .unwrap()
-        .batch_execute(sql)
-        .await
-        .unwrap();
-}
-
 /// The queue as this app's own workers see it.
 async fn queue_health(app: &TestApp) -> Health {
     let serves = Serves::for_model_version(&app.config.versions.model);
@@ -38,11 +28,8 @@ async fn a_duplicate_arriving_after_retention_is_a_dedup_hit_without_a_call() {
     let app = spawn_app_with_fake(&fake, |_| {}).await;
     app.post_ticket("Old news", "same content").await;
     app.run_worker_once(&app.worker()).await;
-    exec(
-        &app,
-        "UPDATE evaluation_outbox SET finished_at = now() - interval '8 days'",
-    )
-    .await;
+    app.exec("UPDATE evaluation_outbox SET finished_at = now() - interval '8 days'")
+        .await;
 
     let report = sweep::sweep(&app.pool, &app.config).await.unwrap();
     assert_eq!(report.retention_deleted, 1);
@@ -83,9 +70,7 @@ async fn retention_deletes_in_bounded_batches_and_keeps_young_and_dead_rows() {
         .map(|i| (format!("t{i}"), "m".to_string()))
         .collect();
     app.ingest_many(&tickets).await;
-    exec(
-        &app,
-        "UPDATE evaluation_outbox SET status = 'done', finished_at = now() - interval '30 days' WHERE id <= 25;
+    app.exec("UPDATE evaluation_outbox SET status = 'done', finished_at = now() - interval '30 days' WHERE id <= 25;
          UPDATE evaluation_outbox SET status = 'dead', finished_at = now() - interval '30 days' WHERE id > 28;",
     )
     .await;
@@ -114,9 +99,7 @@ async fn the_dead_letter_report_groups_the_last_day_by_reason() {
     let app = spawn_app().await;
     let tickets: Vec<_> = (0..6).map(|i| (format!("t{i}"), "m".to_string())).collect();
     app.ingest_many(&tickets).await;
-    exec(
-        &app,
-        "UPDATE evaluation_outbox SET status = 'dead', finished_at = now(), error_class = 'contract_violation' WHERE id <= 3;
+    app.exec("UPDATE evaluation_outbox SET status = 'dead', finished_at = now(), error_class = 'contract_violation' WHERE id <= 3;
          UPDATE evaluation_outbox SET status = 'dead', finished_at = now(), error_class = 'lease_expired' WHERE id = 4;
          UPDATE evaluation_outbox SET status = 'dead', finished_at = now() - interval '2 days', error_class = 'invalid_request' WHERE id = 5;",
     )
@@ -141,12 +124,11 @@ async fn queue_health_ignores_delayed_retries_when_aging_the_queue() {
     let tickets: Vec<_> = (0..3).map(|i| (format!("t{i}"), "m".to_string())).collect();
     app.ingest_many(&tickets).await;
     // A retry waiting out its backoff is not a stuck queue.
-    exec(&app, "UPDATE evaluation_outbox SET available_at = now() + interval '10 minutes', created_at = now() - interval '1 hour'").await;
+    app.exec("UPDATE evaluation_outbox SET available_at = now() + interval '10 minutes', created_at = now() - interval '1 hour'").await;
     let health = queue_health(&app).await;
     assert_eq!((health.pending, health.delayed), (3, 3));
     assert_eq!(health.oldest_pending_age_seconds, 0.0);
-    exec(
-        &app,
+    app.exec(
         "UPDATE evaluation_outbox SET available_at = now() - interval '90 seconds' WHERE id = 1",
     )
     .await;
@@ -166,9 +148,8 @@ async fn rules_jobs_left_by_a_smoke_test_do_not_age_a_model_deployments_queue() 
     app.ingest_many(&tickets).await;
     // Two jobs as a `Provider=rules` smoke test left them an hour ago: no model worker will
     // ever claim them. The third is a model job, waiting 90 s.
-    exec(&app, "UPDATE evaluation_outbox SET model_version = 'rules@offline', available_at = now() - interval '1 hour' WHERE id <= 2").await;
-    exec(
-        &app,
+    app.exec("UPDATE evaluation_outbox SET model_version = 'rules@offline', available_at = now() - interval '1 hour' WHERE id <= 2").await;
+    app.exec(
         "UPDATE evaluation_outbox SET available_at = now() - interval '90 seconds' WHERE id = 3",
     )
     .await;
@@ -182,11 +163,8 @@ async fn rules_jobs_left_by_a_smoke_test_do_not_age_a_model_deployments_queue() 
         swept.oldest_pending_age_seconds
     );
     // Once the model job is done, nothing claimable waits: the age alarm can clear.
-    exec(
-        &app,
-        "UPDATE evaluation_outbox SET status = 'done', finished_at = now() WHERE id = 3",
-    )
-    .await;
+    app.exec("UPDATE evaluation_outbox SET status = 'done', finished_at = now() WHERE id = 3")
+        .await;
     let swept = sweep::sweep(&app.pool, &app.config).await.unwrap().health;
     assert_eq!(
         (swept.oldest_pending_age_seconds, swept.unserved_pending),

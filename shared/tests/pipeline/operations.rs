@@ -13,30 +13,17 @@ use triage::{
     providers::{Policy, Prompt},
 };
 
-use crate::helpers::{spawn_app, spawn_app_with_fake, TestApp};
+use crate::helpers::{
+    operations::{op, try_op},
+    spawn_app, spawn_app_with_fake, TestApp,
+};
 
 const DRAIN: Duration = Duration::from_secs(60);
-
-/// Runs a payload as the ops Lambda would, and returns the response it would send.
-pub async fn op(app: &TestApp, payload: Value) -> Value {
-    serde_json::to_value(try_op(app, payload).await.expect("operation succeeds")).unwrap()
-}
-
-pub async fn try_op(app: &TestApp, payload: Value) -> triage::Result<operations::Outcome> {
-    let request: operations::Request = serde_json::from_value(payload).expect("payload parses");
-    let operator = operations::Operator::lambda("arn:aws:lambda:test:ops", "request-1");
-    operations::run(&app.pool, &app.config, request, &operator).await
-}
 
 fn tickets(prefix: &str, n: usize) -> Vec<(String, String)> {
     (0..n)
         .map(|i| (format!("{prefix} {i}"), format!("message {i}")))
         .collect()
-}
-
-async fn exec(app: &TestApp, sql: &str) {
-    let client = app.pool.get().await.unwrap();
-    client.batch_execute(sql).await.unwrap();
 }
 
 fn answer(department: &str, urgency_score: f64) -> Behavior {
@@ -101,7 +88,8 @@ async fn reprocess_queues_tickets_under_new_keys_and_running_it_again_adds_nothi
     );
     // Evaluated and then removed by retention: the results still make the keys known.
     app.drain(&app.worker(), DRAIN).await;
-    exec(&app, "DELETE FROM evaluation_outbox WHERE status = 'done'").await;
+    app.exec("DELETE FROM evaluation_outbox WHERE status = 'done'")
+        .await;
     assert_eq!(
         counts(&op(&app, reprocess_v4("1h", "0s")).await),
         (5, 0, 5, 0)
@@ -123,8 +111,7 @@ async fn reprocess_queues_tickets_under_new_keys_and_running_it_again_adds_nothi
 async fn reprocess_takes_only_tickets_created_since_a_duration_or_a_time() {
     let app = spawn_app().await;
     app.ingest_many(&tickets("ticket", 3)).await;
-    exec(
-        &app,
+    app.exec(
         "UPDATE ticket SET created_at = now() - interval '2 days' WHERE subject <> 'ticket 0'",
     )
     .await;
@@ -487,9 +474,7 @@ async fn redrive_moves_dead_letters_back_with_attempts_reset_and_a_second_run_fi
 async fn redrive_honours_reason_since_limit_and_dry_run() {
     let app = spawn_app().await;
     app.ingest_many(&tickets("ticket", 6)).await;
-    exec(
-        &app,
-        "UPDATE evaluation_outbox SET status = 'dead', attempts = 5, finished_at = now(), error_class = 'contract_violation' WHERE id <= 3;
+    app.exec("UPDATE evaluation_outbox SET status = 'dead', attempts = 5, finished_at = now(), error_class = 'contract_violation' WHERE id <= 3;
          UPDATE evaluation_outbox SET status = 'dead', attempts = 5, finished_at = now(), error_class = 'lease_expired' WHERE id = 4;
          UPDATE evaluation_outbox SET status = 'dead', attempts = 5, finished_at = now() - interval '2 days', error_class = 'invalid_request' WHERE id > 4;",
     )
@@ -541,9 +526,7 @@ async fn redrive_honours_reason_since_limit_and_dry_run() {
 async fn redrive_works_in_batches_up_to_the_limit() {
     let app = spawn_app().await;
     app.ingest_many(&tickets("ticket", 1500)).await;
-    exec(
-        &app,
-        "UPDATE evaluation_outbox SET status = 'dead', attempts = 5, finished_at = now(), error_class = 'attempts_exhausted'",
+    app.exec("UPDATE evaluation_outbox SET status = 'dead', attempts = 5, finished_at = now(), error_class = 'attempts_exhausted'",
     )
     .await;
     assert_eq!(
@@ -592,9 +575,7 @@ async fn a_worker_refuses_to_run_when_the_text_behind_a_prompt_version_changed()
     let fake = FakeProvider::start().await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
     // An earlier build ran triage-v3 with another text.
-    exec(
-        &app,
-        "INSERT INTO prompt_registry (prompt_version, sha256) VALUES ('triage-v3', encode(sha256('an earlier text'), 'hex'))",
+    app.exec("INSERT INTO prompt_registry (prompt_version, sha256) VALUES ('triage-v3', encode(sha256('an earlier text'), 'hex'))",
     )
     .await;
     post(&app, "Waiting").await;

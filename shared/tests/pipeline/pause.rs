@@ -10,10 +10,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    delivery::{fast_delivery, subscribe, Answer, Receiver},
+    helpers::operations::{op, try_op},
+    helpers::webhooks::{fast_delivery, subscribe, Answer, Receiver},
     helpers::{spawn_app_with, TestApp},
     lanes::batch_app,
-    operations::{op, try_op},
 };
 
 async fn pending_untouched(app: &TestApp, lane: &str) -> i64 {

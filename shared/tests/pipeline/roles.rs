@@ -12,9 +12,9 @@ use testkit::OwnServer;
 use triage::{config::Config, db};
 
 use crate::{
-    delivery::{fast_delivery, ingest, subscribe, Answer, Receiver},
+    helpers::operations::op,
+    helpers::webhooks::{fast_delivery, ingest, subscribe, Answer, Receiver},
     helpers::{assert_refused, TestApp},
-    operations::op,
 };
 
 fn repo_root() -> PathBuf {

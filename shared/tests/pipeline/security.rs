@@ -11,18 +11,13 @@ use triage::{
     secret::Secret,
 };
 
-use crate::helpers::{spawn_app, spawn_app_at, spawn_app_with, TestApp};
+use crate::helpers::{gateway::scoped_jwt, spawn_app, spawn_app_at, spawn_app_with, TestApp};
 
 const TOKEN: &str = "api-token-0123456789abcdef";
 
 fn iam(user: &str) -> Value {
     json!({"iam": {"accountId": "123456789012",
                    "userArn": format!("arn:aws:iam::123456789012:user/{user}")}})
-}
-
-fn jwt(subject: &str, scope: &str) -> Value {
-    json!({"jwt": {"claims": {"iss": "https://issuer.example", "sub": subject, "scope": scope},
-                   "scopes": null}})
 }
 
 /// A request through API Gateway (payload v2) from the caller `authorizer` describes.
@@ -217,9 +212,9 @@ async fn another_callers_ticket_is_a_404_and_only_the_read_all_scope_reads_every
     );
     assert!(!other.to_string().contains("alice's text"));
 
-    let reader = jwt("svc-reader", "triage/tickets.read");
+    let reader = scoped_jwt("svc-reader", "triage/tickets.read");
     assert_eq!(get_as(&app, &reader, id).await.0, 404);
-    let support = jwt(
+    let support = scoped_jwt(
         "svc-support",
         &format!("triage/tickets.read {READ_ALL_SCOPE}"),
     );
@@ -432,7 +427,7 @@ async fn subscriptions_need_their_own_scope_in_jwt_mode_whatever_else_the_token_
         "triage/tickets.write triage/tickets.read",
         http::SUBSCRIPTIONS_READ_SCOPE,
     ] {
-        let (status, _, problem) = create(jwt("alice", scope)).await;
+        let (status, _, problem) = create(scoped_jwt("alice", scope)).await;
         assert_eq!(status, 403, "{scope}: {problem}");
         assert!(
             problem["detail"]
@@ -444,14 +439,14 @@ async fn subscriptions_need_their_own_scope_in_jwt_mode_whatever_else_the_token_
     }
     assert_eq!(app.count("SELECT count(*) FROM subscription").await, 0);
 
-    let (status, _, created) = create(jwt("alice", http::SUBSCRIPTIONS_WRITE_SCOPE)).await;
+    let (status, _, created) = create(scoped_jwt("alice", http::SUBSCRIPTIONS_WRITE_SCOPE)).await;
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap().to_string();
-    let reader = jwt("alice", http::SUBSCRIPTIONS_READ_SCOPE);
+    let reader = scoped_jwt("alice", http::SUBSCRIPTIONS_READ_SCOPE);
     let (status, _, listed) = send_as(&app, &reader, "GET", "/subscriptions", None, None).await;
     assert_eq!(status, 200);
     assert_eq!(listed["subscriptions"].as_array().unwrap().len(), 1);
-    let tickets_only = jwt("alice", "triage/tickets.write triage/tickets.read");
+    let tickets_only = scoped_jwt("alice", "triage/tickets.write triage/tickets.read");
     for (method, path) in [
         ("GET", "/subscriptions".to_string()),
         ("DELETE", format!("/subscriptions/{id}")),

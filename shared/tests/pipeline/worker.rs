@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use fake_provider::{Behavior, FakeProvider};
+use fake_provider::{Behavior, FakeProvider, Gate};
 use tokio_util::sync::CancellationToken;
 use triage::pipeline::outbox::{claim, Fencing, Lanes};
 
@@ -707,11 +707,11 @@ async fn calls_in_flight_do_not_hold_database_connections() {
 #[tokio::test]
 async fn the_next_batch_is_claimed_while_the_slots_are_busy_and_no_more_than_one() {
     let fake = FakeProvider::start().await;
-    // The first two calls are long enough for a loaded machine to claim the next two batches
-    // behind them (CI took more than 150 ms); the rest are quick. The invocation leaves every
-    // call time to start however slow the machine.
-    fake.push(Behavior::Classify.after(Duration::from_millis(1000)));
-    fake.push(Behavior::Classify.after(Duration::from_millis(1000)));
+    // The first two calls are held until the state below is reached (however slow the
+    // machine); the rest are quick.
+    let gate = Gate::new();
+    fake.push(Behavior::Classify.held(&gate));
+    fake.push(Behavior::Classify.held(&gate));
     fake.set_default(Behavior::Classify.after(Duration::from_millis(150)));
     let app = spawn_app_with_fake(&fake, |config| {
         config.worker.concurrency = 2;
@@ -724,25 +724,37 @@ async fn the_next_batch_is_claimed_while_the_slots_are_busy_and_no_more_than_one
         post(&app, &format!("ticket {n}")).await;
     }
     let worker = app.worker();
-    let invocation = app.run_worker_once(&worker);
-    tokio::pin!(invocation);
-    // Sampled all through the invocation: claimed and unfinished jobs never exceed the calls
-    // in flight (C), the jobs started ahead of them (C) and one waiting batch, and reach all
-    // of them while the first calls are running.
-    let processing = "SELECT count(*) FROM evaluation_outbox WHERE status = 'processing'";
-    let (mut most, mut while_calling) = (0, 0);
-    let report = loop {
-        tokio::select! {
-            report = &mut invocation => break report,
-            _ = tokio::time::sleep(Duration::from_millis(2)) => {
-                let now = app.count(processing).await;
-                most = most.max(now);
-                if fake.calls().len() == 2 {
-                    while_calling = while_calling.max(now);
-                }
-            }
-        }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let invocation = async {
+        let report = app.run_worker_once(&worker).await;
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        report
     };
+    // Claimed and unfinished jobs never exceed the calls in flight (C), the jobs started
+    // ahead of them (C) and one waiting batch, and reach all of them while the first calls
+    // are held (awaited, then released); sampled after that until the invocation ends.
+    let processing = "SELECT count(*) FROM evaluation_outbox WHERE status = 'processing'";
+    let observed = async {
+        gate.wait_held(2, Duration::from_secs(10))
+            .await
+            .expect("the first two calls are held");
+        app.wait_until(
+            processing,
+            |n| n >= 6,
+            "the next two started and a batch waited",
+        )
+        .await;
+        let now = app.count(processing).await;
+        let while_calling = if fake.calls().len() == 2 { now } else { 0 };
+        let mut most = now;
+        gate.release();
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            most = most.max(app.count(processing).await);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        (while_calling, most)
+    };
+    let (report, (while_calling, most)) = tokio::join!(invocation, observed);
     assert_eq!(report.evaluated, 10, "{report:?}");
     assert_eq!(
         while_calling, 6,

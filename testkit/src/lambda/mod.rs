@@ -12,9 +12,11 @@
 //! # }
 //! ```
 
+mod container;
 pub mod events;
 mod function;
 mod runtime_api;
 
+pub use container::{lookup, Container};
 pub use function::{Function, Output};
 pub use runtime_api::{FunctionError, Invocation, RuntimeApi};

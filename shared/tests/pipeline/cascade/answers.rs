@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 
 use super::{configured, trained};
 use crate::{
+    helpers::operations::{op, try_op},
     helpers::{spawn_app, spawn_app_with_fake, TestApp},
-    operations::{op, try_op},
 };
 
 const SHIPPED_SET: &str = include_str!("../../../../evals/tickets.jsonl");

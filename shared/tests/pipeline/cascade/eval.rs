@@ -7,8 +7,8 @@ use triage::providers::{classifier::LocalModel, PriceTable};
 use super::trained;
 use crate::{
     eval::{fake_classifier, waiting, write_set, EvalSet},
+    helpers::operations::{op, try_op},
     helpers::{spawn_app_with_fake, TestApp},
-    operations::{op, try_op},
 };
 
 pub(super) const LARGE: &str = "gpt-6-luna@medium";

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde_json::json;
 use triage::{config::Config, pipeline::cascade::models, providers::classifier::LocalModel};
 
-use crate::{helpers::TestApp, operations::op};
+use crate::helpers::{operations::op, TestApp};
 
 /// A classifier trained on the dev split of `set` (`shipped` or a set file's path): its
 /// version and the model itself.

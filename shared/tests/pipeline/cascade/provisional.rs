@@ -10,9 +10,9 @@ use triage::{pipeline::sweep::Sweeper, providers::PriceTable};
 
 use super::{configured, trained};
 use crate::{
-    delivery::{fast_delivery, ingest, subscribe, Answer, Receiver},
+    helpers::operations::op,
+    helpers::webhooks::{fast_delivery, ingest, subscribe, Answer, Receiver},
     helpers::{spawn_app_with_fake, TestApp},
-    operations::op,
 };
 
 /// The worker's invocations until every waiting ticket has a provisional answer.
