@@ -28,340 +28,39 @@
 //! cancelled). A line whose behaviour never answers (`Hang`, `ResetConnection`) expires.
 
 mod batch;
+mod behavior;
 pub mod classifier;
+mod departments;
 mod gate;
+mod ledger;
 mod limit;
 mod render;
+mod script;
 mod server;
 mod strict;
 
 pub use batch::BatchSummary;
+pub use behavior::{Behavior, Flex, LimitHeaders};
+pub use departments::{classify, DEPARTMENTS};
 pub use gate::Gate;
+pub use ledger::{
+    prefix_tokens, usage_for, Api, CallRecord, TokenUsage, WaitTimedOut, OUTPUT_TOKENS,
+};
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque},
-    fmt,
+    collections::{HashMap, HashSet},
     net::SocketAddr,
     sync::{Arc, Mutex, MutexGuard},
     time::{Duration, Instant},
 };
 
-use hyper::HeaderMap;
-use serde_json::{json, Value};
 use tokio::{
     net::TcpListener,
     sync::{oneshot, Notify},
     task::JoinHandle,
 };
 
-/// The departments of `policy-v1`, which [`classify`] chooses from.
-pub const DEPARTMENTS: [&str; 5] = ["billing", "technical", "account", "sales", "general"];
-
-/// Output tokens reported for every answered (200) call.
-pub const OUTPUT_TOKENS: i64 = 20;
-
-/// Whether a request limit announces itself in headers, or only refuses with `Retry-After`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LimitHeaders {
-    Sent,
-    Withheld,
-}
-
-/// How the fake answers one call.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub enum Behavior {
-    /// A valid answer derived from the ticket text, see [`classify`].
-    #[default]
-    Classify,
-    /// This exact object as the model's output.
-    Answer(Value),
-    /// Waits, then behaves like the inner behaviour.
-    Delay(Duration, Box<Behavior>),
-    /// Waits at the gate until the test releases it (see [`Gate`]), then behaves like the
-    /// inner behaviour. Batch lines are not held.
-    Held(Gate, Box<Behavior>),
-    /// 429 with a `Retry-After` header when given.
-    RateLimited { retry_after: Option<Duration> },
-    /// OpenAI flex's 429 "resource unavailable": no capacity at the flex tier right now.
-    ResourceUnavailable,
-    /// The account is out of money: OpenAI's 429 `insufficient_quota`, Anthropic's 402
-    /// `billing_error`.
-    QuotaExhausted,
-    /// This status (500 when it is not a valid one) with the provider's server-error body.
-    Status(u16),
-    /// OpenAI's 503 / Anthropic's 529 "overloaded", with a `Retry-After` header when given.
-    Overloaded { retry_after: Option<Duration> },
-    /// 401.
-    Unauthorized,
-    /// 404, unknown model.
-    ModelNotFound,
-    /// 400, the prompt exceeds the context window.
-    ContextLength,
-    /// 400, the request was rejected by the provider's safety system.
-    ContentPolicy,
-    /// 400, anything else wrong with the request.
-    InvalidRequest,
-    /// 400 naming a request parameter (`response_format`, `reasoning_effort`, `tools`...), as
-    /// the APIs refuse a shape they do not support; `message` is the API's text.
-    RejectParameter { param: String, message: String },
-    /// Drops the TCP connection with a RST, without sending a response.
-    ResetConnection,
-    /// Never answers; the connection stays open until the client gives up.
-    Hang,
-    /// 200 with a body that is not valid JSON.
-    MalformedJson,
-    /// 200, the model's answer is prose instead of JSON.
-    NotJsonContent,
-    /// 200, the model declined (OpenAI `refusal`, Anthropic `stop_reason: refusal`).
-    Refusal,
-    /// 200, OpenAI `finish_reason: content_filter`. Anthropic has no separate filter
-    /// signal, so it answers like [`Behavior::Refusal`].
-    ContentFilter,
-    /// 200, the answer was cut at the token limit (`length` / `max_tokens`).
-    Truncated,
-    /// 200 with a well-formed answer outside the contract (department `"legal"`).
-    OutOfContract,
-}
-
-impl Behavior {
-    /// `self`, answered after `delay`.
-    pub fn after(self, delay: Duration) -> Behavior {
-        Behavior::Delay(delay, Box::new(self))
-    }
-
-    /// `self`, answered when `gate` is released (see [`Gate`]).
-    pub fn held(self, gate: &Gate) -> Behavior {
-        Behavior::Held(gate.clone(), Box::new(self))
-    }
-
-    /// The total delay and the behaviour it leads to (its gates passed over).
-    fn split_delay(self) -> (Duration, Behavior) {
-        let (delay, _, behavior) = self.split();
-        (delay, behavior)
-    }
-
-    /// The total delay, the gates to pass, and the behaviour they lead to.
-    fn split(self) -> (Duration, Vec<Gate>, Behavior) {
-        match self {
-            Behavior::Delay(delay, inner) => {
-                let (more, gates, inner) = inner.split();
-                (delay + more, gates, inner)
-            }
-            Behavior::Held(gate, inner) => {
-                let (delay, mut gates, inner) = inner.split();
-                gates.insert(0, gate);
-                (delay, gates, inner)
-            }
-            other => (Duration::ZERO, Vec::new(), other),
-        }
-    }
-}
-
-/// The API a call came in on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Api {
-    OpenAi,
-    Anthropic,
-}
-
-/// One request the fake received, as its billing ledger sees it.
-#[derive(Clone)]
-pub struct CallRecord {
-    /// The user message, i.e. `triage::providers::ticket_text(subject, message)`.
-    pub ticket_text: String,
-    pub api: Api,
-    pub model: String,
-    /// The status sent; 0 when the connection was reset or left hanging.
-    pub status: u16,
-    /// A 200 was sent. A delayed 200 counts even if the client stopped waiting, as a real
-    /// provider bills the work it was asked for.
-    pub billed: bool,
-    /// When the request arrived.
-    pub at: Instant,
-    /// The request body as JSON (`Null` if it was not JSON). It holds the ticket. For a batch
-    /// line, the line's request (OpenAI `body`, Anthropic `params`).
-    pub body: Value,
-    /// The batch the call was a line of; `None` for the synchronous endpoints.
-    pub batch: Option<String>,
-    /// The tokens it was billed for (prompt prefix included), as its answer reported them.
-    pub usage: TokenUsage,
-    headers: HeaderMap,
-}
-
-impl CallRecord {
-    /// A request header, e.g. `authorization` or `x-api-key`. Holds secrets in real use:
-    /// compare it, never print it.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        server::header_value(&self.headers, name)
-    }
-}
-
-/// Leaves out headers and body: they carry the API key and the whole request.
-impl fmt::Debug for CallRecord {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CallRecord")
-            .field("ticket_text", &self.ticket_text)
-            .field("api", &self.api)
-            .field("model", &self.model)
-            .field("status", &self.status)
-            .field("billed", &self.billed)
-            .field("at", &self.at)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Tokens the fake reports for a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TokenUsage {
-    /// All input: the prompt prefix and the ticket.
-    pub input_tokens: i64,
-    /// Of those, read from the prompt cache.
-    pub cached_input_tokens: i64,
-    /// Of those, written to the prompt cache (Anthropic).
-    pub cache_write_tokens: i64,
-    pub output_tokens: i64,
-}
-
-/// The ticket's tokens, plus [`OUTPUT_TOKENS`]; the prompt prefix adds [`prefix_tokens`].
-/// ASCII at about four characters a token; anything else (CJK, emoji, accents) at one token
-/// per byte, as a byte-level tokenizer falls back to for text it has no merges for: the most
-/// tokens a text can cost.
-pub fn usage_for(ticket_text: &str) -> TokenUsage {
-    let ascii = ticket_text.bytes().filter(u8::is_ascii).count();
-    let other = ticket_text.len() - ascii;
-    TokenUsage {
-        input_tokens: 1 + ascii as i64 / 4 + other as i64,
-        output_tokens: OUTPUT_TOKENS,
-        ..TokenUsage::default()
-    }
-}
-
-/// The tokens of a prompt prefix (the instructions before the ticket).
-pub fn prefix_tokens(prefix: &str) -> i64 {
-    prefix.len() as i64 / 4
-}
-
-/// How the flex tier behaves ([`FakeProvider::set_flex`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Flex {
-    /// Added to every flex call's answer.
-    pub delay: Duration,
-    /// Every n-th flex call gets a 429 "resource unavailable"; 0, never.
-    pub unavailable_every: u32,
-}
-
-/// The answer of [`Behavior::Classify`]: a department from [`DEPARTMENTS`] and scores in
-/// [0, 1], all derived from a hash of the ticket text, so equal tickets get equal answers.
-pub fn classify(ticket_text: &str) -> Value {
-    // FNV-1a: stable across runs and Rust versions, unlike std's hasher.
-    let hash = ticket_text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let urgency_score = (hash >> 8) % 101;
-    json!({
-        "is_urgent": if urgency_score >= 50 { 0.9 } else { 0.1 },
-        "department": DEPARTMENTS[(hash % DEPARTMENTS.len() as u64) as usize],
-        "urgency_score": urgency_score as f64 / 100.0,
-    })
-}
-
-/// `wait_for_calls` gave up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WaitTimedOut {
-    pub wanted: usize,
-    pub seen: usize,
-}
-
-impl fmt::Display for WaitTimedOut {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "saw {} of {} calls before the timeout",
-            self.seen, self.wanted
-        )
-    }
-}
-
-impl std::error::Error for WaitTimedOut {}
-
-#[derive(Default)]
-struct Script {
-    /// The only API key accepted, when set.
-    accepted_key: Option<String>,
-    /// Refuse what the real APIs refuse in a request's shape (see `strict`).
-    strict: bool,
-    outage: Option<Behavior>,
-    queue: VecDeque<Behavior>,
-    rules: Vec<(String, Behavior)>,
-    default: Behavior,
-    flex: Option<Flex>,
-    flex_calls: u32,
-    /// How long a batch runs before it ends.
-    batch_delay: Duration,
-    /// Deleting a file or a batch fails (500) while set.
-    deletes_fail: bool,
-    /// Classifier mode: `Classify` answers from these labels (see [`classifier`]).
-    labels: Option<classifier::Classifier>,
-}
-
-impl Script {
-    /// A flex call's turn: every n-th is unavailable, the others answer after the flex delay.
-    fn next_flex(&mut self, ticket_text: &str, model: &str) -> Behavior {
-        let Some(flex) = self.flex else {
-            return self.behavior(ticket_text, model);
-        };
-        self.flex_calls += 1;
-        if flex.unavailable_every > 0 && self.flex_calls.is_multiple_of(flex.unavailable_every) {
-            return Behavior::ResourceUnavailable;
-        }
-        self.behavior(ticket_text, model).after(flex.delay)
-    }
-
-    /// The behaviour for a call, with `Classify` answered from the labels in classifier mode.
-    fn behavior(&mut self, ticket_text: &str, model: &str) -> Behavior {
-        let behavior = self.next(ticket_text);
-        match &self.labels {
-            Some(labels) => labelled(behavior, labels, ticket_text, model),
-            None => behavior,
-        }
-    }
-
-    fn next(&mut self, ticket_text: &str) -> Behavior {
-        if let Some(outage) = &self.outage {
-            return outage.clone();
-        }
-        if let Some(next) = self.queue.pop_front() {
-            return next;
-        }
-        self.rules
-            .iter()
-            .find(|(needle, _)| ticket_text.contains(needle.as_str()))
-            .map_or_else(|| self.default.clone(), |(_, b)| b.clone())
-    }
-}
-
-/// `Classify` (delayed or not) as the label file answers it; a ticket it does not label keeps
-/// the hash answer.
-fn labelled(
-    behavior: Behavior,
-    labels: &classifier::Classifier,
-    ticket_text: &str,
-    model: &str,
-) -> Behavior {
-    match behavior {
-        Behavior::Classify => labels
-            .answer(ticket_text, model)
-            .map_or(Behavior::Classify, Behavior::Answer),
-        Behavior::Delay(delay, inner) => Behavior::Delay(
-            delay,
-            Box::new(labelled(*inner, labels, ticket_text, model)),
-        ),
-        Behavior::Held(gate, inner) => {
-            Behavior::Held(gate, Box::new(labelled(*inner, labels, ticket_text, model)))
-        }
-        other => other,
-    }
-}
+use script::Script;
 
 /// State shared by the handle and the server's connections.
 #[derive(Default)]
@@ -595,50 +294,5 @@ impl FakeProvider {
         drop(self.stop);
         // A panic in the server task would already have failed the calls it served.
         let _ = self.server.await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn classify_is_deterministic_and_inside_the_contract() {
-        for text in ["", "Subject: a\n\nb", "Subject: refund\n\nplease", "ü"] {
-            let answer = classify(text);
-            assert_eq!(answer, classify(text));
-            let department = answer["department"].as_str().unwrap();
-            assert!(DEPARTMENTS.contains(&department));
-            for score in ["is_urgent", "urgency_score"] {
-                let v = answer[score].as_f64().unwrap();
-                assert!((0.0..=1.0).contains(&v), "{score} = {v}");
-            }
-        }
-    }
-
-    #[test]
-    fn nested_delays_add_up_to_the_inner_behavior() {
-        let behavior = Behavior::Refusal
-            .after(Duration::from_millis(5))
-            .after(Duration::from_millis(7));
-        assert_eq!(
-            behavior.split_delay(),
-            (Duration::from_millis(12), Behavior::Refusal)
-        );
-    }
-
-    #[test]
-    fn the_script_prefers_outage_then_queue_then_rules_then_default() {
-        let mut script = Script::default();
-        script
-            .rules
-            .push(("refund".into(), Behavior::QuotaExhausted));
-        script.queue.push_back(Behavior::Hang);
-        script.outage = Some(Behavior::Status(503));
-        assert_eq!(script.next("refund"), Behavior::Status(503));
-        script.outage = None;
-        assert_eq!(script.next("refund"), Behavior::Hang);
-        assert_eq!(script.next("refund"), Behavior::QuotaExhausted);
-        assert_eq!(script.next("other"), Behavior::Classify);
     }
 }
