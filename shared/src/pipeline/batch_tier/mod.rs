@@ -1,12 +1,12 @@
 //! The batch tier (`TRIAGE_BULK_TIER=batch`, docs/cost.md): before it claims online work, each
-//! worker invocation tends the provider batches, and so does the sweeper's tick. [`BatchTier::collect`] adopts a submission whose
-//! sender died between sending and recording (found by the reference the provider echoes,
-//! never sent twice), collects the ended ones (each answered line through the same fenced
-//! write, ledger row and dedup as an online call, at the batch price; failed, expired and
-//! cancelled lines back to the online path), deletes a collected batch's text at the provider
+//! worker invocation tends the provider batches, and so does the sweeper's tick, so results
+//! are collected while no worker runs. [`BatchTier::collect`] adopts a submission whose sender
+//! died between sending and recording (found by the reference the provider echoes, never sent
+//! twice), collects the ended ones (each answered line through the same fenced write, ledger
+//! row and dedup as an online call, at the batch price; failed, expired and cancelled lines
+//! back to the online path: [`lines`]), deletes a collected batch's text at the provider
 //! (retried by later ticks until it is gone), and cancels the batches still running once the
-//! daily budget is spent; the sweeper's tick runs it too, so results are collected while no
-//! worker runs. The worker then submits the bulk lane's waiting jobs as a new batch
+//! daily budget is spent. The worker then submits the bulk lane's waiting jobs as a new batch
 //! (`worker::batch_submit`), recorded first and no larger than the daily budget allows.
 
 mod lines;
@@ -41,8 +41,6 @@ use crate::{
         Tier,
     },
 };
-
-pub use crate::pipeline::outbox::submission::BATCH_LEASE;
 
 /// How long one worker has a submission to itself while it polls or collects it.
 const POLL_LEASE: Duration = Duration::from_secs(120);
