@@ -1,12 +1,14 @@
 //! The operator console (`/admin`): over real HTTP from `http::serve`, as `triage serve` runs
-//! it ([`pages`]), and in headless Chromium through chromedriver ([`browser`]).
+//! it ([`pages`], its [`guards`]), and in headless Chromium through chromedriver ([`browser`]).
 
 mod browser;
+mod guards;
 mod pages;
 
 use std::time::Duration;
 
 use fake_provider::{Behavior, FakeProvider};
+use reqwest::{header, redirect, Client, StatusCode};
 use serde_json::json;
 use triage::operations::Operator;
 use triage::{
@@ -126,4 +128,63 @@ pub async fn console_page(app: &TestApp, path: &str) -> String {
         .text()
         .await
         .unwrap()
+}
+
+const TOKEN: &str = "console-test-token-0123456789abcdef";
+
+fn client() -> Client {
+    triage::tls::https_client_builder()
+        .redirect(redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+async fn get(url: &str) -> (StatusCode, String) {
+    let response = client().get(url).send().await.unwrap();
+    (response.status(), response.text().await.unwrap())
+}
+
+/// The CSRF form field of a page and the cookie it is tied to.
+async fn form_tokens(url: &str, auth: Option<&str>) -> (String, String) {
+    let mut request = client().get(url);
+    if let Some(cookie) = auth {
+        request = request.header(header::COOKIE, cookie);
+    }
+    let response = request.send().await.unwrap();
+    let cookie = set_cookie(&response, "triage_csrf").expect("a new browser gets a CSRF cookie");
+    let html = response.text().await.unwrap();
+    let token = html
+        .split(r#"name="csrf" value=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page has a CSRF field")
+        .to_string();
+    (cookie, token)
+}
+
+fn set_cookie(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(|v| v.split(';').next().unwrap().to_string())
+}
+
+async fn dead_letters(app: &TestApp, reason: &str, n: usize) {
+    app.ingest_many(
+        &(0..n)
+            .map(|i| (format!("s{i}"), format!("m{i}")))
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let client = app.pool.get().await.unwrap();
+    client
+        .execute(
+            "UPDATE evaluation_outbox SET status = 'dead', error_class = $1, finished_at = now(), last_error = 'refused'",
+            &[&reason],
+        )
+        .await
+        .unwrap();
 }
