@@ -60,6 +60,7 @@ pub async fn create(
     let submitter = Submitter {
         owner: &caller.owner(),
         daily_quota: config.limits.caller_daily_tickets,
+        dedup_hold: config.limits.dedup_hold,
     };
     let outcome = match request_key {
         None => ingest::create_ticket(&state.pool, &config.versions, &ticket, submitter).await?,

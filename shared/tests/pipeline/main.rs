@@ -3,6 +3,7 @@
 mod audit;
 mod batch_text;
 mod budget;
+mod callers;
 mod cascade;
 mod console;
 mod database_outage;
