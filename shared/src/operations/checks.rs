@@ -39,6 +39,22 @@ pub(super) fn confirmed(jobs: i64) -> Result<(), InvalidRequest> {
     ))
 }
 
+/// Refuses an eval that would queue over [`CONFIRM_ABOVE_JOBS`] billed jobs unconfirmed,
+/// saying how many: an eval has no dry run, the refusal is its preview.
+pub(super) fn confirmed_eval(jobs: i64) -> Result<(), InvalidRequest> {
+    if jobs <= CONFIRM_ABOVE_JOBS {
+        return Ok(());
+    }
+    Err(InvalidRequest::new(
+        "confirm",
+        format!(
+            "this eval would queue {jobs} billed jobs (over {CONFIRM_ABOVE_JOBS}), each a \
+             provider call: run again with --confirm (\"confirm\": true), or evaluate fewer \
+             versions or one split"
+        ),
+    ))
+}
+
 /// The configured policy (departments and threshold), which this build must have.
 pub(super) fn configured_policy(config: &Config) -> Result<Policy, InvalidRequest> {
     Policy::load(config.versions.policy.as_str()).ok_or_else(|| {

@@ -8,6 +8,10 @@ use std::{fmt, str::FromStr, time::Instant};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
+use super::{
+    audit::Operator,
+    fits::{fits, Work, TRAINING},
+};
 use crate::quality::{
     set::{LabelledSet, Split},
     source::SetSource,
@@ -111,14 +115,38 @@ pub struct Trained {
     pub seconds: f64,
 }
 
-/// Builds a classifier from `sources` and stores it.
+/// Builds a classifier from `sources` and stores it. In the ops Lambda, what the database
+/// sources hold is counted first and a training that would not fit the function's memory is
+/// refused before anything is read (`fits`).
 pub async fn train(
     pool: &Pool,
     policy: &Policy,
     sources: &[TrainSource],
-    trained_by: &str,
+    operator: &Operator,
 ) -> Result<Trained> {
     let started = Instant::now();
+    let trained_by = operator.as_str();
+    if operator.lambda_host().is_some() {
+        let client = db::client(pool).await?;
+        let mut work = Work::default();
+        for source in sources {
+            let (rows, bytes) = match source {
+                TrainSource::Set(_) => continue,
+                TrainSource::Results { days } => {
+                    let threshold = policy.urgent_threshold;
+                    examples::results_size(&client, *days as i32, threshold).await?
+                }
+                TrainSource::Feedback { days } => {
+                    examples::feedback_size(&client, *days as i32).await?
+                }
+            };
+            work = work.add(Work {
+                rows: rows as u64,
+                text_bytes: bytes as u64,
+            });
+        }
+        fits(operator, "from", TRAINING, work, "train from fewer days")?;
+    }
     let mut gathered = Vec::with_capacity(sources.len());
     let mut counts = Vec::with_capacity(sources.len());
     for source in sources {
@@ -130,6 +158,15 @@ pub async fn train(
         gathered.push(examples);
     }
     let examples = examples::merge(gathered);
+    let held = Work {
+        rows: examples.len() as u64,
+        text_bytes: examples
+            .iter()
+            .map(|e| (e.subject.len() + e.message.len()) as u64)
+            .sum(),
+    };
+    // The sets' rows too (each bounded by the set's size, but several may be named).
+    fits(operator, "from", TRAINING, held, "train from fewer or smaller sources")?;
     if examples.is_empty() {
         return Err(InvalidRequest::new(
             "from",

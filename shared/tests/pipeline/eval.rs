@@ -87,7 +87,7 @@ pub async fn waiting(app: &TestApp, payload: Value) -> triage::Result<Value> {
         stop: CancellationToken::new(),
         progress: None,
     };
-    let operator = operations::Operator::lambda("arn:aws:lambda:test:ops", "request-eval");
+    let operator = operations::Operator::os_user();
     let w = app.worker();
     let evaluation = async {
         let outcome =
@@ -225,9 +225,10 @@ async fn eval_work_is_absent_from_stats_the_age_metric_and_the_queue_counts() {
     let set = write_set();
     let fake = fake_classifier(&set).await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
-    // The ops Lambda's way: queue and report, without waiting for the fleet.
+    // The ops Lambda's way (here from the CLI, which alone reads a file): queue and report,
+    // without waiting for the fleet.
     let queued =
-        crate::operations::op(&app, json!({"op": "eval", "set": set.path, "split": "dev"})).await;
+        crate::operations::op_cli(&app, json!({"op": "eval", "set": set.path, "split": "dev"})).await;
     assert_eq!(queued["complete"], false);
     assert_eq!(queued["runs"][0]["answered"], 0);
     assert_eq!(
@@ -436,7 +437,7 @@ async fn an_eval_nobody_waits_for_is_concluded_by_the_sweepers_tick_once() {
     let set = write_set();
     let fake = fake_classifier(&set).await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
-    let queued = crate::operations::op(
+    let queued = crate::operations::op_cli(
         &app,
         json!({"op": "eval", "set": set.path, "split": "test", "versions": ["triage-v5"]}),
     )
@@ -480,7 +481,7 @@ async fn triage_evals_own_workers_leave_production_tickets_to_the_fleet() {
             .status,
         201
     );
-    crate::operations::op(
+    crate::operations::op_cli(
         &app,
         json!({"op": "eval", "set": set.path, "split": "test"}),
     )
@@ -560,7 +561,7 @@ async fn runs_carry_families_and_intervals_the_baseline_is_shown_and_noise_is_no
     assert_eq!(baseline["urgent"]["recall"], json!(0.0));
     assert!(baseline["department"]["accuracy_ci"][0].as_f64().unwrap() < 0.6);
     // A run that asks for the rules classifier itself does not show it twice.
-    let rules = crate::operations::op(
+    let rules = crate::operations::op_cli(
         &app,
         json!({"op": "eval", "set": set.path, "split": "test", "versions": ["triage-v5/rules@offline"]}),
     )

@@ -21,6 +21,7 @@ mod migrate;
 mod migrate_resource;
 mod observability;
 mod operations;
+mod ops_bounds;
 mod pause;
 mod rate_limit;
 mod request_idempotency;

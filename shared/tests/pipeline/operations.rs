@@ -28,6 +28,18 @@ pub async fn try_op(app: &TestApp, payload: Value) -> triage::Result<operations:
     operations::run(&app.pool, &app.config, request, &operator).await
 }
 
+/// Runs a payload as the CLI would (`triage eval` without waiting): the only place a set may
+/// be a local file.
+pub async fn op_cli(app: &TestApp, payload: Value) -> Value {
+    serde_json::to_value(try_op_cli(app, payload).await.expect("operation succeeds")).unwrap()
+}
+
+pub async fn try_op_cli(app: &TestApp, payload: Value) -> triage::Result<operations::Outcome> {
+    let request: operations::Request = serde_json::from_value(payload).expect("payload parses");
+    let operator = operations::Operator::os_user();
+    operations::run(&app.pool, &app.config, request, &operator).await
+}
+
 fn tickets(prefix: &str, n: usize) -> Vec<(String, String)> {
     (0..n)
         .map(|i| (format!("{prefix} {i}"), format!("message {i}")))
@@ -653,13 +665,15 @@ async fn the_ops_lambda_accepts_every_payload_in_the_runbook() {
             "erase",
             "eval",
             "feedback",
+            "models",
             "pause",
             "promote",
             "redrive",
             "reprocess",
             "resume",
             "shadow_diff",
-            "stats"
+            "stats",
+            "train"
         ]
     );
 

@@ -59,6 +59,34 @@ pub async fn feedback(client: &impl GenericClient, days: i32) -> Result<Vec<Exam
         .collect())
 }
 
+/// What [`results`] would read (rows, bytes of text), counted without reading it: the ops
+/// Lambda refuses a training that would not fit its memory before it starts.
+pub async fn results_size(
+    client: &impl GenericClient,
+    days: i32,
+    urgent_threshold: f64,
+) -> Result<(i64, i64)> {
+    size(client, RESULTS, &[&days, &urgent_threshold, &MAX_EXAMPLES_PER_SOURCE]).await
+}
+
+/// What [`feedback`] would read, counted without reading it.
+pub async fn feedback_size(client: &impl GenericClient, days: i32) -> Result<(i64, i64)> {
+    size(client, FEEDBACK, &[&days, &MAX_EXAMPLES_PER_SOURCE]).await
+}
+
+async fn size(
+    client: &impl GenericClient,
+    query: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<(i64, i64)> {
+    let counted = format!(
+        "SELECT count(*), coalesce(sum(octet_length(s.subject) + octet_length(s.message)), 0)::int8
+         FROM ({query}) AS s (subject, message, department, is_urgent)"
+    );
+    let row = client.query_one(&counted, params).await?;
+    Ok((row.get(0), row.get(1)))
+}
+
 fn example(row: &tokio_postgres::Row, weight: f32) -> Example {
     Example {
         subject: row.get(0),
