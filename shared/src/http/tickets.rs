@@ -158,17 +158,13 @@ pub async fn give_feedback(
     }
     let owner = caller.reads();
     let given_by = caller.owner();
-    let threshold = policy.urgent_threshold;
-    match feedback::give(
-        &state.pool,
-        id,
-        owner.as_deref(),
-        &labels,
-        &given_by,
-        threshold,
-    )
-    .await?
-    {
+    let giver = feedback::Giver {
+        owner: owner.as_deref(),
+        given_by: &given_by,
+        urgent_threshold: policy.urgent_threshold,
+        history: state.config.limits.feedback_history,
+    };
+    match feedback::give(&state.pool, id, &labels, giver).await? {
         Some(given) => Ok(Json(given).into_response()),
         None => Err(Problem::not_found(format!("no ticket with id {id}"))),
     }

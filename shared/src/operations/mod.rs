@@ -398,9 +398,13 @@ async fn execute(
                     department: item.department,
                     is_urgent: item.is_urgent,
                 };
-                let threshold = policy.urgent_threshold;
-                let by = operator.as_str();
-                match feedback::give(pool, item.ticket_id, None, &labels, by, threshold).await? {
+                let giver = feedback::Giver {
+                    owner: None,
+                    given_by: operator.as_str(),
+                    urgent_threshold: policy.urgent_threshold,
+                    history: config.limits.feedback_history,
+                };
+                match feedback::give(pool, item.ticket_id, &labels, giver).await? {
                     Some(stored) => given.push(stored),
                     None => not_found.push(item.ticket_id),
                 }

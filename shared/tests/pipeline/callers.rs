@@ -1,5 +1,6 @@
 //! What one caller can learn from, or take from, another (issue "Round four", items 1 and 5):
-//! dedup tells no caller that another sent the same text first, in what it shows or when.
+//! dedup tells no caller that another sent the same text first, in what it shows or when; one
+//! caller's requests cannot use up everyone's, nor grow a ticket's feedback without bound.
 
 use std::time::{Duration, Instant};
 
@@ -7,7 +8,7 @@ use serde_json::Value;
 
 use crate::{
     helpers::{spawn_app_with, TestApp},
-    security::{get_as, iam, post_as},
+    security::{get_as, iam, post_as, send_as},
 };
 
 fn time(value: &Value) -> chrono::DateTime<chrono::Utc> {
@@ -67,4 +68,74 @@ async fn a_text_another_caller_sent_first_looks_like_a_fresh_evaluation() {
     let (_, _, again) = post_as(&app, &alice, "the same text").await;
     let (_, alices_again) = get_as(&app, &alice, again["id"].as_str().unwrap()).await;
     assert_eq!(alices_again["evaluation"]["status"], "done", "{alices_again}");
+}
+
+/// The database's current UTC minute, as the rate counts it.
+async fn minute(app: &TestApp) -> i64 {
+    app.count("SELECT extract(epoch FROM date_trunc('minute', now()))::int8")
+        .await
+}
+
+#[tokio::test]
+async fn past_its_rate_a_caller_gets_a_429_on_every_route_and_other_callers_keep_theirs() {
+    let app = spawn_app_with(|config| config.limits.caller_rpm = Some(3)).await;
+    let (alice, bob) = (iam("alice"), iam("bob"));
+    // The window is the minute: a run that straddles two is run again.
+    for attempt in 0.. {
+        let started = minute(&app).await;
+        let tickets_before = app.count("SELECT count(*) FROM ticket").await;
+        let (status, _, created) = post_as(&app, &alice, &format!("attempt {attempt}")).await;
+        assert_eq!(status, 201, "{created}");
+        let id = created["id"].as_str().unwrap().to_string();
+        assert_eq!(get_as(&app, &alice, &id).await.0, 200);
+        let feedback = r#"{"department": "billing", "is_urgent": false}"#;
+        let path = format!("/tickets/{id}/feedback");
+        let (status, _, _) = send_as(&app, &alice, "POST", &path, Some(feedback), None).await;
+        assert!(status < 300, "{status}");
+        // The fourth request of the minute, whatever its route, is refused and does nothing.
+        let (read, _) = get_as(&app, &alice, &id).await;
+        let (status, headers, problem) = post_as(&app, &alice, "one too many").await;
+        let (fed, _, _) = send_as(&app, &alice, "POST", &path, Some(feedback), None).await;
+        let (bobs, _, _) = post_as(&app, &bob, "bob's own").await;
+        if minute(&app).await != started {
+            assert!(attempt < 3, "the minute kept turning");
+            continue;
+        }
+        assert_eq!((read, status, fed), (429, 429, 429), "{problem}");
+        let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!((1..=60).contains(&retry), "{retry}");
+        assert_eq!(headers["content-type"], "application/problem+json");
+        assert_eq!(
+            app.count("SELECT count(*) FROM ticket").await,
+            tickets_before + 2,
+            "alice's first and bob's: the refused post wrote nothing"
+        );
+        assert_eq!(bobs, 201, "another caller keeps its own rate");
+        break;
+    }
+}
+
+#[tokio::test]
+async fn a_tickets_feedback_history_keeps_only_its_newest_labels() {
+    let app = spawn_app_with(|config| config.limits.feedback_history = 3).await;
+    let alice = iam("alice");
+    let (_, _, created) = post_as(&app, &alice, "labelled again and again").await;
+    let id = created["id"].as_str().unwrap();
+    let path = format!("/tickets/{id}/feedback");
+    let departments = ["billing", "technical", "account", "sales", "general", "billing"];
+    for department in departments {
+        let body = format!(r#"{{"department": "{department}", "is_urgent": false}}"#);
+        let (status, _, given) = send_as(&app, &alice, "POST", &path, Some(&body), None).await;
+        assert!(status < 300, "{given}");
+    }
+    let kept = app
+        .count(&format!("SELECT count(*) FROM ticket_feedback WHERE ticket_id = '{id}'"))
+        .await;
+    assert_eq!(kept, 3, "the cap, the current label included");
+    let current = app
+        .row(&format!(
+            "SELECT department FROM ticket_feedback WHERE ticket_id = '{id}' AND superseded_at IS NULL"
+        ))
+        .await;
+    assert_eq!(current.get::<_, String>(0), "billing", "the newest stands");
 }
