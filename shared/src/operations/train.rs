@@ -23,8 +23,9 @@ use crate::{
         versions::ModelVersion,
     },
     pipeline::cascade::{
-        examples,
+        examples::{self, FromTickets},
         models::{self, StoredModel},
+        trained_on,
     },
     providers::{
         classifier::{Example, LocalModel},
@@ -149,13 +150,15 @@ pub async fn train(
     }
     let mut gathered = Vec::with_capacity(sources.len());
     let mut counts = Vec::with_capacity(sources.len());
+    let mut tickets = Vec::new();
     for source in sources {
-        let examples = examples_of(pool, policy, source).await?;
+        let read = examples_of(pool, policy, source).await?;
         counts.push(SourceCount {
             source: source.to_string(),
-            examples: examples.len(),
+            examples: read.examples.len(),
         });
-        gathered.push(examples);
+        gathered.push(read.examples);
+        tickets.extend(read.tickets);
     }
     let examples = examples::merge(gathered);
     let held = Work {
@@ -180,9 +183,13 @@ pub async fn train(
         .await
         .expect("training does not panic")
         .map_err(|e| InvalidRequest::new("from", e.to_string()))?;
-    let client = db::client(pool).await?;
+    let mut client = db::client(pool).await?;
     let recorded = serde_json::to_value(&counts).unwrap_or_default();
-    let new = models::store(&client, &model, &recorded, trained_by).await?;
+    // The classifier and the tickets it learnt from, together (erasure reads them).
+    let transaction = client.transaction().await?;
+    let new = models::store(&transaction, &model, &recorded, trained_by).await?;
+    trained_on::record(&transaction, &model.version(), &tickets).await?;
+    transaction.commit().await?;
     let trained = Trained {
         version: model.version(),
         new,
@@ -195,21 +202,25 @@ pub async fn train(
     Ok(trained)
 }
 
-async fn examples_of(pool: &Pool, policy: &Policy, source: &TrainSource) -> Result<Vec<Example>> {
+/// A source's examples, and the production tickets they were read from (none for a set).
+async fn examples_of(pool: &Pool, policy: &Policy, source: &TrainSource) -> Result<FromTickets> {
     Ok(match source {
-        TrainSource::Set(set) => LabelledSet::load(set, policy, pool)
-            .await?
-            .rows
-            .into_iter()
-            .filter(|row| row.split == Split::Dev)
-            .map(|row| Example {
-                subject: row.subject,
-                message: row.message,
-                department: row.department,
-                is_urgent: row.is_urgent,
-                weight: 1.0,
-            })
-            .collect(),
+        TrainSource::Set(set) => FromTickets {
+            examples: LabelledSet::load(set, policy, pool)
+                .await?
+                .rows
+                .into_iter()
+                .filter(|row| row.split == Split::Dev)
+                .map(|row| Example {
+                    subject: row.subject,
+                    message: row.message,
+                    department: row.department,
+                    is_urgent: row.is_urgent,
+                    weight: 1.0,
+                })
+                .collect(),
+            tickets: Vec::new(),
+        },
         TrainSource::Results { days } => {
             let client = db::client(pool).await?;
             examples::results(&client, *days as i32, policy.urgent_threshold).await?
