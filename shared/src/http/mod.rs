@@ -48,7 +48,10 @@ fn api_routes(state: &AppState) -> Router<AppState> {
         .route("/subscriptions/{id}", delete(subscriptions::delete))
         .route("/subscriptions/{id}/rotate", post(subscriptions::rotate))
         // Every API route counts against the caller's rate (`TRIAGE_CALLER_RPM`).
-        .route_layer(middleware::from_fn_with_state(state.clone(), rate::per_caller))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rate::per_caller,
+        ))
 }
 
 /// Problem+json for unknown paths and methods, the body limit, and the state.

@@ -1,15 +1,11 @@
-//! What the ops Lambda may be asked for (issue "Round four", items 2 to 4): no local file is a
-//! set there (only the shipped set, S3 and the desk's feedback), every list of a request is
-//! bounded, and work whose data cannot fit the function's memory is refused before it is read,
-//! with what it needs and what to do instead. The CLI runs where its operator chose, with the
+//! What the ops Lambda's memory holds (issue "Round four", items 2 and 3): work whose data
+//! cannot fit the function's memory is refused before it is read, with what it needs and what
+//! to do instead; every list of a request is bounded (no local file is a set there either:
+//! `checks::no_local_files`). The CLI runs where its operator chose, with the
 //! memory of that machine: only the lists' bounds hold there.
 
-use super::{
-    audit::{LambdaHost, Operator},
-    train::TrainSource,
-    Request,
-};
-use crate::{domain::error::InvalidRequest, quality::source::SetSource};
+use super::audit::{LambdaHost, Operator};
+use crate::domain::error::InvalidRequest;
 
 /// Most versions one eval compares (each one a run of the whole set).
 pub const MAX_EVAL_VERSIONS: i64 = 8;
@@ -104,37 +100,6 @@ pub fn fits(
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
-
-/// Refuses, in the ops Lambda, a set named by a local path: the function's files are its own
-/// (a path would only tell the caller which of them exist, and how big they are), so only the
-/// shipped set, S3 and the desk's feedback are sets there. Nothing is read before this check.
-pub fn no_local_files(request: &Request, operator: &Operator) -> Result<(), InvalidRequest> {
-    if operator.lambda_host().is_none() {
-        return Ok(());
-    }
-    let refused = |field: &str| {
-        Err(InvalidRequest::new(
-            field,
-            "the ops Lambda reads no local files: give shipped, s3://BUCKET/KEY or feedback \
-             (set:shipped, set:s3://BUCKET/KEY, results:DAYS or feedback:DAYS to train)"
-                .into(),
-        ))
-    };
-    match request {
-        Request::Eval {
-            set: Some(SetSource::Path(_)),
-            ..
-        } => refused("set"),
-        Request::Train { sources }
-            if sources
-                .iter()
-                .any(|s| matches!(s, TrainSource::Set(SetSource::Path(_)))) =>
-        {
-            refused("from")
-        }
-        _ => Ok(()),
-    }
-}
 
 #[cfg(test)]
 mod tests {

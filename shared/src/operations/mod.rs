@@ -23,7 +23,8 @@ use serde::Serialize;
 
 pub use audit::Operator;
 use checks::{
-    configured_policy, confirmed, confirmed_eval, known_to_this_build, priced, usable, within,
+    configured_policy, confirmed, confirmed_eval, known_to_this_build, no_local_files, priced,
+    usable, within,
 };
 pub use request::{FeedbackItem, FeedbackItems, HumanDuration, Request, Since};
 
@@ -161,7 +162,7 @@ async fn execute(
         model_version: model_version.unwrap_or_else(|| config.versions.model.clone()),
     };
     let spread = |spread: Option<HumanDuration>| spread.map_or(DEFAULT_SPREAD, |s| s.0);
-    fits::no_local_files(&request, operator)?;
+    no_local_files(&request, operator)?;
     // Work an operator queues may wait behind new tickets unless they say otherwise.
     let lane = |lane: Option<Lane>| lane.unwrap_or(Lane::Bulk);
     Ok(match request {
@@ -257,7 +258,11 @@ async fn execute(
                 }
                 (Some(source), None) => source,
             };
-            within("versions", versions.len().max(1) as i64, fits::MAX_EVAL_VERSIONS)?;
+            within(
+                "versions",
+                versions.len().max(1) as i64,
+                fits::MAX_EVAL_VERSIONS,
+            )?;
             let configured = &config.versions.model;
             let versions: Vec<VersionPair> = if versions.is_empty() {
                 vec![config.versions.pair()]

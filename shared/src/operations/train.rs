@@ -169,7 +169,13 @@ pub async fn train(
             .sum(),
     };
     // The sets' rows too (each bounded by the set's size, but several may be named).
-    fits(operator, "from", TRAINING, held, "train from fewer or smaller sources")?;
+    fits(
+        operator,
+        "from",
+        TRAINING,
+        held,
+        "train from fewer or smaller sources",
+    )?;
     if examples.is_empty() {
         return Err(InvalidRequest::new(
             "from",

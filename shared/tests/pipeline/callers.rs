@@ -52,7 +52,11 @@ async fn a_text_another_caller_sent_first_looks_like_a_fresh_evaluation() {
     assert!(bobs["evaluation"].get("department").is_none(), "{bobs}");
     // Then done, after about as long as an evaluation takes, and evaluated after it was created.
     let bobs = until_done(&app, &bob, id, Duration::from_secs(10)).await;
-    assert!(sent.elapsed() >= hold / 2, "done after {:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() >= hold / 2,
+        "done after {:?}",
+        sent.elapsed()
+    );
     let (created, evaluated) = (
         time(&bobs["created_at"]),
         time(&bobs["evaluation"]["evaluated_at"]),
@@ -67,7 +71,10 @@ async fn a_text_another_caller_sent_first_looks_like_a_fresh_evaluation() {
     // A text Alice sent herself before is no secret to her: her own duplicate is not held.
     let (_, _, again) = post_as(&app, &alice, "the same text").await;
     let (_, alices_again) = get_as(&app, &alice, again["id"].as_str().unwrap()).await;
-    assert_eq!(alices_again["evaluation"]["status"], "done", "{alices_again}");
+    assert_eq!(
+        alices_again["evaluation"]["status"], "done",
+        "{alices_again}"
+    );
 }
 
 /// The database's current UTC minute, as the rate counts it.
@@ -122,14 +129,23 @@ async fn a_tickets_feedback_history_keeps_only_its_newest_labels() {
     let (_, _, created) = post_as(&app, &alice, "labelled again and again").await;
     let id = created["id"].as_str().unwrap();
     let path = format!("/tickets/{id}/feedback");
-    let departments = ["billing", "technical", "account", "sales", "general", "billing"];
+    let departments = [
+        "billing",
+        "technical",
+        "account",
+        "sales",
+        "general",
+        "billing",
+    ];
     for department in departments {
         let body = format!(r#"{{"department": "{department}", "is_urgent": false}}"#);
         let (status, _, given) = send_as(&app, &alice, "POST", &path, Some(&body), None).await;
         assert!(status < 300, "{given}");
     }
     let kept = app
-        .count(&format!("SELECT count(*) FROM ticket_feedback WHERE ticket_id = '{id}'"))
+        .count(&format!(
+            "SELECT count(*) FROM ticket_feedback WHERE ticket_id = '{id}'"
+        ))
         .await;
     assert_eq!(kept, 3, "the cap, the current label included");
     let current = app

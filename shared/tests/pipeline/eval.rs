@@ -228,7 +228,8 @@ async fn eval_work_is_absent_from_stats_the_age_metric_and_the_queue_counts() {
     // The ops Lambda's way (here from the CLI, which alone reads a file): queue and report,
     // without waiting for the fleet.
     let queued =
-        crate::operations::op_cli(&app, json!({"op": "eval", "set": set.path, "split": "dev"})).await;
+        crate::operations::op_cli(&app, json!({"op": "eval", "set": set.path, "split": "dev"}))
+            .await;
     assert_eq!(queued["complete"], false);
     assert_eq!(queued["runs"][0]["answered"], 0);
     assert_eq!(

@@ -8,7 +8,8 @@ use crate::helpers::{spawn_app, TestApp};
 
 async fn as_lambda(app: &TestApp, memory_mb: u32, payload: Value) -> triage::Result<Value> {
     let request: operations::Request = serde_json::from_value(payload).expect("payload parses");
-    let operator = Operator::lambda("arn:aws:lambda:test:ops", "request-1").with_memory_mb(memory_mb);
+    let operator =
+        Operator::lambda("arn:aws:lambda:test:ops", "request-1").with_memory_mb(memory_mb);
     operations::run(&app.pool, &app.config, request, &operator)
         .await
         .map(|outcome| serde_json::to_value(outcome).unwrap())
@@ -28,7 +29,12 @@ async fn the_ops_lambda_reads_no_local_file_and_says_nothing_of_one() {
     let mut answers = Vec::new();
     for path in [existing.to_str().unwrap(), "/no/such/file.jsonl"] {
         let eval = as_lambda(&app, 256, json!({"op": "eval", "set": path})).await;
-        let train = as_lambda(&app, 256, json!({"op": "train", "from": [format!("set:{path}:dev")]})).await;
+        let train = as_lambda(
+            &app,
+            256,
+            json!({"op": "train", "from": [format!("set:{path}:dev")]}),
+        )
+        .await;
         answers.push((refusal(eval), refusal(train)));
     }
     // The same answer for a file that exists and one that does not: nothing is told of it.
@@ -36,7 +42,10 @@ async fn the_ops_lambda_reads_no_local_file_and_says_nothing_of_one() {
     let ((field, reason), (train_field, _)) = &answers[0];
     assert_eq!((field.as_str(), train_field.as_str()), ("set", "from"));
     assert!(reason.contains("no local files"), "{reason}");
-    assert!(!reason.contains("bytes") && !reason.contains("os error"), "{reason}");
+    assert!(
+        !reason.contains("bytes") && !reason.contains("os error"),
+        "{reason}"
+    );
     assert_eq!(app.count("SELECT count(*) FROM eval_request").await, 0);
 }
 
@@ -75,11 +84,18 @@ async fn an_eval_that_queues_over_a_thousand_billed_jobs_shows_the_count_and_nee
     // Confirmed, it queues them.
     let mut confirmed = eval;
     confirmed["confirm"] = true.into();
-    as_lambda(&app, 256, confirmed).await.expect("confirmed eval queues");
-    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, jobs);
+    as_lambda(&app, 256, confirmed)
+        .await
+        .expect("confirmed eval queues");
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox").await,
+        jobs
+    );
     // The offline rules bill nothing: no confirmation needed however large.
     let rules = json!({"op": "eval", "set": "shipped", "versions": ["triage-v5/rules@offline"]});
-    as_lambda(&app, 256, rules).await.expect("rules need no confirmation");
+    as_lambda(&app, 256, rules)
+        .await
+        .expect("rules need no confirmation");
 }
 
 #[tokio::test]
@@ -102,7 +118,10 @@ async fn a_training_that_cannot_fit_the_functions_memory_is_refused_before_it_re
     let train = json!({"op": "train", "from": ["results:30"]});
     let (field, reason) = refusal(as_lambda(&app, 128, train.clone()).await);
     assert_eq!(field, "from");
-    assert!(reason.contains("128 MB") && reason.contains("700 rows"), "{reason}");
+    assert!(
+        reason.contains("128 MB") && reason.contains("700 rows"),
+        "{reason}"
+    );
     assert!(reason.contains("fewer days"), "{reason}");
     assert_eq!(app.count("SELECT count(*) FROM local_model").await, 0);
     // The same work where the memory is (a larger function, or the CLI) trains.

@@ -49,7 +49,11 @@ pub(crate) async fn send_as(
     (status, headers, body)
 }
 
-pub(crate) async fn post_as(app: &TestApp, who: &Value, message: &str) -> (u16, header::HeaderMap, Value) {
+pub(crate) async fn post_as(
+    app: &TestApp,
+    who: &Value,
+    message: &str,
+) -> (u16, header::HeaderMap, Value) {
     let body = json!({"subject": "Refund", "message": message}).to_string();
     send_as(app, who, "POST", "/tickets", Some(&body), None).await
 }

@@ -80,7 +80,12 @@ pub async fn results_size(
     days: i32,
     urgent_threshold: f64,
 ) -> Result<(i64, i64)> {
-    size(client, RESULTS, &[&days, &urgent_threshold, &MAX_EXAMPLES_PER_SOURCE]).await
+    size(
+        client,
+        RESULTS,
+        &[&days, &urgent_threshold, &MAX_EXAMPLES_PER_SOURCE],
+    )
+    .await
 }
 
 /// What [`feedback`] would read, counted without reading it.

@@ -49,7 +49,10 @@ pub struct TrainedClassifier {
 /// classifier that learnt from one of them, or may have (a classifier that recorded nothing,
 /// trained from the database after the earliest of them was created). Runs in the erasure's
 /// transaction, before the tickets go.
-pub async fn forget(client: &impl GenericClient, tickets: &[Uuid]) -> Result<Vec<TrainedClassifier>> {
+pub async fn forget(
+    client: &impl GenericClient,
+    tickets: &[Uuid],
+) -> Result<Vec<TrainedClassifier>> {
     let rows = client
         .query(
             r#"
