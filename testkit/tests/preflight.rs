@@ -260,7 +260,9 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
         "{out}"
     );
     // (A stand-in without its trigger: roles.sql, run again below, would look for it.)
-    db.batch_execute("DROP TABLE operation_audit").await.unwrap();
+    db.batch_execute("DROP TABLE operation_audit")
+        .await
+        .unwrap();
 
     // A secret that exists but holds a password the login no longer has: the API would
     // answer 503 from its first request.

@@ -25,7 +25,7 @@ pub struct Work {
 }
 
 impl Work {
-    pub fn add(self, other: Work) -> Work {
+    pub fn and(self, other: Work) -> Work {
         Work {
             rows: self.rows + other.rows,
             text_bytes: self.text_bytes + other.text_bytes,

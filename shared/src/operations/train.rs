@@ -141,7 +141,7 @@ pub async fn train(
                     examples::feedback_size(&client, *days as i32).await?
                 }
             };
-            work = work.add(Work {
+            work = work.and(Work {
                 rows: rows as u64,
                 text_bytes: bytes as u64,
             });

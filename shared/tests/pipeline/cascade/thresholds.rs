@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     eval::{waiting, write_set},
-    operations::{try_op, try_op_cli},
+    operations::try_op_cli,
 };
 
 /// Two lists of points alike, numbers to 1e-9 (jsonb keeps decimals; JSON's reader may round
