@@ -144,9 +144,10 @@ async fn setup(unreserved: u32, held: Option<u32>) -> Option<(Vec<(String, Strin
 
 #[tokio::test]
 async fn an_account_ready_for_the_stack_passes_every_check() {
-    // The stack is deployed: its worker's 101 are reserved already, so only 100 are left
-    // unreserved, and the 101 + 50 the env reserves still fit (counted once, not twice).
-    let Some((env, tools)) = setup(100, Some(101)).await else {
+    // The stack is deployed: its worker's 101 are reserved already, so only 150 are left
+    // unreserved, and the 101 + 50 the env reserves, with the 100 Lambda keeps unreserved,
+    // still fit (counted once, not twice).
+    let Some((env, tools)) = setup(150, Some(101)).await else {
         return;
     };
     let f = fixtures("good", &env, &tools).await;
@@ -211,7 +212,7 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
         "ok    ApiDbSecretArn: triage_api_login logs in and is in triage_api",
         "ok    DelivererDbSecretArn: triage_deliver_login logs in and is in triage_deliver",
         "ok    the stack triage-good holds 101 reserved executions already",
-        "ok    Lambda concurrency: 201 of 1000 unreserved, the worker reserves 101, the API 50",
+        "ok    Lambda concurrency: 251 of 1000 unreserved, the worker reserves 101, the API 50",
         "egress through nat-",
         "ok    DbSecretArn: the RDS shape",
         "ok    ApiDbSecretArn exists (the API's own login)",
@@ -226,6 +227,42 @@ async fn an_account_ready_for_the_stack_passes_every_check() {
         assert!(out.contains(seen), "no {seen:?} in:\n{out}");
     }
     assert!(!out.contains("FAIL"), "{out}");
+    assert!(
+        out.contains("ok    the audit trail does not exist yet: after the first deploy, hand it to triage_audit"),
+        "{out}"
+    );
+
+    // Round four: after a first deploy whose re-run of roles.sql was forgotten, the trail is
+    // still the application's; handed over, it passes.
+    let (db, connection) = tokio_postgres::connect(server.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    db.batch_execute(
+        "CREATE TABLE operation_audit (id bigint); ALTER TABLE operation_audit OWNER TO triage",
+    )
+    .await
+    .unwrap();
+    let (passed, out) = preflight_with(&config, &env, &tunnel).await;
+    assert!(!passed, "{out}");
+    assert!(
+        out.contains("FAIL  the audit trail (operation_audit) belongs to triage, not triage_audit")
+            && out.contains("run docs/sql/roles.sql again without passwords"),
+        "{out}"
+    );
+    db.batch_execute("ALTER TABLE operation_audit OWNER TO triage_audit")
+        .await
+        .unwrap();
+    let (passed, out) = preflight_with(&config, &env, &tunnel).await;
+    assert!(passed, "{out}");
+    assert!(
+        out.contains("ok    the audit trail (operation_audit) belongs to triage_audit"),
+        "{out}"
+    );
+    // (A stand-in without its trigger: roles.sql, run again below, would look for it.)
+    db.batch_execute("DROP TABLE operation_audit")
+        .await
+        .unwrap();
 
     // A secret that exists but holds a password the login no longer has: the API would
     // answer 503 from its first request.
@@ -456,12 +493,13 @@ async fn the_deliverer_needs_a_route_to_eventbridge_and_outside_dev_egress_for_w
 }
 
 /// The deliverers have no reservation: they, the sweeper, the scaler, ops and the migration
-/// run on what the worker's and the API's reservations leave unreserved. dev's figures: 3 + 2
-/// reserved and 10 left (Lambda's minimum) with MaxDelivererConcurrency=2, 15 in all; with the
-/// default 10 deliverers, 15 must stay unreserved, 20 in all.
+/// run on what the worker's and the API's reservations leave unreserved, and Lambda keeps at
+/// least 100 unreserved (a function may reserve up to the account's concurrency minus 100).
+/// dev's figures: 3 + 2 reserved and 100 left, 105 in all; with 100 deliverers, 105 must stay
+/// unreserved, 110 in all.
 #[tokio::test]
 async fn the_lambda_quota_leaves_room_for_the_deliverers_beside_both_reservations() {
-    let Some((env, tools)) = setup(17, None).await else {
+    let Some((env, tools)) = setup(107, None).await else {
         return;
     };
     let f = fixtures_named("dev", "quota", &env, &tools).await;
@@ -480,20 +518,21 @@ async fn the_lambda_quota_leaves_room_for_the_deliverers_beside_both_reservation
             format!("MaxDelivererConcurrency={deliverers}"),
         ]
     };
-    let config = samconfig("triage-quota", &parameters("10"));
+    let config = samconfig("triage-quota", &parameters("100"));
     let (passed, out) = preflight(&config, &env).await;
     std::fs::remove_file(&config).unwrap();
     assert!(!passed, "{out}");
     assert!(
         out.contains(
-            "FAIL  Lambda concurrency: 17 of 1000 unreserved; the worker reserves 3, the API 2, \
-             which leaves 12 for (10 + 1) deliverers, the sweeper, scaler, ops and migration \
-             (15 at their peak)"
+            "FAIL  Lambda concurrency: 107 of 1000 unreserved; the worker reserves 3, the API 2, \
+             which leaves 102 for (100 + 1) deliverers, the sweeper, scaler, ops and migration \
+             (105 at their peak)"
         ) && out.contains("raise the quota to 1003 or more")
             && out.contains("lower MaxDelivererConcurrency"),
         "{out}"
     );
-    assert!(out.contains("preflight: 1 problem(s)"), "{out}");
+    // (100 deliverers also open more connections than the fixture's database allows: the
+    // preflight says so too, a second problem.)
 
     let config = samconfig("triage-quota", &parameters("2"));
     let (passed, out) = preflight(&config, &env).await;
@@ -501,11 +540,66 @@ async fn the_lambda_quota_leaves_room_for_the_deliverers_beside_both_reservation
     assert!(passed, "{out}");
     assert!(
         out.contains(
-            "ok    Lambda concurrency: 17 of 1000 unreserved, the worker reserves 3, the API 2, \
-             and 10 stay unreserved for (2 + 1) deliverers"
+            "ok    Lambda concurrency: 107 of 1000 unreserved, the worker reserves 3, the API 2, \
+             and 100 stay unreserved for (2 + 1) deliverers"
         ),
         "{out}"
     );
+}
+
+/// Round four, item 10: prod's reservations (101 + 50) need 251 unreserved, not 166: a quota
+/// between the two used to pass the preflight and fail the first create. docs/deploy.md step 2
+/// says the figure the preflight computes.
+#[tokio::test]
+async fn prods_reservations_need_251_unreserved_executions_as_the_deploy_guide_says() {
+    let guide = std::fs::read_to_string(root().join("docs/deploy.md")).unwrap();
+    assert!(
+        guide.contains("prod's 101 + 50 + 100 = **251**, dev's 3 + 2 + 100 = **105**"),
+        "docs/deploy.md step 2"
+    );
+    for (unreserved, passes) in [(250, false), (251, true)] {
+        let Some((env, tools)) = setup(unreserved, None).await else {
+            return;
+        };
+        let f = fixtures_named("dev", &format!("prodquota{unreserved}"), &env, &tools).await;
+        let config = samconfig(
+            &format!("triage-prodquota{unreserved}"),
+            &[
+                "Stage=dev".into(),
+                format!("SubnetIds={}", f["subnets"].as_str().unwrap()),
+                format!("SecurityGroupIds={}", f["sg"].as_str().unwrap()),
+                format!("DbSecretArn={}", f["db_secret"].as_str().unwrap()),
+                format!("DbHost={}", f["db_host"].as_str().unwrap()),
+                "DbName=triage".into(),
+                "Provider=rules".into(),
+                "MaxWorkerConcurrency=100".into(),
+                "WorkerReservedConcurrency=101".into(),
+                "ApiReservedConcurrency=50".into(),
+                "MaxDelivererConcurrency=10".into(),
+            ],
+        );
+        let (passed, out) = preflight(&config, &env).await;
+        std::fs::remove_file(&config).unwrap();
+        let line = out
+            .lines()
+            .find(|l| l.contains("Lambda concurrency:"))
+            .unwrap_or_default()
+            .to_string();
+        if passes {
+            assert!(
+                line.starts_with("ok    Lambda concurrency: 251 of 1000"),
+                "{out}"
+            );
+        } else {
+            assert!(!passed, "{out}");
+            assert!(
+                line.contains(
+                    "Lambda keeps 100 unreserved, so creating the functions fails (it needs 251)"
+                ),
+                "{out}"
+            );
+        }
+    }
 }
 
 /// The prod env sets the API's per-caller quota (the template's CallerDailyTickets, empty by

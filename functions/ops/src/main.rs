@@ -17,10 +17,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let pool = db::pool(&config.database)?;
     let (pool, config) = (&pool, &config);
     let handler = service_fn(move |event: LambdaEvent<operations::Request>| async move {
-        let operator = operations::Operator::lambda(
+        let mut operator = operations::Operator::lambda(
             &event.context.invoked_function_arn,
             &event.context.request_id,
         );
+        // The function's memory, when the runtime says (0: it does not; 256 is assumed).
+        if let Ok(memory_mb @ 1..) = u32::try_from(event.context.env_config.memory) {
+            operator = operator.with_memory_mb(memory_mb);
+        }
         operations::run(pool, config, event.payload, &operator).await
     });
     metrics_cloudwatch_embedded::lambda::service::run(metrics, handler).await

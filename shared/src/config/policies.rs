@@ -17,6 +17,15 @@ pub struct Limits {
     /// `TRIAGE_CALLER_DAILY_TICKETS`: tickets one principal may create per UTC day; `None`, no
     /// quota.
     pub caller_daily_tickets: Option<u32>,
+    /// `TRIAGE_CALLER_RPM`: requests one principal may make per minute, every route counted
+    /// (`http::rate`); `None`, no limit.
+    pub caller_rpm: Option<u32>,
+    /// `TRIAGE_DEDUP_HOLD_SECONDS`: a ticket whose content another principal sent first is
+    /// shown pending for a random 0.5 to 1.5 times this long, like a fresh evaluation
+    /// (docs/dedup.md); zero, shown at once.
+    pub dedup_hold: Duration,
+    /// Labels kept per ticket in its feedback history; older ones are removed.
+    pub feedback_history: usize,
 }
 
 impl Default for Limits {
@@ -27,9 +36,16 @@ impl Default for Limits {
             max_message_chars: 20_000,
             idempotency_key_ttl: Duration::from_secs(24 * 3600),
             caller_daily_tickets: None,
+            caller_rpm: None,
+            dedup_hold: DEFAULT_DEDUP_HOLD,
+            feedback_history: 20,
         }
     }
 }
+
+/// `TRIAGE_DEDUP_HOLD_SECONDS`'s default: about what a fresh interactive evaluation takes
+/// (the doorbell, a claim, one provider call).
+pub const DEFAULT_DEDUP_HOLD: Duration = Duration::from_secs(8);
 
 /// `TRIAGE_BULK_SHARE`'s default: bulk work takes at most half of a claim while interactive
 /// work waits.

@@ -8,6 +8,7 @@ pub mod admin;
 mod caller;
 pub mod loopback;
 mod problem;
+mod rate;
 mod subscriptions;
 mod tickets;
 mod tls_listener;
@@ -35,7 +36,7 @@ pub struct AppState {
     pub config: Arc<Config>,
 }
 
-fn api_routes() -> Router<AppState> {
+fn api_routes(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/tickets", post(tickets::create))
         .route("/tickets/{id}", get(tickets::show))
@@ -46,6 +47,11 @@ fn api_routes() -> Router<AppState> {
         )
         .route("/subscriptions/{id}", delete(subscriptions::delete))
         .route("/subscriptions/{id}/rotate", post(subscriptions::rotate))
+        // Every API route counts against the caller's rate (`TRIAGE_CALLER_RPM`).
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rate::per_caller,
+        ))
 }
 
 /// Problem+json for unknown paths and methods, the body limit, and the state.
@@ -65,7 +71,7 @@ fn finish(routes: Router<AppState>, state: AppState) -> Router {
 
 /// The API's router, as the api Lambda serves it (API Gateway authenticates the caller).
 pub fn router(state: AppState) -> Router {
-    finish(api_routes(), state)
+    finish(api_routes(&state), state)
 }
 
 /// What the local server serves, decided by `triage serve` with [`loopback::Door::decide`]
@@ -82,7 +88,7 @@ pub struct LocalServer {
 pub fn local_router(state: AppState, server: LocalServer, loopback: bool) -> Router {
     let api = match server.api {
         None => Router::new(),
-        Some(guard) => guard.protect(api_routes()),
+        Some(guard) => guard.protect(api_routes(&state)),
     };
     let mut app = finish(api, state.clone());
     if let Some(guard) = server.console {

@@ -60,6 +60,7 @@ pub async fn create(
     let submitter = Submitter {
         owner: &caller.owner(),
         daily_quota: config.limits.caller_daily_tickets,
+        dedup_hold: config.limits.dedup_hold,
     };
     let outcome = match request_key {
         None => ingest::create_ticket(&state.pool, &config.versions, &ticket, submitter).await?,
@@ -157,17 +158,13 @@ pub async fn give_feedback(
     }
     let owner = caller.reads();
     let given_by = caller.owner();
-    let threshold = policy.urgent_threshold;
-    match feedback::give(
-        &state.pool,
-        id,
-        owner.as_deref(),
-        &labels,
-        &given_by,
-        threshold,
-    )
-    .await?
-    {
+    let giver = feedback::Giver {
+        owner: owner.as_deref(),
+        given_by: &given_by,
+        urgent_threshold: policy.urgent_threshold,
+        history: state.config.limits.feedback_history,
+    };
+    match feedback::give(&state.pool, id, &labels, giver).await? {
         Some(given) => Ok(Json(given).into_response()),
         None => Err(Problem::not_found(format!("no ticket with id {id}"))),
     }

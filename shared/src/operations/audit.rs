@@ -20,9 +20,20 @@ use crate::{
     domain::error::{Error, Result},
 };
 
-/// Who runs an operation, as recorded.
+/// Who runs an operation, as recorded, and where it runs: the ops Lambda, with the memory it
+/// was given, is held to what its function can do (`operations::fits`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Operator(String);
+pub struct Operator {
+    who: String,
+    lambda: Option<LambdaHost>,
+}
+
+/// The ops Lambda's function, as its invocation's context tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LambdaHost {
+    /// The function's memory, in MB (`None`: not told, the template's 256 is assumed).
+    pub memory_mb: Option<u32>,
+}
 
 impl Operator {
     /// The CLI: the OS user (`$USER`, else `$LOGNAME`, as claimed), the process's real uid
@@ -35,22 +46,44 @@ impl Operator {
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "unknown-host".into());
         let uid = process_uid().map_or_else(|| "unknown".to_string(), |uid| uid.to_string());
-        Self(format!("os-user {user}@{host} uid {uid}"))
+        Self {
+            who: format!("os-user {user}@{host} uid {uid}"),
+            lambda: None,
+        }
     }
 
     /// The operator console (`triage serve`): the OS user who runs the server, through the
     /// console. With `--allow-remote-admin` that is whoever holds the console's token.
     pub fn console() -> Self {
-        Self(format!("console, {}", Self::os_user().0))
+        Self {
+            who: format!("console, {}", Self::os_user().who),
+            lambda: None,
+        }
     }
 
     /// The ops Lambda: the function and the invocation (see the module for why not the caller).
     pub fn lambda(function_arn: &str, request_id: &str) -> Self {
-        Self(format!("lambda {function_arn} request {request_id}"))
+        Self {
+            who: format!("lambda {function_arn} request {request_id}"),
+            lambda: Some(LambdaHost { memory_mb: None }),
+        }
+    }
+
+    /// The ops Lambda's memory, from its invocation's context (`env_config.memory`).
+    pub fn with_memory_mb(mut self, memory_mb: u32) -> Self {
+        if let Some(host) = &mut self.lambda {
+            host.memory_mb = Some(memory_mb);
+        }
+        self
+    }
+
+    /// `Some` in the ops Lambda: no local files, and work bounded by its memory.
+    pub fn lambda_host(&self) -> Option<LambdaHost> {
+        self.lambda
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.who
     }
 }
 

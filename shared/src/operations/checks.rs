@@ -3,7 +3,11 @@
 
 use deadpool_postgres::Pool;
 
-use super::{train, CONFIRM_ABOVE_JOBS};
+use super::{
+    audit::Operator,
+    train::{self, TrainSource},
+    Request, CONFIRM_ABOVE_JOBS,
+};
 use crate::{
     config::Config,
     domain::{
@@ -12,6 +16,7 @@ use crate::{
     },
     pipeline::limits::budget,
     providers::{Policy, Prompt},
+    quality::source::SetSource,
 };
 
 /// Refuses a count outside 1..=`max`: every list and limit of a request is bounded.
@@ -35,6 +40,22 @@ pub(super) fn confirmed(jobs: i64) -> Result<(), InvalidRequest> {
         format!(
             "this would queue {jobs} jobs (over {CONFIRM_ABOVE_JOBS}), each a billed call: \
              check with --dry-run, then run again with --confirm (\"confirm\": true)"
+        ),
+    ))
+}
+
+/// Refuses an eval that would queue over [`CONFIRM_ABOVE_JOBS`] billed jobs unconfirmed,
+/// saying how many: an eval has no dry run, the refusal is its preview.
+pub(super) fn confirmed_eval(jobs: i64) -> Result<(), InvalidRequest> {
+    if jobs <= CONFIRM_ABOVE_JOBS {
+        return Ok(());
+    }
+    Err(InvalidRequest::new(
+        "confirm",
+        format!(
+            "this eval would queue {jobs} billed jobs (over {CONFIRM_ABOVE_JOBS}), each a \
+             provider call: run again with --confirm (\"confirm\": true), or evaluate fewer \
+             versions or one split"
         ),
     ))
 }
@@ -78,4 +99,35 @@ pub(super) fn known_to_this_build(prompt_version: &PromptVersion) -> Result<(), 
             Prompt::known_versions().collect::<Vec<_>>().join(", ")
         ),
     ))
+}
+
+/// Refuses, in the ops Lambda, a set named by a local path: the function's files are its own
+/// (a path would only tell the caller which of them exist, and how big they are), so only the
+/// shipped set, S3 and the desk's feedback are sets there. Nothing is read before this check.
+pub(super) fn no_local_files(request: &Request, operator: &Operator) -> Result<(), InvalidRequest> {
+    if operator.lambda_host().is_none() {
+        return Ok(());
+    }
+    let refused = |field: &str| {
+        Err(InvalidRequest::new(
+            field,
+            "the ops Lambda reads no local files: give shipped, s3://BUCKET/KEY or feedback \
+             (set:shipped, set:s3://BUCKET/KEY, results:DAYS or feedback:DAYS to train)"
+                .into(),
+        ))
+    };
+    match request {
+        Request::Eval {
+            set: Some(SetSource::Path(_)),
+            ..
+        } => refused("set"),
+        Request::Train { sources }
+            if sources
+                .iter()
+                .any(|s| matches!(s, TrainSource::Set(SetSource::Path(_)))) =>
+        {
+            refused("from")
+        }
+        _ => Ok(()),
+    }
 }

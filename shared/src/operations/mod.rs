@@ -7,6 +7,7 @@
 
 pub mod audit;
 mod checks;
+pub mod fits;
 pub mod promote;
 pub mod redrive;
 pub mod reprocess;
@@ -21,7 +22,10 @@ use deadpool_postgres::Pool;
 use serde::Serialize;
 
 pub use audit::Operator;
-use checks::{configured_policy, confirmed, known_to_this_build, priced, usable, within};
+use checks::{
+    configured_policy, confirmed, confirmed_eval, known_to_this_build, no_local_files, priced,
+    usable, within,
+};
 pub use request::{FeedbackItem, FeedbackItems, HumanDuration, Request, Since};
 
 use crate::{
@@ -158,6 +162,7 @@ async fn execute(
         model_version: model_version.unwrap_or_else(|| config.versions.model.clone()),
     };
     let spread = |spread: Option<HumanDuration>| spread.map_or(DEFAULT_SPREAD, |s| s.0);
+    no_local_files(&request, operator)?;
     // Work an operator queues may wait behind new tickets unless they say otherwise.
     let lane = |lane: Option<Lane>| lane.unwrap_or(Lane::Bulk);
     Ok(match request {
@@ -234,6 +239,8 @@ async fn execute(
             versions,
             list: false,
             thresholds,
+            lane: chosen,
+            confirm,
         } => {
             let policy = configured_policy(config)?;
             let source = match (set, days) {
@@ -251,6 +258,11 @@ async fn execute(
                 }
                 (Some(source), None) => source,
             };
+            within(
+                "versions",
+                versions.len().max(1) as i64,
+                fits::MAX_EVAL_VERSIONS,
+            )?;
             let configured = &config.versions.model;
             let versions: Vec<VersionPair> = if versions.is_empty() {
                 vec![config.versions.pair()]
@@ -274,7 +286,14 @@ async fn execute(
                 split,
                 versions,
                 policy,
+                lane: lane(chosen),
             };
+            let (rows, text_bytes) = quality::preview::held(&plan);
+            let work = fits::Work { rows, text_bytes };
+            fits::fits(operator, "set", fits::EVAL, work, "evaluate a smaller set")?;
+            if !confirm {
+                confirmed_eval(quality::preview::billed_jobs(pool, &plan).await?)?;
+            }
             if thresholds {
                 let sweep =
                     quality::thresholds::sweep(pool, &plan, operator.as_str(), watch).await?;
@@ -384,9 +403,13 @@ async fn execute(
                     department: item.department,
                     is_urgent: item.is_urgent,
                 };
-                let threshold = policy.urgent_threshold;
-                let by = operator.as_str();
-                match feedback::give(pool, item.ticket_id, None, &labels, by, threshold).await? {
+                let giver = feedback::Giver {
+                    owner: None,
+                    given_by: operator.as_str(),
+                    urgent_threshold: policy.urgent_threshold,
+                    history: config.limits.feedback_history,
+                };
+                match feedback::give(pool, item.ticket_id, &labels, giver).await? {
                     Some(stored) => given.push(stored),
                     None => not_found.push(item.ticket_id),
                 }
@@ -394,8 +417,9 @@ async fn execute(
             Outcome::Feedback { given, not_found }
         }
         Request::Train { sources } => {
+            within("from", sources.len() as i64, fits::MAX_TRAIN_SOURCES)?;
             let policy = configured_policy(config)?;
-            Outcome::Trained(train::train(pool, &policy, &sources, operator.as_str()).await?)
+            Outcome::Trained(train::train(pool, &policy, &sources, operator).await?)
         }
         Request::Models => Outcome::Models(train::list(pool).await?),
         Request::Audit { limit } => {

@@ -118,6 +118,17 @@ pub enum Request {
         #[arg(long, conflicts_with = "list")]
         #[serde(default)]
         thresholds: bool,
+        /// The jobs' lane: bulk (default: behind new tickets, `TRIAGE_BULK_TIER`, so up to 24 h
+        /// with `batch`) or interactive (online, ahead of bulk work).
+        #[arg(long, conflicts_with = "list")]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        lane: Option<Lane>,
+        /// Needed when more than `CONFIRM_ABOVE_JOBS` (1000) billed jobs would be queued (the
+        /// refusal says how many): each one is a provider call.
+        #[arg(long, conflicts_with = "list")]
+        #[serde(default)]
+        confirm: bool,
     },
     /// Move dead letters back to the queue with attempts reset.
     Redrive {

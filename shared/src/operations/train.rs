@@ -8,6 +8,10 @@ use std::{fmt, str::FromStr, time::Instant};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
+use super::{
+    audit::Operator,
+    fits::{fits, Work, TRAINING},
+};
 use crate::quality::{
     set::{LabelledSet, Split},
     source::SetSource,
@@ -19,8 +23,9 @@ use crate::{
         versions::ModelVersion,
     },
     pipeline::cascade::{
-        examples,
+        examples::{self, FromTickets},
         models::{self, StoredModel},
+        trained_on,
     },
     providers::{
         classifier::{Example, LocalModel},
@@ -111,25 +116,66 @@ pub struct Trained {
     pub seconds: f64,
 }
 
-/// Builds a classifier from `sources` and stores it.
+/// Builds a classifier from `sources` and stores it. In the ops Lambda, what the database
+/// sources hold is counted first and a training that would not fit the function's memory is
+/// refused before anything is read (`fits`).
 pub async fn train(
     pool: &Pool,
     policy: &Policy,
     sources: &[TrainSource],
-    trained_by: &str,
+    operator: &Operator,
 ) -> Result<Trained> {
     let started = Instant::now();
+    let trained_by = operator.as_str();
+    if operator.lambda_host().is_some() {
+        let client = db::client(pool).await?;
+        let mut work = Work::default();
+        for source in sources {
+            let (rows, bytes) = match source {
+                TrainSource::Set(_) => continue,
+                TrainSource::Results { days } => {
+                    let threshold = policy.urgent_threshold;
+                    examples::results_size(&client, *days as i32, threshold).await?
+                }
+                TrainSource::Feedback { days } => {
+                    examples::feedback_size(&client, *days as i32).await?
+                }
+            };
+            work = work.and(Work {
+                rows: rows as u64,
+                text_bytes: bytes as u64,
+            });
+        }
+        fits(operator, "from", TRAINING, work, "train from fewer days")?;
+    }
     let mut gathered = Vec::with_capacity(sources.len());
     let mut counts = Vec::with_capacity(sources.len());
+    let mut tickets = Vec::new();
     for source in sources {
-        let examples = examples_of(pool, policy, source).await?;
+        let read = examples_of(pool, policy, source).await?;
         counts.push(SourceCount {
             source: source.to_string(),
-            examples: examples.len(),
+            examples: read.examples.len(),
         });
-        gathered.push(examples);
+        gathered.push(read.examples);
+        tickets.extend(read.tickets);
     }
     let examples = examples::merge(gathered);
+    let held = Work {
+        rows: examples.len() as u64,
+        text_bytes: examples
+            .iter()
+            .map(|e| (e.subject.len() + e.message.len()) as u64)
+            .sum(),
+    };
+    // The sets' rows too (each bounded by the set's size, but several may be named).
+    fits(
+        operator,
+        "from",
+        TRAINING,
+        held,
+        "train from fewer or smaller sources",
+    )?;
     if examples.is_empty() {
         return Err(InvalidRequest::new(
             "from",
@@ -143,9 +189,13 @@ pub async fn train(
         .await
         .expect("training does not panic")
         .map_err(|e| InvalidRequest::new("from", e.to_string()))?;
-    let client = db::client(pool).await?;
+    let mut client = db::client(pool).await?;
     let recorded = serde_json::to_value(&counts).unwrap_or_default();
-    let new = models::store(&client, &model, &recorded, trained_by).await?;
+    // The classifier and the tickets it learnt from, together (erasure reads them).
+    let transaction = client.transaction().await?;
+    let new = models::store(&transaction, &model, &recorded, trained_by).await?;
+    trained_on::record(&transaction, &model.version(), &tickets).await?;
+    transaction.commit().await?;
     let trained = Trained {
         version: model.version(),
         new,
@@ -158,21 +208,25 @@ pub async fn train(
     Ok(trained)
 }
 
-async fn examples_of(pool: &Pool, policy: &Policy, source: &TrainSource) -> Result<Vec<Example>> {
+/// A source's examples, and the production tickets they were read from (none for a set).
+async fn examples_of(pool: &Pool, policy: &Policy, source: &TrainSource) -> Result<FromTickets> {
     Ok(match source {
-        TrainSource::Set(set) => LabelledSet::load(set, policy, pool)
-            .await?
-            .rows
-            .into_iter()
-            .filter(|row| row.split == Split::Dev)
-            .map(|row| Example {
-                subject: row.subject,
-                message: row.message,
-                department: row.department,
-                is_urgent: row.is_urgent,
-                weight: 1.0,
-            })
-            .collect(),
+        TrainSource::Set(set) => FromTickets {
+            examples: LabelledSet::load(set, policy, pool)
+                .await?
+                .rows
+                .into_iter()
+                .filter(|row| row.split == Split::Dev)
+                .map(|row| Example {
+                    subject: row.subject,
+                    message: row.message,
+                    department: row.department,
+                    is_urgent: row.is_urgent,
+                    weight: 1.0,
+                })
+                .collect(),
+            tickets: Vec::new(),
+        },
         TrainSource::Results { days } => {
             let client = db::client(pool).await?;
             examples::results(&client, *days as i32, policy.urgent_threshold).await?

@@ -4,7 +4,8 @@
 //! too, so erasing every ticket of a content leaves neither its text nor its content key.
 //! Their ledger rows stay without the key (cost, tokens, model, time): the spend survives.
 //! A provider batch that holds an erased text is deleted by the worker once collected (within
-//! its 24-hour window and a tick); the report names each such batch and when.
+//! its 24-hour window and a tick); the report names each such batch and when, and every local
+//! classifier that learnt from an erased text (`cascade::trained_on`).
 //! Run by `triage erase` / the ops Lambda, and by the sweeper for ticket retention
 //! (`TRIAGE_TICKET_RETENTION_SECONDS`), in batches.
 
@@ -18,6 +19,7 @@ use crate::{
     db,
     domain::{error::Result, ticket::TicketId},
     pipeline::{
+        cascade::trained_on::{self, TrainedClassifier},
         ledger,
         outbox::submission::{self, HeldAtProvider},
     },
@@ -40,6 +42,11 @@ pub struct Erased {
     /// Provider batches that still hold an erased text, each with the time by which the
     /// worker deletes it there.
     pub held_at_provider: Vec<HeldAtProvider>,
+    /// Local classifiers that learnt from an erased ticket's text (with how many of them), or
+    /// may have (`tickets: null`: stored before V29 recorded tickets, trained from the database
+    /// after the ticket existed). They keep what they learnt until retired
+    /// (`triage models retire`); `triage models` shows their `erased_tickets`.
+    pub classifiers_trained_on: Vec<TrainedClassifier>,
 }
 
 impl Erased {
@@ -52,6 +59,21 @@ impl Erased {
         self.ledger_rows += other.ledger_rows;
         self.kept_for_other_tickets += other.kept_for_other_tickets;
         self.held_at_provider.extend(other.held_at_provider);
+        for classifier in other.classifiers_trained_on {
+            match self
+                .classifiers_trained_on
+                .iter_mut()
+                .find(|c| c.version == classifier.version)
+            {
+                Some(seen) => {
+                    seen.tickets = match (seen.tickets, classifier.tickets) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        (a, b) => a.or(b),
+                    }
+                }
+                None => self.classifiers_trained_on.push(classifier),
+            }
+        }
     }
 }
 
@@ -137,6 +159,7 @@ async fn erase_in(client: &impl GenericClient, tickets: &[TicketId]) -> Result<E
     let ledger_rows = ledger::forget_keys(client, &orphans.get::<_, Vec<String>>(2)).await?;
     let held_at_provider =
         submission::held_at_provider(client, &orphans.get::<_, Vec<i64>>(3)).await?;
+    let classifiers_trained_on = trained_on::forget(client, &ids).await?;
     let deleted: Vec<Uuid> = client
         .query(DELETE_TICKETS, &[&ids])
         .await?
@@ -157,6 +180,7 @@ async fn erase_in(client: &impl GenericClient, tickets: &[TicketId]) -> Result<E
         ledger_rows,
         kept_for_other_tickets: kept,
         held_at_provider,
+        classifiers_trained_on,
     })
 }
 

@@ -1,6 +1,8 @@
 //! The help desk's feedback (`POST /tickets/{id}/feedback`, the ops Lambda's `feedback`): the
 //! department and urgency an agent settled on for a ticket. Stored with who gave it and when; a
-//! later one replaces it and the history stays (`ticket_feedback`, V25). When it is given, each
+//! later one replaces it and the history stays (`ticket_feedback`, V25), its newest labels
+//! only, up to a cap (`Limits::feedback_history`), so no caller grows a ticket's history
+//! without bound. When it is given, each
 //! version's answer for the ticket is matched against it (`feedback_match`), and a trigger
 //! keeps the matches' running totals per day and version (`feedback_agreement_day`), from
 //! which [`agreement`] reads the 7- and 30-day figures in a few rows, never a scan. Erasing a
@@ -58,6 +60,14 @@ WITH old AS (
 SELECT count(*) FROM old
 "#;
 
+/// A ticket's history beyond its newest `$2` labels goes (superseded ones only: they have no
+/// matches, so the totals do not move).
+const PRUNE: &str = r#"
+DELETE FROM ticket_feedback
+WHERE ticket_id = $1 AND superseded_at IS NOT NULL
+  AND id NOT IN (SELECT id FROM ticket_feedback WHERE ticket_id = $1 ORDER BY id DESC LIMIT $2)
+"#;
+
 const INSERT: &str = "INSERT INTO ticket_feedback (ticket_id, department, is_urgent, given_by) \
                       VALUES ($1, $2, $3, $4) RETURNING id, created_at";
 
@@ -73,16 +83,33 @@ WHERE te.ticket_id = $6
 ON CONFLICT DO NOTHING
 "#;
 
-/// Stores `labels` for `ticket` as `given_by`; `None` when the ticket does not exist, is not
-/// `owner`'s, or is eval work (the same answer, so existence is not revealed).
+/// Who gives feedback, and how it is judged and kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Giver<'a> {
+    /// Whose tickets it may label (`None`: any).
+    pub owner: Option<&'a str>,
+    /// As recorded.
+    pub given_by: &'a str,
+    /// The policy's: an answer is urgent from it.
+    pub urgent_threshold: f64,
+    /// Labels kept per ticket, the current one included.
+    pub history: usize,
+}
+
+/// Stores `labels` for `ticket` as `giver` gives them; `None` when the ticket does not exist,
+/// is not the giver's, or is eval work (the same answer, so existence is not revealed).
 pub async fn give(
     pool: &Pool,
     ticket: TicketId,
-    owner: Option<&str>,
     labels: &Labels,
-    given_by: &str,
-    urgent_threshold: f64,
+    giver: Giver<'_>,
 ) -> Result<Option<Given>> {
+    let Giver {
+        owner,
+        given_by,
+        urgent_threshold,
+        history,
+    } = giver;
     let mut client = db::client(pool).await?;
     let transaction = client.transaction().await?;
     transaction.execute(ONE_AT_A_TIME, &[&ticket.0]).await?;
@@ -101,6 +128,8 @@ pub async fn give(
         )
         .await?;
     let (id, given_at): (i64, DateTime<Utc>) = (row.get(0), row.get(1));
+    let kept = i64::try_from(history.max(1)).unwrap_or(i64::MAX);
+    transaction.execute(PRUNE, &[&ticket.0, &kept]).await?;
     let matched = transaction
         .execute(
             MATCH,

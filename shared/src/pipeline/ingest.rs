@@ -35,12 +35,14 @@ impl Created {
     }
 }
 
-/// Who creates a ticket: its owner (`http::Caller::owner`), and the owner's daily quota
-/// (`TRIAGE_CALLER_DAILY_TICKETS`; `None`, no quota).
+/// Who creates a ticket: its owner (`http::Caller::owner`), the owner's daily quota
+/// (`TRIAGE_CALLER_DAILY_TICKETS`; `None`, no quota), and how long a ticket whose content
+/// another owner sent first is held (`TRIAGE_DEDUP_HOLD_SECONDS`; zero, not held).
 #[derive(Debug, Clone, Copy)]
 pub struct Submitter<'a> {
     pub owner: &'a str,
     pub daily_quota: Option<u32>,
+    pub dedup_hold: Duration,
 }
 
 impl Submitter<'static> {
@@ -50,6 +52,7 @@ impl Submitter<'static> {
     pub const LOCAL: Self = Submitter {
         owner: "local",
         daily_quota: None,
+        dedup_hold: Duration::ZERO,
     };
 }
 
@@ -74,11 +77,26 @@ pub enum Outcome {
 /// duplicate whose content already has a result is announced to its owner's subscribers here
 /// (`announced`: nothing to join without subscribers), as the job's completion does for the
 /// tickets it finds waiting.
+///
+/// A ticket whose content another owner sent first is held (`held_until`, a random 0.5 to 1.5
+/// times `$8` seconds from now): shown pending and announced no earlier, as a fresh evaluation
+/// would be, so that dedup tells its sender nothing (docs/dedup.md); not when the owner sent
+/// the content before itself (it knows). The lookups are index probes on the key's links;
+/// this statement's own ticket is not in their snapshot.
 const INSERT_TICKET_AND_JOB: &str = concat!(
     r#"
 WITH new_ticket AS (
-    INSERT INTO ticket (id, subject, message, owner) VALUES ($1, $2, $3, $7)
-    RETURNING created_at
+    INSERT INTO ticket (id, subject, message, owner, held_until)
+    SELECT $1, $2, $3, $7,
+           CASE WHEN $8::float8 > 0 AND EXISTS (
+                    SELECT 1 FROM ticket_evaluation te JOIN ticket other ON other.id = te.ticket_id
+                    WHERE te.idempotency_key = $4 AND other.workload = 'production'
+                      AND other.owner IS DISTINCT FROM $7)
+                AND NOT EXISTS (
+                    SELECT 1 FROM ticket_evaluation te JOIN ticket own ON own.id = te.ticket_id
+                    WHERE te.idempotency_key = $4 AND own.owner IS NOT DISTINCT FROM $7)
+                THEN now() + make_interval(secs => $8::float8 * (0.5 + random())) END
+    RETURNING created_at, held_until
 ), link AS (
     INSERT INTO ticket_evaluation (ticket_id, idempotency_key, prompt_version, model_version)
     VALUES ($1, $4, $5, $6)
@@ -87,10 +105,11 @@ WITH new_ticket AS (
     VALUES ($1, $4, $5, $6)
     ON CONFLICT (idempotency_key) DO NOTHING
 ), announced AS (
-    INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id)
+    INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id, available_at)
     SELECT s.id, $1, r.idempotency_key, "#,
     crate::pipeline::outbox::announce::event_id!("$1", "r.idempotency_key"),
-    r#"
+    r#",
+           greatest(now(), (SELECT held_until FROM new_ticket))
     FROM evaluation_result r
     JOIN subscription s ON s.disabled_at IS NULL
          AND (s.kind = 'eventbridge' OR s.owner IS NOT DISTINCT FROM $7)
@@ -120,14 +139,14 @@ pub async fn create_ticket(
     let id = TicketId::new();
     if submitter.daily_quota.is_none() {
         // The hot path: one statement, one implicit transaction.
-        let created = insert(&client, versions, ticket, submitter.owner, id).await?;
+        let created = insert(&client, versions, ticket, submitter, id).await?;
         return Ok(Outcome::Created(created));
     }
     let tx = client.transaction().await?;
     if let Some(over) = over_quota(&tx, submitter).await? {
         return Ok(over);
     }
-    let created = insert(&tx, versions, ticket, submitter.owner, id).await?;
+    let created = insert(&tx, versions, ticket, submitter, id).await?;
     tx.commit().await?;
     Ok(Outcome::Created(created))
 }
@@ -213,7 +232,7 @@ pub async fn create_ticket_keyed(
     if let Some(over) = over_quota(&tx, submitter).await? {
         return Ok(over);
     }
-    let created = insert(&tx, versions, ticket, submitter.owner, id).await?;
+    let created = insert(&tx, versions, ticket, submitter, id).await?;
     tx.execute(
         "UPDATE request_idempotency SET response_body = $2 WHERE key = $1",
         &[&request_key, &created.body()],
@@ -227,7 +246,7 @@ async fn insert(
     client: &impl GenericClient,
     versions: &Versions,
     ticket: &NewTicket,
-    owner: &str,
+    submitter: Submitter<'_>,
     id: TicketId,
 ) -> Result<Created> {
     let key = IdempotencyKey::derive(
@@ -249,7 +268,8 @@ async fn insert(
                 &key.as_str(),
                 &versions.prompt,
                 &versions.model,
-                &owner,
+                &submitter.owner,
+                &submitter.dedup_hold.as_secs_f64(),
             ],
         )
         .await?;

@@ -20,6 +20,7 @@ use crate::{
         batch_tier::{BatchReport, BatchTier},
         cascade::provisional::{self, Reason},
         erase, ingest, ledger,
+        limits::caller_rate,
         outbox::{
             claim::Serves,
             lease::{self, Queue},
@@ -186,6 +187,7 @@ pub async fn sweep(pool: &Pool, config: &Config) -> Result<SweepReport> {
     };
     let request_keys_expired =
         ingest::expire_request_keys(pool, config.retention.batch_size).await?;
+    caller_rate::forget_past(pool, config.retention.batch_size).await?;
     let serves = Serves::for_model_version(&config.versions.model);
     let health = report::health(pool, serves, config.worker.daily_budget_usd).await?;
     let dead_letters =

@@ -15,6 +15,7 @@
 pub mod gate;
 pub mod metrics;
 pub mod pending;
+pub mod preview;
 pub mod runs;
 mod score;
 pub mod set;
@@ -49,7 +50,7 @@ use crate::{
     },
     pipeline::{
         ingest,
-        outbox::{requeue, Work},
+        outbox::{requeue, Lane, Work},
     },
     providers::Policy,
 };
@@ -70,6 +71,9 @@ pub struct Plan {
     /// The first is the baseline of the paired comparisons.
     pub versions: Vec<VersionPair>,
     pub policy: Policy,
+    /// The jobs' lane: bulk (behind new tickets, `TRIAGE_BULK_TIER`: a batch tier may take up
+    /// to 24 h) or interactive (online, answered in minutes).
+    pub lane: Lane,
 }
 
 /// How the caller follows a run: whether to wait for every answer, when to stop waiting,
@@ -380,7 +384,8 @@ pub async fn conclude(pool: &Pool, pending: &Pending, progress: Progress) -> Res
     })
 }
 
-/// The tickets (once) and each version's links and jobs, as bulk eval work claimable now.
+/// The tickets (once) and each version's links and jobs, as eval work in the plan's lane,
+/// claimable now.
 async fn queue(
     pool: &Pool,
     rows: &[&Row],
@@ -406,7 +411,10 @@ async fn queue(
                 keys: &keys[start..end],
                 versions: version,
                 spread: Duration::ZERO,
-                work: Work::EVAL,
+                work: Work {
+                    lane: plan.lane,
+                    ..Work::EVAL
+                },
             };
             requeue::enqueue(&client, &batch, false).await?;
         }

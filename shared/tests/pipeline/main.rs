@@ -3,6 +3,7 @@
 mod audit;
 mod batch_text;
 mod budget;
+mod callers;
 mod cascade;
 mod console;
 mod database_outage;
@@ -20,6 +21,7 @@ mod migrate;
 mod migrate_resource;
 mod observability;
 mod operations;
+mod ops_bounds;
 mod pause;
 mod rate_limit;
 mod request_idempotency;

@@ -19,7 +19,7 @@ pub const MAX_EXAMPLES_PER_SOURCE: i64 = 300_000;
 /// text of the ticket they name, the newest first; `urgent_threshold` turns the answer's
 /// `is_urgent` into a label.
 const RESULTS: &str = r#"
-SELECT t.subject, t.message, r.department, r.is_urgent >= $2
+SELECT t.subject, t.message, r.department, r.is_urgent >= $2, t.id
 FROM evaluation_result r
 JOIN ticket t ON t.id = r.ticket_id AND t.workload = 'production'
 WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'model'
@@ -29,7 +29,7 @@ LIMIT $3
 
 /// The desk's current labels given in the last `days` days.
 const FEEDBACK: &str = r#"
-SELECT t.subject, t.message, f.department, f.is_urgent
+SELECT t.subject, t.message, f.department, f.is_urgent, t.id
 FROM ticket_feedback f
 JOIN ticket t ON t.id = f.ticket_id
 WHERE f.superseded_at IS NULL AND f.created_at > now() - make_interval(days => $1)
@@ -37,26 +37,73 @@ ORDER BY f.created_at DESC, f.id
 LIMIT $2
 "#;
 
+/// Examples read from production tickets, with the tickets they were read from (recorded
+/// with the classifier, `trained_on`, for erasure).
+#[derive(Debug, Default)]
+pub struct FromTickets {
+    pub examples: Vec<Example>,
+    pub tickets: Vec<uuid::Uuid>,
+}
+
+impl FromTickets {
+    fn of(rows: &[tokio_postgres::Row], weight: f32) -> Self {
+        Self {
+            examples: rows.iter().map(|row| example(row, weight)).collect(),
+            tickets: rows.iter().map(|row| row.get(4)).collect(),
+        }
+    }
+}
+
 pub async fn results(
     client: &impl GenericClient,
     days: i32,
     urgent_threshold: f64,
-) -> Result<Vec<Example>> {
+) -> Result<FromTickets> {
     let limit = MAX_EXAMPLES_PER_SOURCE;
     let rows = client
         .query(RESULTS, &[&days, &urgent_threshold, &limit])
         .await?;
-    Ok(rows.iter().map(|row| example(row, 1.0)).collect())
+    Ok(FromTickets::of(&rows, 1.0))
 }
 
-pub async fn feedback(client: &impl GenericClient, days: i32) -> Result<Vec<Example>> {
+pub async fn feedback(client: &impl GenericClient, days: i32) -> Result<FromTickets> {
     let rows = client
         .query(FEEDBACK, &[&days, &MAX_EXAMPLES_PER_SOURCE])
         .await?;
-    Ok(rows
-        .iter()
-        .map(|row| example(row, FEEDBACK_WEIGHT))
-        .collect())
+    Ok(FromTickets::of(&rows, FEEDBACK_WEIGHT))
+}
+
+/// What [`results`] would read (rows, bytes of text), counted without reading it: the ops
+/// Lambda refuses a training that would not fit its memory before it starts.
+pub async fn results_size(
+    client: &impl GenericClient,
+    days: i32,
+    urgent_threshold: f64,
+) -> Result<(i64, i64)> {
+    size(
+        client,
+        RESULTS,
+        &[&days, &urgent_threshold, &MAX_EXAMPLES_PER_SOURCE],
+    )
+    .await
+}
+
+/// What [`feedback`] would read, counted without reading it.
+pub async fn feedback_size(client: &impl GenericClient, days: i32) -> Result<(i64, i64)> {
+    size(client, FEEDBACK, &[&days, &MAX_EXAMPLES_PER_SOURCE]).await
+}
+
+async fn size(
+    client: &impl GenericClient,
+    query: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<(i64, i64)> {
+    let counted = format!(
+        "SELECT count(*), coalesce(sum(octet_length(s.subject) + octet_length(s.message)), 0)::int8
+         FROM ({query}) AS s (subject, message, department, is_urgent, ticket_id)"
+    );
+    let row = client.query_one(&counted, params).await?;
+    Ok((row.get(0), row.get(1)))
 }
 
 fn example(row: &tokio_postgres::Row, weight: f32) -> Example {

@@ -75,8 +75,9 @@ SELECT c.id, c.subscription_id, c.event_id, c.attempts, c.claim_token, c.created
        c.ticket_id, r.is_urgent, r.department, r.urgency_score,
        r.model_version, r.prompt_version, r.policy_version,
        -- As the read side shows it (reads/read.rs): a duplicate's result was computed for
-       -- someone else's ticket, before this one existed, and its event must not say so.
-       greatest(r.computed_at, t.created_at),
+       -- someone else's ticket, before this one existed, and its event must not say so; a
+       -- held ticket (docs/dedup.md) was evaluated, as far as anyone can tell, when its hold ended.
+       greatest(r.computed_at, t.created_at, t.held_until),
        CASE WHEN s.include_text THEN t.subject END,
        CASE WHEN s.include_text THEN t.message END,
        c.provisional, r.answered_by

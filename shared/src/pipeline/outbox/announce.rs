@@ -46,12 +46,13 @@ macro_rules! announce_from {
     ($cte:literal, $event_key:literal, $provisional:literal) => {
         concat!(
             r#", announced AS (
-    INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id, provisional)
+    INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id, provisional,
+                          available_at)
     SELECT s.id, te.ticket_id, te.idempotency_key, "#,
             $crate::pipeline::outbox::announce::event_id!("te.ticket_id", $event_key),
             ", ",
             $provisional,
-            r#"
+            r#", greatest(now(), t.held_until)
     FROM "#,
             $cte,
             r#" AS answered
@@ -62,7 +63,8 @@ macro_rules! announce_from {
         SELECT ticket_id, idempotency_key, prompt_version, model_version, created_at
         FROM ticket_evaluation WHERE idempotency_key = answered.idempotency_key OFFSET 0) te
     CROSS JOIN LATERAL (
-        SELECT owner FROM ticket WHERE id = te.ticket_id AND workload = 'production' OFFSET 0) t
+        SELECT owner, held_until FROM ticket
+        WHERE id = te.ticket_id AND workload = 'production' OFFSET 0) t
     "#,
             $crate::pipeline::outbox::announce::subscribers_of_t!(),
             r#"
@@ -90,10 +92,10 @@ pub(crate) use {announce_done, announce_from, event_id, subscribers_of_t};
 /// its tickets. Runs in the promotion's transaction.
 const ANNOUNCE_PROMOTED: &str = concat!(
     r#"
-INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id)
+INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id, available_at)
 SELECT s.id, te.ticket_id, te.idempotency_key, "#,
     event_id!("te.ticket_id", "te.idempotency_key"),
-    r#"
+    r#", greatest(now(), t.held_until)
 FROM ticket_evaluation te
 JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
 JOIN ticket t ON t.id = te.ticket_id AND t.workload = 'production'

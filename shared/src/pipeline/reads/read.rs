@@ -68,7 +68,9 @@ pub struct ResultView {
 /// earlier ticket shows as evaluated no earlier than this ticket was created (the versions
 /// shown are this ticket's own). Only `owner`'s tickets are found (`$4`; NULL, any ticket).
 /// With no result, a provisional answer of the shown key (a cascade's local answer given while
-/// the model could not be asked) is shown as such.
+/// the model could not be asked) is shown as such. A held ticket (its content sent first by
+/// another owner, `ingest`) shows pending, no answer, until `held_until`, and then as
+/// evaluated then: what a fresh evaluation looks like (docs/dedup.md).
 const SELECT_TICKET: &str = r#"
 SELECT t.id, t.subject, t.message, t.created_at,
        shown.prompt_version, shown.model_version,
@@ -78,10 +80,11 @@ SELECT t.id, t.subject, t.message, t.created_at,
        coalesce(shown.result_model_version, pr.model_version),
        coalesce(shown.result_prompt_version, pr.prompt_version),
        coalesce(shown.policy_version, pr.policy_version),
-       greatest(coalesce(shown.computed_at, pr.computed_at), t.created_at),
+       greatest(coalesce(shown.computed_at, pr.computed_at), t.created_at, t.held_until),
        shown.is_active, active.promoted,
        shown.department IS NULL AND pr.department IS NOT NULL,
-       coalesce(shown.answered_by, 'local')
+       coalesce(shown.answered_by, 'local'),
+       coalesce(t.held_until > now(), false)
 FROM ticket t
 CROSS JOIN (
     SELECT coalesce(p.prompt_version, $2) AS prompt_version,
@@ -129,8 +132,10 @@ pub async fn find(
     else {
         return Ok(None);
     };
+    let held: bool = row.get(18);
     let result = row
         .get::<_, Option<String>>(8)
+        .filter(|_| !held)
         .map(|department| ResultView {
             is_urgent: row.get(7),
             department,
@@ -143,6 +148,7 @@ pub async fn find(
         });
     let provisional: bool = row.get(16);
     let status = match (&result, row.get::<_, Option<String>>(6)) {
+        (None, _) if held => "pending".to_string(),
         (Some(_), _) if provisional => "provisional".to_string(),
         (Some(_), _) => "done".to_string(),
         (None, Some(status)) => status,

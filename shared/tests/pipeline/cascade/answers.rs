@@ -266,3 +266,47 @@ async fn erased_tickets_never_train_the_next_classifier_and_the_desks_correction
     assert_eq!(after["examples"], 19, "{after}");
     assert_eq!(after["sources"][1]["examples"], 0);
 }
+
+#[tokio::test]
+async fn erasing_a_ticket_names_every_classifier_that_learnt_from_it_or_may_have() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    app.ingest_many(&tickets()).await;
+    app.drain(&app.worker(), Duration::from_secs(20)).await;
+    let distilled = op(&app, json!({"op": "train", "from": ["results:1"]})).await;
+    let from_tickets = distilled["version"].as_str().unwrap().to_string();
+    // A classifier of the shipped set learnt from no ticket.
+    let from_set = op(&app, json!({"op": "train", "from": ["set:shipped:dev"]})).await;
+    assert_ne!(from_set["version"], distilled["version"]);
+    let ids: Vec<String> = app
+        .row("SELECT array_agg(id::text ORDER BY created_at, id) FROM ticket")
+        .await
+        .get(0);
+
+    let erased = op(&app, json!({"op": "erase", "ticket_ids": [ids[0]]})).await;
+    assert_eq!(
+        erased["classifiers_trained_on"],
+        json!([{"version": from_tickets, "tickets": 1}]),
+        "{erased}"
+    );
+    let counted = app
+        .row(&format!(
+            "SELECT erased_tickets FROM local_model WHERE version = '{from_tickets}'"
+        ))
+        .await;
+    assert_eq!(counted.get::<_, i32>(0), 1);
+
+    // A classifier stored before tickets were recorded (V29) is named as one that may have.
+    app.exec(&format!(
+        "DELETE FROM local_model_ticket WHERE version = '{from_tickets}';
+         UPDATE local_model SET tickets_recorded = false, created_at = now()
+         WHERE version = '{from_tickets}'"
+    ))
+    .await;
+    let erased = op(&app, json!({"op": "erase", "ticket_ids": [ids[1]]})).await;
+    assert_eq!(
+        erased["classifiers_trained_on"],
+        json!([{"version": from_tickets, "tickets": null}]),
+        "{erased}"
+    );
+}

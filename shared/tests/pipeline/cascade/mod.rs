@@ -18,12 +18,12 @@ use std::sync::Arc;
 use serde_json::json;
 use triage::{config::Config, pipeline::cascade::models, providers::classifier::LocalModel};
 
-use crate::helpers::{operations::op, TestApp};
+use crate::helpers::{operations::op_cli, TestApp};
 
 /// A classifier trained on the dev split of `set` (`shipped` or a set file's path): its
-/// version and the model itself.
+/// version and the model itself. Trained as the CLI does, which alone reads a file.
 async fn trained(app: &TestApp, set: &str) -> (String, Arc<LocalModel>) {
-    let trained = op(
+    let trained = op_cli(
         app,
         json!({"op": "train", "from": [format!("set:{set}:dev")]}),
     )

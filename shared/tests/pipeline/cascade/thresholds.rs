@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     eval::{waiting, write_set},
-    helpers::operations::try_op,
+    helpers::operations::try_op_cli,
 };
 
 /// Two lists of points alike, numbers to 1e-9 (jsonb keeps decimals; JSON's reader may round
@@ -232,7 +232,7 @@ async fn thresholds_are_chosen_on_dev_only_and_for_a_cascade_only() {
             .as_object_mut()
             .unwrap()
             .extend(fields.as_object().unwrap().clone());
-        match try_op(&app, payload.clone()).await {
+        match try_op_cli(&app, payload.clone()).await {
             Err(triage::Error::InvalidRequest(e)) => {
                 assert_eq!(e.field, field, "{payload}: {e}");
                 if field == "split" {

@@ -89,7 +89,7 @@ pub async fn waiting(app: &TestApp, payload: Value) -> triage::Result<Value> {
         stop: CancellationToken::new(),
         progress: None,
     };
-    let operator = operations::Operator::lambda("arn:aws:lambda:test:ops", "request-eval");
+    let operator = operations::Operator::os_user();
     let w = app.worker();
     let evaluation = async {
         let outcome =

@@ -184,7 +184,7 @@ async fn runs_carry_families_and_intervals_the_baseline_is_shown_and_noise_is_no
     assert_eq!(baseline["urgent"]["recall"], json!(0.0));
     assert!(baseline["department"]["accuracy_ci"][0].as_f64().unwrap() < 0.6);
     // A run that asks for the rules classifier itself does not show it twice.
-    let rules = crate::helpers::operations::op(
+    let rules = crate::helpers::operations::op_cli(
         &app,
         json!({"op": "eval", "set": set.path, "split": "test", "versions": ["triage-v5/rules@offline"]}),
     )

@@ -21,8 +21,9 @@ async fn eval_work_is_absent_from_stats_the_age_metric_and_the_queue_counts() {
     let set = write_set();
     let fake = fake_classifier(&set).await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
-    // The ops Lambda's way: queue and report, without waiting for the fleet.
-    let queued = crate::helpers::operations::op(
+    // The ops Lambda's way (here from the CLI, which alone reads a file): queue and report,
+    // without waiting for the fleet.
+    let queued = crate::helpers::operations::op_cli(
         &app,
         json!({"op": "eval", "set": set.path, "split": "dev"}),
     )
@@ -138,7 +139,7 @@ async fn an_eval_nobody_waits_for_is_concluded_by_the_sweepers_tick_once() {
     let set = write_set();
     let fake = fake_classifier(&set).await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
-    let queued = crate::helpers::operations::op(
+    let queued = crate::helpers::operations::op_cli(
         &app,
         json!({"op": "eval", "set": set.path, "split": "test", "versions": ["triage-v5"]}),
     )
@@ -182,7 +183,7 @@ async fn triage_evals_own_workers_leave_production_tickets_to_the_fleet() {
             .status,
         201
     );
-    crate::helpers::operations::op(
+    crate::helpers::operations::op_cli(
         &app,
         json!({"op": "eval", "set": set.path, "split": "test"}),
     )

@@ -1,4 +1,5 @@
-//! Operations as the ops Lambda runs them: a JSON payload in, the response it would send out.
+//! Operations as the ops Lambda (or the CLI) runs them: a JSON payload in, the response it
+//! would send out.
 
 use serde_json::Value;
 use triage::operations;
@@ -13,5 +14,17 @@ pub async fn op(app: &TestApp, payload: Value) -> Value {
 pub async fn try_op(app: &TestApp, payload: Value) -> triage::Result<operations::Outcome> {
     let request: operations::Request = serde_json::from_value(payload).expect("payload parses");
     let operator = operations::Operator::lambda("arn:aws:lambda:test:ops", "request-1");
+    operations::run(&app.pool, &app.config, request, &operator).await
+}
+
+/// Runs a payload as the CLI would (`triage eval` without waiting): the only place a set may
+/// be a local file.
+pub async fn op_cli(app: &TestApp, payload: Value) -> Value {
+    serde_json::to_value(try_op_cli(app, payload).await.expect("operation succeeds")).unwrap()
+}
+
+pub async fn try_op_cli(app: &TestApp, payload: Value) -> triage::Result<operations::Outcome> {
+    let request: operations::Request = serde_json::from_value(payload).expect("payload parses");
+    let operator = operations::Operator::os_user();
     operations::run(&app.pool, &app.config, request, &operator).await
 }

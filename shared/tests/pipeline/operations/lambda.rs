@@ -35,13 +35,15 @@ async fn the_ops_lambda_accepts_every_payload_in_the_runbook() {
             "erase",
             "eval",
             "feedback",
+            "models",
             "pause",
             "promote",
             "redrive",
             "reprocess",
             "resume",
             "shadow_diff",
-            "stats"
+            "stats",
+            "train"
         ]
     );
 

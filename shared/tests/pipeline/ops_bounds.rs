@@ -1,0 +1,144 @@
+//! What the ops Lambda refuses before it reads or queues anything (issue "Round four", items 2
+//! to 4): local files, unbounded lists, an unconfirmed billed eval, work its memory cannot hold.
+
+use serde_json::{json, Value};
+use triage::operations::{self, Operator};
+
+use crate::helpers::{spawn_app, TestApp};
+
+async fn as_lambda(app: &TestApp, memory_mb: u32, payload: Value) -> triage::Result<Value> {
+    let request: operations::Request = serde_json::from_value(payload).expect("payload parses");
+    let operator =
+        Operator::lambda("arn:aws:lambda:test:ops", "request-1").with_memory_mb(memory_mb);
+    operations::run(&app.pool, &app.config, request, &operator)
+        .await
+        .map(|outcome| serde_json::to_value(outcome).unwrap())
+}
+
+fn refusal(outcome: triage::Result<Value>) -> (String, String) {
+    match outcome {
+        Err(triage::Error::InvalidRequest(e)) => (e.field, e.reason),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_ops_lambda_reads_no_local_file_and_says_nothing_of_one() {
+    let app = spawn_app().await;
+    let existing = std::env::current_exe().unwrap();
+    let mut answers = Vec::new();
+    for path in [existing.to_str().unwrap(), "/no/such/file.jsonl"] {
+        let eval = as_lambda(&app, 256, json!({"op": "eval", "set": path})).await;
+        let train = as_lambda(
+            &app,
+            256,
+            json!({"op": "train", "from": [format!("set:{path}:dev")]}),
+        )
+        .await;
+        answers.push((refusal(eval), refusal(train)));
+    }
+    // The same answer for a file that exists and one that does not: nothing is told of it.
+    assert_eq!(answers[0], answers[1]);
+    let ((field, reason), (train_field, _)) = &answers[0];
+    assert_eq!((field.as_str(), train_field.as_str()), ("set", "from"));
+    assert!(reason.contains("no local files"), "{reason}");
+    assert!(
+        !reason.contains("bytes") && !reason.contains("os error"),
+        "{reason}"
+    );
+    assert_eq!(app.count("SELECT count(*) FROM eval_request").await, 0);
+}
+
+#[tokio::test]
+async fn eval_and_train_lists_are_bounded() {
+    let app = spawn_app().await;
+    let versions: Vec<String> = (0..9).map(|_| "triage-v5".to_string()).collect();
+    let eval = json!({"op": "eval", "set": "shipped", "versions": versions});
+    let (field, reason) = refusal(as_lambda(&app, 256, eval).await);
+    assert_eq!(field, "versions", "{reason}");
+    let sources: Vec<String> = (1..=9).map(|d| format!("results:{d}")).collect();
+    let train = json!({"op": "train", "from": sources});
+    let (field, reason) = refusal(as_lambda(&app, 256, train).await);
+    assert_eq!(field, "from", "{reason}");
+    assert_eq!(app.count("SELECT count(*) FROM eval_request").await, 0);
+}
+
+#[tokio::test]
+async fn an_eval_that_queues_over_a_thousand_billed_jobs_shows_the_count_and_needs_confirm() {
+    let app = spawn_app().await;
+    // Two billed versions over the shipped set: a provider call per distinct content and
+    // version (the set's duplicates share one).
+    let versions = ["triage-v5/gpt-6-luna@medium", "triage-v6/gpt-6-luna@medium"];
+    let eval = json!({"op": "eval", "set": "shipped", "versions": versions});
+    let (field, reason) = refusal(as_lambda(&app, 256, eval.clone()).await);
+    assert_eq!(field, "confirm");
+    let jobs: i64 = reason
+        .split_whitespace()
+        .skip_while(|w| *w != "queue")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {reason}"));
+    assert!(jobs > 1000 && reason.contains("billed jobs"), "{reason}");
+    assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM eval_request").await, 0);
+    // Confirmed, it queues them.
+    let mut confirmed = eval;
+    confirmed["confirm"] = true.into();
+    as_lambda(&app, 256, confirmed)
+        .await
+        .expect("confirmed eval queues");
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox").await,
+        jobs
+    );
+    // The offline rules bill nothing: no confirmation needed however large.
+    let rules = json!({"op": "eval", "set": "shipped", "versions": ["triage-v5/rules@offline"]});
+    as_lambda(&app, 256, rules)
+        .await
+        .expect("rules need no confirmation");
+}
+
+#[tokio::test]
+async fn a_training_that_cannot_fit_the_functions_memory_is_refused_before_it_reads() {
+    let app = spawn_app().await;
+    // 700 answered tickets of 20,000 characters: 14 MB of text, more than a 128 MB function
+    // can train on.
+    app.exec(
+        "WITH t AS (
+             INSERT INTO ticket (id, subject, message)
+             SELECT gen_random_uuid(), 'subject ' || i, repeat('x', 20000)
+             FROM generate_series(1, 700) AS i RETURNING id)
+         INSERT INTO evaluation_result (idempotency_key, ticket_id, is_urgent, department,
+                                        urgency_score, model_version, prompt_version, policy_version)
+         SELECT md5(id::text), id, CASE WHEN random() < 0.5 THEN 0.9 ELSE 0.1 END,
+                CASE WHEN random() < 0.5 THEN 'billing' ELSE 'technical' END, 0.1, 'gpt-6-luna@medium', 'triage-v5', 'policy-v1'
+         FROM t",
+    )
+    .await;
+    let train = json!({"op": "train", "from": ["results:30"]});
+    let (field, reason) = refusal(as_lambda(&app, 128, train.clone()).await);
+    assert_eq!(field, "from");
+    assert!(
+        reason.contains("128 MB") && reason.contains("700 rows"),
+        "{reason}"
+    );
+    assert!(reason.contains("fewer days"), "{reason}");
+    assert_eq!(app.count("SELECT count(*) FROM local_model").await, 0);
+    // The same work where the memory is (a larger function, or the CLI) trains.
+    as_lambda(&app, 3008, train).await.expect("fits in 3 GB");
+    assert_eq!(app.count("SELECT count(*) FROM local_model").await, 1);
+}
+
+#[tokio::test]
+async fn an_eval_may_choose_the_interactive_lane_and_so_the_online_tier() {
+    let app = spawn_app().await;
+    let eval = json!({"op": "eval", "set": "shipped", "split": "test", "lane": "interactive"});
+    as_lambda(&app, 256, eval).await.expect("eval queues");
+    let lanes = app
+        .count("SELECT count(DISTINCT lane) FROM evaluation_outbox WHERE lane = 'interactive'")
+        .await;
+    let bulk = app
+        .count("SELECT count(*) FROM evaluation_outbox WHERE lane = 'bulk'")
+        .await;
+    assert_eq!((lanes, bulk), (1, 0));
+}

@@ -1,0 +1,97 @@
+//! What a deployment is told by its template parameters and what the docs hand an operator
+//! (issue "Round four", items 8 and 9): the promote gate's set is a parameter, and the console
+//! run against the deployed database gets every setting that decides what it shows.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap()
+}
+
+/// The template's `Globals` section: what every function's environment holds.
+fn globals(template: &str) -> &str {
+    template
+        .split("\nGlobals:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\nResources:\n").next())
+        .expect("Globals")
+}
+
+/// Whether `variable` is set in `Globals` from the parameter `parameter` (directly, or when
+/// given).
+fn set_from(globals: &str, variable: &str, parameter: &str) -> bool {
+    globals.lines().any(|line| {
+        let line = line.trim();
+        line.starts_with(&format!("{variable}: "))
+            && (line.ends_with(&format!("!Ref {parameter}"))
+                || line.contains(&format!("!Ref {parameter}, !Ref AWS::NoValue]")))
+    })
+}
+
+#[test]
+fn the_promote_gate_judges_on_the_set_the_eval_set_parameter_names() {
+    let template = read("template.yaml");
+    let parameter = template
+        .split("\n  EvalSet:\n")
+        .nth(1)
+        .expect("an EvalSet parameter");
+    let pattern = parameter
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("AllowedPattern: "))
+        .expect("EvalSet has a pattern");
+    // A digest, the desk's feedback, the shipped set; never a path the functions do not have.
+    for form in ["^$", "^shipped$", "sha256:[0-9a-fA-F]{64}", "feedback(:"] {
+        assert!(pattern.contains(form), "{pattern} lacks {form}");
+    }
+    assert!(!pattern.contains('/'), "{pattern}");
+    assert!(set_from(globals(&template), "TRIAGE_EVAL_SET", "EvalSet"));
+    // The docs name the parameter where they name the variable.
+    for doc in ["docs/quality.md", "docs/runbook.md"] {
+        assert!(read(doc).contains("`EvalSet`"), "{doc}");
+    }
+}
+
+#[test]
+fn the_console_in_aws_gets_every_setting_that_decides_what_it_shows() {
+    let runbook = read("docs/runbook.md");
+    let section = runbook
+        .split("\n## Operator console in AWS\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the runbook's console section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("its first sh block");
+    let template = read("template.yaml");
+    let globals = globals(&template);
+    for (variable, parameter) in [
+        ("TRIAGE_PROVIDER", "Provider"),
+        ("TRIAGE_MODEL", "Model"),
+        ("TRIAGE_EFFORT", "Effort"),
+        ("TRIAGE_PROMPT_VERSION", "PromptVersion"),
+        ("TRIAGE_POLICY_VERSION", "PolicyVersion"),
+        ("TRIAGE_BULK_TIER", "BulkTier"),
+        ("TRIAGE_EVAL_SET", "EvalSet"),
+    ] {
+        assert!(
+            set_from(globals, variable, parameter),
+            "the functions get {variable} from {parameter}"
+        );
+        assert!(
+            block.contains(&format!("{variable}=$(stack_param {parameter})")),
+            "the console block sets {variable} as the functions have it:\n{block}"
+        );
+        assert!(
+            block
+                .lines()
+                .any(|l| l.contains("export") && l.contains(variable)),
+            "the console block exports {variable}"
+        );
+    }
+}
