@@ -33,8 +33,8 @@ impl Work {
     }
 }
 
-/// How much memory a kind of work needs for what it holds (measured on the shipped set and on
-/// 20,000-character tickets, rounded up; docs/runbook.md "What the ops Lambda refuses").
+/// How much memory a kind of work needs for what it holds: conservative estimates from what
+/// the work copies (not measured yet; docs/runbook.md "What the ops Lambda refuses").
 #[derive(Debug, Clone, Copy)]
 pub struct Footprint {
     pub what: &'static str,
