@@ -25,5 +25,6 @@ pub mod pause;
 pub mod prompt_registry;
 pub mod reads;
 pub mod sweep;
+pub mod taxonomy;
 pub mod turn;
 pub mod worker;

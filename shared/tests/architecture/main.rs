@@ -46,7 +46,7 @@ const PIPELINE_LAYERS: &[&[&str]] = &[
     ],
     &["ledger"],
     &["invocation", "outbox"],
-    &["limits", "pause", "prompt_registry"],
+    &["limits", "pause", "prompt_registry", "taxonomy"],
 ];
 
 /// The runners of `pipeline/` share nothing with each other but what the layers below hold.
