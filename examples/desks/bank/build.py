@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 from hashlib import sha256
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the data
 from intents import INTENTS, URGENT, URGENT_THRESHOLD
 
 HERE = Path(__file__).resolve().parent
