@@ -1,6 +1,7 @@
 //! What a deployment is told by its template parameters and what the docs hand an operator
-//! (issue "Round four", items 8 and 9): the promote gate's set is a parameter, and the console
-//! run against the deployed database gets every setting that decides what it shows.
+//! (issue "Round four", items 8 and 9): the promote gate's set is a parameter, the console
+//! run against the deployed database gets every setting that decides what it shows, and the
+//! ops function's memory, which its refusals name, is a parameter too.
 
 use std::path::{Path, PathBuf};
 
@@ -63,11 +64,13 @@ fn the_console_in_aws_gets_every_setting_that_decides_what_it_shows() {
         .nth(1)
         .and_then(|rest| rest.split("\n## ").next())
         .expect("the runbook's console section");
+    // The block that starts it (the tunnel has a block of its own, for a second shell).
     let block = section
         .split("```sh\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n```").next())
-        .expect("its first sh block");
+        .skip(1)
+        .filter_map(|rest| rest.split("\n```").next())
+        .find(|block| block.contains("triage serve"))
+        .expect("the sh block that starts the console");
     let template = read("template.yaml");
     let globals = globals(&template);
     for (variable, parameter) in [
@@ -94,4 +97,36 @@ fn the_console_in_aws_gets_every_setting_that_decides_what_it_shows() {
             "the console block exports {variable}"
         );
     }
+}
+
+/// The ops function refuses work larger than its memory and tells the operator to raise
+/// `OpsMemorySize` (operations/fits.rs, docs/runbook.md): a parameter the template has, that
+/// sets the function's memory, with the default the refusal assumes when Lambda does not say.
+#[test]
+fn the_ops_functions_memory_is_the_parameter_its_refusals_name() {
+    let template = read("template.yaml");
+    let parameter = template
+        .split("\n  OpsMemorySize:\n")
+        .nth(1)
+        .expect("an OpsMemorySize parameter");
+    let default = parameter
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Default: "))
+        .expect("OpsMemorySize has a default");
+    let function = template
+        .split("\n  OpsFunction:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n  OpsLogGroup:\n").next())
+        .expect("OpsFunction");
+    assert!(
+        function.contains("MemorySize: !Ref OpsMemorySize"),
+        "{function}"
+    );
+    let fits = read("shared/src/operations/fits.rs");
+    assert!(fits.contains("OpsMemorySize"));
+    assert!(
+        fits.contains(&format!("DEFAULT_LAMBDA_MEMORY_MB: u32 = {default};")),
+        "fits.rs assumes the parameter's default, {default}"
+    );
+    assert!(read("docs/runbook.md").contains("`OpsMemorySize`"));
 }

@@ -1,12 +1,14 @@
 //! What one caller can learn from, or take from, another (issue "Round four", items 1 and 5):
-//! dedup tells no caller that another sent the same text first, in what it shows or when; one
-//! caller's requests cannot use up everyone's, nor grow a ticket's feedback without bound.
+//! dedup tells no caller that another sent the same text first, in what it shows, what it
+//! announces, or when; one caller's requests cannot use up everyone's, nor grow a ticket's
+//! feedback without bound.
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::{
+    helpers::webhooks::{fast_delivery, ingest, subscribe, Answer, Receiver},
     helpers::{spawn_app_with, TestApp},
     security::{get_as, iam, post_as, send_as},
 };
@@ -74,6 +76,51 @@ async fn a_text_another_caller_sent_first_looks_like_a_fresh_evaluation() {
     assert_eq!(
         alices_again["evaluation"]["status"], "done",
         "{alices_again}"
+    );
+}
+
+#[tokio::test]
+async fn a_text_another_caller_sent_first_is_announced_to_its_sender_only_when_its_hold_ends() {
+    let hold = Duration::from_millis(400);
+    let app = spawn_app_with(|config| {
+        fast_delivery(config);
+        config.limits.dedup_hold = hold;
+    })
+    .await;
+    let receiver = Receiver::start(|_| Answer::Status(200)).await;
+    ingest(&app, Some("alice"), "the same text").await;
+    app.drain(&app.worker(), Duration::from_secs(10)).await;
+    subscribe(&app, Some("bob"), &receiver.url).await;
+
+    let sent = Instant::now();
+    let bobs = ingest(&app, Some("bob"), "the same text").await;
+    // Bob's event waits for the hold as his reads do: a webhook at once would tell him.
+    let early = app
+        .count(&format!(
+            "SELECT count(*) FROM delivery d JOIN ticket t ON t.id = d.ticket_id
+             WHERE t.id = '{bobs}' AND (t.held_until IS NULL OR d.available_at < t.held_until)"
+        ))
+        .await;
+    assert_eq!(early, 0, "bob's delivery is available before his hold ends");
+    app.deliver_all(Duration::from_secs(10)).await;
+    assert_eq!(receiver.ticket_ids(), vec![bobs.clone()]);
+    assert!(
+        sent.elapsed() >= hold / 2,
+        "delivered after {:?}",
+        sent.elapsed()
+    );
+    // And it says the ticket was evaluated after it was created, as his reads do.
+    let event: Value = serde_json::from_str(&receiver.received()[0].body).unwrap();
+    let created: chrono::DateTime<chrono::Utc> = app
+        .row(&format!(
+            "SELECT created_at FROM ticket WHERE id = '{bobs}'"
+        ))
+        .await
+        .get(0);
+    let evaluated = time(&event["data"]["evaluated_at"]);
+    assert!(
+        evaluated - created >= chrono::Duration::from_std(hold / 2).unwrap(),
+        "evaluated {evaluated}, created {created}: {event}"
     );
 }
 
