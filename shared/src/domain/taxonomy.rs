@@ -212,7 +212,8 @@ mod tests {
 
     #[test]
     fn a_bad_file_is_refused_naming_the_field_and_the_department() {
-        let cases: Vec<(Box<dyn Fn(&mut serde_json::Value)>, &str, &str)> = vec![
+        type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+        let cases: Vec<(Edit, &str, &str)> = vec![
             (Box::new(|f| f["name"] = json!("Shop")), "name", "Shop"),
             (
                 Box::new(|f| f["departments"][1]["name"] = json!("returns")),
