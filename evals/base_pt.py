@@ -1,7 +1,7 @@
 # Tickets escritos à mão em português (do Brasil e de Portugal):
 # (family, department, urgent, tags, subject, message); the family slug is shared with base_en.py.
 PT = [
-    ("double-charge", "billing", True, [], "Cobrança em duplicidade",
+    ("renewal-three-times-payroll", "billing", True, [], "Cobrança em duplicidade",
      "Bom dia, fui cobrado duas vezes pela mesma fatura (R$ 1.490,00) no cartão da empresa. O limite estourou e o pagamento dos fornecedores não passou. Preciso do estorno de uma das cobranças hoje."),
     ("invoice-copy", "billing", False, [], "Segunda via da nota fiscal",
      "Olá, poderiam me enviar a segunda via da nota fiscal de setembro? O contador pediu para fechar o mês."),
@@ -41,7 +41,7 @@ PT = [
      "Um cliente nosso recebeu por e-mail o histórico de atendimento de OUTRO cliente. Isso é um incidente de segurança grave. Precisamos entender o que aconteceu agora."),
     ("encoding-accents", "technical", False, [], "Acentos aparecem errados",
      "Nos e-mails enviados pelo sistema, palavras com acento aparecem assim: 'ManutenÃ§Ã£o'. Acho que é problema de codificação."),
-    ("api-401", "technical", False, [], "API devolve erro 401",
+    ("api-401-after-key-rotation", "technical", False, [], "API devolve erro 401",
      "Nossa integração começou a receber 401 Unauthorized na API, mas a chave é a mesma de sempre. Mudou alguma coisa na autenticação?"),
     ("checkout-api-500", "technical", True, [], "Página de pagamento com erro 500",
      "O formulário de pagamento integrado com vocês está dando erro 500 em todas as tentativas desde as 15h. Estamos perdendo vendas a cada minuto."),
@@ -49,13 +49,13 @@ PT = [
      "Olá, à tarde a aplicação fica bastante lenta, sobretudo a pesquisa de tickets. De manhã está tudo bem. Podem analisar?"),
     ("admin-locked-out", "account", True, [], "Administrador bloqueado",
      "Sou a única administradora da conta e fiquei bloqueada depois de errar a senha várias vezes. Ninguém consegue liberar acessos para a equipe nova que começa hoje."),
-    ("change-login-email", "account", False, [], "Trocar e-mail de login",
+    ("multi-change-email-and-shortcuts", "account", False, [], "Trocar e-mail de login",
      "Gostaria de trocar o e-mail de acesso da minha conta de maria.silva@gmail.com para maria@empresa.com.br."),
     ("sms-code-missing", "account", False, [], "Não recebo o código de verificação",
      "O código de verificação por SMS não chega no meu celular. Já conferi o número. Tem outra forma de entrar?"),
     ("remove-former-employee", "account", False, [], "Excluir usuário",
      "Um funcionário saiu da empresa. Como removo o acesso dele? Só aparece a opção de desativar."),
-    ("account-taken-over", "account", True, [], "Conta invadida",
+    ("someone-using-my-login-venezuela", "account", True, [], "Conta invadida",
      "Alguém entrou na minha conta e trocou a senha e o e-mail de recuperação. Recebi um alerta de login na Rússia. Bloqueiem a conta, por favor!"),
     ("company-name-profile", "account", False, [], "Mudar o nome da empresa no perfil",
      "Como altero o nome da empresa que aparece no perfil e nos e-mails enviados?"),
@@ -63,7 +63,7 @@ PT = [
      "Quando tento entrar com a conta Google aparece 'conta não encontrada', mas com e-mail e senha funciona."),
     ("delete-account-gdpr", "account", False, [], "Apagar os meus dados",
      "Ao abrigo do RGPD, peço a eliminação da minha conta e de todos os meus dados pessoais."),
-    ("sso-all-fail", "account", True, [], "Ninguém consegue entrar pelo SSO",
+    ("whole-company-google-login", "account", True, [], "Ninguém consegue entrar pelo SSO",
      "Desde hoje de manhã o login via SSO (Azure AD) falha para toda a empresa com 'erro de asserção'. São 200 pessoas sem acesso ao sistema."),
     ("transfer-ownership", "account", False, [], "Transferir a titularidade da conta",
      "O sócio que criou a conta saiu da empresa. Como passo a titularidade para mim?"),
@@ -103,7 +103,7 @@ PT = [
      "Algumas telas ainda estão em inglês mesmo com o idioma em português. Não atrapalha muito, só para avisar."),
     ("survey-crash", "technical", False, [], "Questionário de satisfação",
      "Respondi ao questionário de satisfação mas não sei se foi enviado, a página ficou em branco no fim."),
-    ("iso-certificate", "general", False, [], "Certificado ISO",
+    ("soc2-and-dpa", "general", False, [], "Certificado ISO",
      "Vocês têm certificação ISO 27001? Precisamos do certificado para o nosso processo de compras."),
 ]
 
@@ -143,6 +143,6 @@ PT_MULTI = [
      "Três coisas: 1) preciso da segunda via do boleto, 2) o sistema está fora do ar para todos desde as 14h, 3) vocês têm modo escuro?"),
     ("multi-change-email-and-shortcuts", "account", False, ["multi"], "Acesso e sugestão",
      "Não consigo trocar o e-mail de login da minha conta. Aproveitando: seria bom ter atalhos de teclado."),
-    ("multi-double-charge", "billing", True, ["multi"], "Cobrança e dúvida",
+    ("renewal-three-times-payroll", "billing", True, ["multi"], "Cobrança e dúvida",
      "Fomos cobrados duas vezes este mês (R$ 4.800 no total) e precisamos do estorno urgente. Além disso, queria saber se há plano para 30 usuários."),
 ]

@@ -73,6 +73,11 @@ enum Command {
         #[arg(long)]
         once: bool,
     },
+    /// Read a help desk's history into a labelled set (docs/zendesk.md).
+    Import {
+        #[command(subcommand)]
+        source: ImportSource,
+    },
     #[command(flatten)]
     Operation(operations::Request),
     /// Everything locally: a throwaway PostgreSQL when DATABASE_URL is unset, migrations,
@@ -82,6 +87,23 @@ enum Command {
         listen: SocketAddr,
         #[command(flatten)]
         console: ConsoleAccess,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportSource {
+    /// Solved and closed tickets of TRIAGE_ZENDESK_URL's account (incremental export, cursor
+    /// based; resumes from FILE.cursor), written as JSONL rows for `triage train` and `triage eval`.
+    Zendesk {
+        /// How far back: 90s, 30m, 2h, 30d.
+        #[arg(long)]
+        since: operations::HumanDuration,
+        #[arg(long)]
+        out: PathBuf,
+        /// The taxonomy whose zendesk_group_id map groups back to departments (default:
+        /// TRIAGE_POLICY_VERSION).
+        #[arg(long)]
+        taxonomy: Option<String>,
     },
 }
 
@@ -176,6 +198,27 @@ async fn main() -> anyhow::Result<()> {
             } else {
                 delivery::run_until_stopped(&deliverer, WORKER_IDLE, stop).await?;
             }
+        }
+        Command::Import {
+            source:
+                ImportSource::Zendesk {
+                    since,
+                    out,
+                    taxonomy,
+                },
+        } => {
+            let config = config_from_env().await?;
+            let pool = db::pool(&config.database)?;
+            let run = operations::import::ImportZendesk {
+                since: since.0,
+                out,
+                policy_version: taxonomy.unwrap_or_else(|| config.versions.policy.to_string()),
+                requests_per_minute: operations::import::EXPORT_RPM,
+            };
+            let imported =
+                operations::import::zendesk(&pool, &config.zendesk, config.delivery.timeout, &run)
+                    .await?;
+            println!("{}", serde_json::to_string(&imported)?);
         }
         Command::Operation(request) => operate(request, cli.json, stop).await?,
         Command::Dev { listen, console } => {

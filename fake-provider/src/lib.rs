@@ -38,6 +38,7 @@ mod render;
 mod script;
 mod server;
 mod strict;
+pub mod zendesk;
 
 pub use batch::BatchSummary;
 pub use behavior::{Behavior, Flex, LimitHeaders};

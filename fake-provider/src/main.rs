@@ -8,7 +8,8 @@
 //! set, wrong at the given rate (per model with `--error-rate-for`), for `triage eval`
 //! (docs/quality.md); batches end `--batch-delay-ms` after creation; flex calls wait
 //! `--flex-delay-ms` more and every n-th is "resource unavailable". Prints the base URL,
-//! serves until Ctrl-C.
+//! serves until Ctrl-C. Faults for a running process (`scripts/soak`): SIGUSR1 starts or ends
+//! an outage (every call a 503), SIGUSR2 starts or ends a spell of 429s (`Retry-After: 1`).
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
 
@@ -135,9 +136,36 @@ async fn main() -> ExitCode {
         fake.limit_requests(rpm, limit_headers);
     }
     println!("{}", fake.url());
-    if let Err(e) = tokio::signal::ctrl_c().await {
-        eprintln!("cannot wait for Ctrl-C: {e}");
+    if let Err(e) = serve_until_ctrl_c(&fake).await {
+        eprintln!("cannot wait for signals: {e}");
     }
     fake.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// Serves until Ctrl-C, turning the signals' faults on and off (each signal toggles its own;
+/// the outage wins while both are on).
+async fn serve_until_ctrl_c(fake: &FakeProvider) -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut usr1 = signal(SignalKind::user_defined1())?;
+    let mut usr2 = signal(SignalKind::user_defined2())?;
+    let (mut outage, mut limited) = (false, false);
+    loop {
+        tokio::select! {
+            stopped = tokio::signal::ctrl_c() => return stopped,
+            _ = usr1.recv() => outage = !outage,
+            _ = usr2.recv() => limited = !limited,
+        }
+        let fault = if outage {
+            Some(Behavior::Status(503))
+        } else if limited {
+            Some(Behavior::RateLimited {
+                retry_after: Some(Duration::from_secs(1)),
+            })
+        } else {
+            None
+        };
+        eprintln!("fake-provider: outage {outage}, 429s {limited}");
+        fake.set_outage(fault);
+    }
 }

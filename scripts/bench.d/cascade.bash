@@ -241,6 +241,10 @@ print(f"  cost per ticket: cascade / large = {ratio:.3f} (target <= 0.6: {'met' 
       f"per correct triage {cascade['cost_per_correct_usd'] / large['cost_per_correct_usd']:.3f}")
 PY
 
+  figure "cascade: accuracy on test" "$(cascade_json "$out/cascade-test.json" 'round(d["runs"][2]["department"]["accuracy"], 3)')"
+  figure "cascade: local share" "$(cascade_json "$out/cascade-test.json" 'round(d["runs"][2]["local_share"], 3)')"
+  figure "cascade: cost per ticket / large model" \
+    "$(cascade_json "$out/cascade-test.json" 'round(d["runs"][2]["cost_per_ticket_usd"] / d["runs"][0]["cost_per_ticket_usd"], 3)')"
   cascade_print_sweep "for reading only, never to choose: the same classifier swept over the test rows" \
     "$chosen" "$out/cascade-test-sweep.json"
 
@@ -248,8 +252,9 @@ PY
   psql "$url" -tAc "SELECT encode(artefact, 'hex') FROM local_model WHERE version = '$local_version'" \
     | python3 -c 'import sys; sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read().strip()))' \
     >"$out/cascade-artefact.bin"
-  cargo build --profile "$profile" -q -p triage-shared --example local_answer
-  "target/$profile_dir/examples/local_answer" "$out/cascade-artefact.bin" "$cascade_set" 20 \
+  # The tree under test's own (compare's other release has its own build).
+  (cd "$src" && cargo build --profile "$profile" -q -p triage-shared --example local_answer)
+  "$src/target/$profile_dir/examples/local_answer" "$out/cascade-artefact.bin" "$cascade_set" 20 \
     >"$out/cascade-answer.json"
   python3 - "$out/cascade-train.json" "$out/cascade-answer.json" <<'PY'
 import json, sys
@@ -260,6 +265,7 @@ print(f"  local answer through LocalProvider and the contract: {a['answers']} an
       f"mean {a['mean_us']:.0f} us, p50 {a['p50_us']:.0f} us, p99 {a['p99_us']:.0f} us, max {a['max_us']:.0f} us "
       f"(target < 1 ms: {'met' if a['p99_us'] < 1000 else 'MISSED'} at p99); artefact loaded in {a['load_ms']:.1f} ms")
 PY
+  figure "cascade: local answer p99 us" "$(cascade_json "$out/cascade-answer.json" 'round(d["p99_us"])')"
 
   note "cascade: training on $cascade_results results"
   train_url=$(fresh_db bench_cascade_train)
@@ -277,4 +283,5 @@ print(f"  training on {t['examples']} results (triage train --from results:1): {
       f"{t['seconds']:.1f} s from reading the results to the stored artefact, {t['bytes'] / 1e6:.2f} MB "
       f"(target < 60 s: {'met' if wall < 60 else 'MISSED'})")
 PY
+  figure "cascade: training on $cascade_results results, s" "$wall"
 }

@@ -16,6 +16,7 @@ pub use policies::{
 };
 
 use crate::{
+    connectors::zendesk::ZendeskConfig,
     db::{DatabaseConfig, DbSecretRef, DbTls},
     domain::{
         error::{ConfigError, InvalidRequest},
@@ -38,6 +39,7 @@ pub struct Config {
     pub retention: RetentionPolicy,
     pub quality: QualityGate,
     pub delivery: DeliveryPolicy,
+    pub zendesk: ZendeskConfig,
 }
 
 impl Config {
@@ -259,6 +261,18 @@ impl Config {
                         .collect(),
                     event_bus: env.optional("TRIAGE_EVENT_BUS"),
                 }
+            },
+            zendesk: ZendeskConfig {
+                url: env
+                    .optional("TRIAGE_ZENDESK_URL")
+                    .map(|url| url.trim_end_matches('/').to_string()),
+                email: env.string("TRIAGE_ZENDESK_EMAIL", ""),
+                api_token: Secret::from(env.string("TRIAGE_ZENDESK_API_TOKEN", "")),
+                webhook_secret: env
+                    .optional("TRIAGE_ZENDESK_WEBHOOK_SECRET")
+                    .map(Secret::from),
+                secret_arn: env.optional("TRIAGE_ZENDESK_SECRET_ARN"),
+                requests_per_minute: env.limit("TRIAGE_ZENDESK_RPM")?,
             },
         })
     }

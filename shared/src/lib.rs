@@ -17,6 +17,7 @@
 
 pub mod aws;
 pub mod config;
+pub mod connectors;
 pub mod db;
 pub mod domain;
 pub mod http;

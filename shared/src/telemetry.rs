@@ -233,6 +233,10 @@ pub mod metric {
     pub fn delivery(outcome: &'static str) {
         counter!("delivery.attempt", "outcome" => outcome).increment(1);
     }
+    /// A Zendesk safe update refused because an agent changed the ticket (docs/zendesk.md).
+    pub fn zendesk_conflict() {
+        counter!("zendesk.conflict").increment(1);
+    }
     /// An endpoint disabled after failing for the whole retry window (alarmed).
     pub fn endpoint_disabled() {
         counter!("delivery.endpoint_disabled").increment(1);

@@ -10,7 +10,12 @@ pub fn server_url() -> &'static str {
         if let Ok(url) = std::env::var("DATABASE_URL") {
             return url;
         }
-        local_postgres("start", &repo_root().join("target/test-postgres"), None)
+        local_postgres(
+            "start",
+            &repo_root().join("target/test-postgres"),
+            None,
+            &[],
+        )
     })
 }
 
@@ -25,21 +30,37 @@ pub async fn fresh_database() -> String {
 pub struct OwnServer {
     dir: PathBuf,
     url: String,
+    /// The server's environment beyond the script's (a moved clock: [`OwnServer::start_under`]).
+    env: Vec<(&'static str, String)>,
 }
 
 impl OwnServer {
     /// Starts (initialising on first use) the server kept in `target/<name>`.
     pub fn start(name: &str) -> Self {
+        Self::start_under(name, &[])
+    }
+
+    /// The same, the server run with `env` added to its environment, now and at every restart
+    /// (libfaketime's variables: the midnight test moves the server's clock). A server an
+    /// earlier run left running is stopped first, so that it starts under `env`.
+    pub fn start_under(name: &str, env: &[(&'static str, String)]) -> Self {
         let dir = repo_root().join("target").join(name);
-        let url = local_postgres("start", &dir, Some(own_ports(name)));
-        Self { dir, url }
+        if !env.is_empty() {
+            local_postgres("stop", &dir, None, &[]);
+        }
+        let url = local_postgres("start", &dir, Some(own_ports(name)), env);
+        Self {
+            dir,
+            url,
+            env: env.to_vec(),
+        }
     }
 
     /// A new cluster in `target/<name>`, whatever an earlier run left there: for tests of
     /// what the cluster holds beside databases (roles).
     pub fn start_new(name: &str) -> Self {
         let dir = repo_root().join("target").join(name);
-        local_postgres("wipe", &dir, None);
+        local_postgres("wipe", &dir, None, &[]);
         Self::start(name)
     }
 
@@ -56,20 +77,20 @@ impl OwnServer {
     /// Kills the server at once (`pg_ctl stop -m immediate`): every connection is reset,
     /// as in a crash or an RDS failover.
     pub fn crash(&self) {
-        local_postgres("stop", &self.dir, None);
+        local_postgres("stop", &self.dir, None, &[]);
     }
 
     /// Starts the server again after [`OwnServer::crash`], on the same port.
     pub fn restart(&self) {
         let name = self.dir.file_name().unwrap().to_string_lossy();
-        let url = local_postgres("start", &self.dir, Some(own_ports(&name)));
+        let url = local_postgres("start", &self.dir, Some(own_ports(&name)), &self.env);
         assert_eq!(url, self.url, "the server came back on another port");
     }
 }
 
 impl Drop for OwnServer {
     fn drop(&mut self) {
-        local_postgres("stop", &self.dir, None);
+        local_postgres("stop", &self.dir, None, &[]);
     }
 }
 
@@ -77,7 +98,7 @@ impl Drop for OwnServer {
 pub fn psql() -> PathBuf {
     static BINDIR: OnceLock<PathBuf> = OnceLock::new();
     BINDIR
-        .get_or_init(|| PathBuf::from(local_postgres("bindir", &repo_root(), None)))
+        .get_or_init(|| PathBuf::from(local_postgres("bindir", &repo_root(), None, &[])))
         .join("psql")
 }
 
@@ -121,13 +142,20 @@ fn own_ports(name: &str) -> u16 {
     57_000 + (hash % 200) as u16 * 32
 }
 
-/// Runs `scripts/local-postgres CMD DIR` and returns what it printed. `own`: a server of
-/// its own (durable commits, a port scanned for from there), else the shared one.
-fn local_postgres(cmd: &str, dir: &std::path::Path, own: Option<u16>) -> String {
+/// Runs `scripts/local-postgres CMD DIR` with `env` added and returns what it printed.
+/// `own`: a server of its own (durable commits, a port scanned for from there), else the
+/// shared one.
+fn local_postgres(
+    cmd: &str,
+    dir: &std::path::Path,
+    own: Option<u16>,
+    env: &[(&'static str, String)],
+) -> String {
     let mut script = Command::new("bash");
     script
         .arg(repo_root().join("scripts/local-postgres"))
-        .arg(cmd);
+        .arg(cmd)
+        .envs(env.iter().map(|(k, v)| (k, v.as_str())));
     if cmd != "bindir" {
         script.arg(dir);
     }

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::sdk;
 use crate::{
     config::Config,
+    connectors::zendesk::ZendeskConfig,
     db::{DbLogin, DbSecretRef},
     domain::error::{ConfigError, Error, Result},
     providers::ApiKey,
@@ -102,7 +103,10 @@ impl SecretSource for ManagedSecret {
 /// Fetches what `config` names: the database secret into `config.database.credentials`, the
 /// provider secret into `config.provider.api_key`. No secret ARNs, no client, no network.
 pub async fn resolve(config: &mut Config) -> Result<()> {
-    if config.database.secret.is_none() && config.provider.api_key_secret_arn.is_none() {
+    if config.database.secret.is_none()
+        && config.provider.api_key_secret_arn.is_none()
+        && config.zendesk.secret_arn.is_none()
+    {
         return Ok(());
     }
     resolve_with(config, &SecretsManager::from_env()?).await
@@ -132,6 +136,35 @@ pub async fn resolve_with(config: &mut Config, manager: &SecretsManager) -> Resu
         )
         .await?;
         config.provider.api_key = ApiKey::Rotating(Arc::new(key));
+    }
+    if let Some(arn) = config.zendesk.secret_arn.clone() {
+        let raw = manager
+            .secret_string(&arn, "TRIAGE_ZENDESK_SECRET_ARN")
+            .await?;
+        zendesk_secrets(&raw, &mut config.zendesk)?;
+    }
+    Ok(())
+}
+
+/// The Zendesk secret is a JSON object: `api_token` (the dedicated agent's API token) and
+/// `webhook_secret` (the webhook's signing secret); either may be absent where the function
+/// does not need it (the API verifies, the deliverer and `triage import` call the API).
+fn zendesk_secrets(raw: &Secret, zendesk: &mut ZendeskConfig) -> Result<(), ConfigError> {
+    let invalid = |reason: &str| ConfigError::invalid("TRIAGE_ZENDESK_SECRET_ARN", reason.into());
+    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(raw.expose_secret()) else {
+        return Err(invalid("the secret is not a JSON object"));
+    };
+    match fields.get("api_token") {
+        Some(Value::String(value)) => zendesk.api_token = Secret::from(value.trim().to_string()),
+        None | Some(Value::Null) => {}
+        Some(_) => return Err(invalid("`api_token` is not a string")),
+    }
+    match fields.get("webhook_secret") {
+        Some(Value::String(value)) if !value.trim().is_empty() => {
+            zendesk.webhook_secret = Some(Secret::from(value.trim().to_string()));
+        }
+        None | Some(Value::Null) => {}
+        Some(_) => return Err(invalid("`webhook_secret` is not a string")),
     }
     Ok(())
 }

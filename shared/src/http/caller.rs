@@ -8,10 +8,9 @@ use axum::{
     http::{request::Parts, Extensions},
 };
 use lambda_http::request::RequestContext;
-use sha2::{Digest, Sha256};
 
 use super::Problem;
-use crate::pipeline::ingest::Submitter;
+use crate::pipeline::ingest::{self, Submitter};
 
 /// The JWT scope that lets a support tool read every ticket, not only its own (the route's own
 /// read scope is still needed to reach it).
@@ -119,10 +118,7 @@ impl Caller {
     pub fn owner(&self) -> String {
         match &self.principal {
             None => Submitter::LOCAL.owner.to_string(),
-            Some(principal) => {
-                let digest = Sha256::digest(principal.as_bytes());
-                hex::encode(&digest[..16])
-            }
+            Some(principal) => ingest::owner_of(principal),
         }
     }
 

@@ -12,6 +12,7 @@ mod rate;
 mod subscriptions;
 mod tickets;
 mod tls_listener;
+mod zendesk;
 
 use std::sync::Arc;
 
@@ -38,7 +39,6 @@ pub struct AppState {
 
 fn api_routes(state: &AppState) -> Router<AppState> {
     Router::new()
-        .route("/tickets", post(tickets::create))
         .route("/tickets/{id}", get(tickets::show))
         .route("/tickets/{id}/feedback", post(tickets::give_feedback))
         .route(
@@ -47,11 +47,18 @@ fn api_routes(state: &AppState) -> Router<AppState> {
         )
         .route("/subscriptions/{id}", delete(subscriptions::delete))
         .route("/subscriptions/{id}/rotate", post(subscriptions::rotate))
-        // Every API route counts against the caller's rate (`TRIAGE_CALLER_RPM`).
+        // Every API route counts against the caller's rate (`TRIAGE_CALLER_RPM`): the routes
+        // above here, and `POST /tickets` in its own statement (`rate`).
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             rate::per_caller,
         ))
+        .route("/tickets", post(tickets::create))
+}
+
+/// Routes that authenticate themselves (a desk's signed webhook): no caller, no caller's rate.
+fn connector_routes() -> Router<AppState> {
+    Router::new().route("/connectors/zendesk/events", post(zendesk::events))
 }
 
 /// Problem+json for unknown paths and methods, the body limit, and the state.
@@ -71,7 +78,7 @@ fn finish(routes: Router<AppState>, state: AppState) -> Router {
 
 /// The API's router, as the api Lambda serves it (API Gateway authenticates the caller).
 pub fn router(state: AppState) -> Router {
-    finish(api_routes(&state), state)
+    finish(api_routes(&state).merge(connector_routes()), state)
 }
 
 /// What the local server serves, decided by `triage serve` with [`loopback::Door::decide`]
@@ -88,7 +95,7 @@ pub struct LocalServer {
 pub fn local_router(state: AppState, server: LocalServer, loopback: bool) -> Router {
     let api = match server.api {
         None => Router::new(),
-        Some(guard) => guard.protect(api_routes(&state)),
+        Some(guard) => guard.protect(api_routes(&state)).merge(connector_routes()),
     };
     let mut app = finish(api, state.clone());
     if let Some(guard) = server.console {

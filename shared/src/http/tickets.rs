@@ -13,7 +13,7 @@ use axum::{
 };
 use serde::Deserialize;
 
-use super::{AppState, Caller, Problem};
+use super::{rate, AppState, Caller, Problem};
 use crate::{
     config::Limits,
     domain::ticket::TicketId,
@@ -42,29 +42,27 @@ pub async fn create(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    require_json(&headers)?;
-    let body = body.map_err(|rejection| match rejection.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => Problem::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "request body exceeds {} bytes",
-                state.config.limits.max_body_bytes
-            ),
-        ),
-        status => Problem::new(status, rejection.body_text()),
-    })?;
-    let ticket = parse_ticket(&body, &state.config.limits)?;
-    let request_key = request_key(&headers)?;
     let config = &state.config;
-
+    let (ticket, request_key) = match accepted(&headers, body, &config.limits) {
+        Ok(accepted) => accepted,
+        // Refused before ingest, which counts the rest: counted here, and past the rate its 429.
+        Err(refusal) => return Err(rate::count(&state, &caller).await.err().unwrap_or(refusal)),
+    };
     let submitter = Submitter {
         owner: &caller.owner(),
         daily_quota: config.limits.caller_daily_tickets,
+        rate_per_minute: config.limits.caller_rpm,
         dedup_hold: config.limits.dedup_hold,
     };
     let outcome = match request_key {
         None => ingest::create_ticket(&state.pool, &config.versions, &ticket, submitter).await?,
         Some(key) => {
+            // Counted before the key is looked up: a replay counts too.
+            rate::count(&state, &caller).await?;
+            let submitter = Submitter {
+                rate_per_minute: None,
+                ..submitter
+            };
             ingest::create_ticket_keyed(
                 &state.pool,
                 &config.versions,
@@ -97,6 +95,10 @@ pub async fn create(
             )
             .retry_after(retry_after))
         }
+        Outcome::RateLimited { retry_after } => {
+            let limit = config.limits.caller_rpm.unwrap_or_default();
+            return Err(rate::too_many(limit, retry_after));
+        }
     };
     let location = body["id"]
         .as_str()
@@ -107,6 +109,23 @@ pub async fn create(
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
+}
+
+/// The ticket and its `Idempotency-Key` of a request that is JSON of the right shape and size.
+fn accepted<'h>(
+    headers: &'h HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    limits: &Limits,
+) -> Result<(NewTicket, Option<&'h str>), Problem> {
+    require_json(headers)?;
+    let body = body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body exceeds {} bytes", limits.max_body_bytes),
+        ),
+        status => Problem::new(status, rejection.body_text()),
+    })?;
+    Ok((parse_ticket(&body, limits)?, request_key(headers)?))
 }
 
 pub async fn show(

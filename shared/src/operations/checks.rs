@@ -121,7 +121,7 @@ pub(super) fn no_local_files(request: &Request, operator: &Operator) -> Result<(
             set: Some(SetSource::Path(_)),
             ..
         } => refused("set"),
-        Request::Train { sources }
+        Request::Train { sources, .. }
             if sources
                 .iter()
                 .any(|s| matches!(s, TrainSource::Set(SetSource::Path(_)))) =>

@@ -8,6 +8,7 @@
 pub mod audit;
 mod checks;
 pub mod fits;
+pub mod import;
 pub mod promote;
 pub mod redrive;
 pub mod reprocess;
@@ -234,6 +235,7 @@ async fn execute(
         }
         Request::Eval {
             set,
+            columns,
             days,
             split,
             versions,
@@ -279,7 +281,8 @@ async fn execute(
                 known_to_this_build(&version.prompt_version)?;
                 usable(pool, config, &version.model_version).await?;
             }
-            let set = quality::set::LabelledSet::load(&source, &policy, pool).await?;
+            let set =
+                quality::set::LabelledSet::load(&source, columns.as_ref(), &policy, pool).await?;
             let plan = quality::Plan {
                 source,
                 set,
@@ -416,10 +419,11 @@ async fn execute(
             }
             Outcome::Feedback { given, not_found }
         }
-        Request::Train { sources } => {
+        Request::Train { sources, columns } => {
             within("from", sources.len() as i64, fits::MAX_TRAIN_SOURCES)?;
             let policy = configured_policy(config)?;
-            Outcome::Trained(train::train(pool, &policy, &sources, operator).await?)
+            let columns = columns.as_ref();
+            Outcome::Trained(train::train(pool, &policy, &sources, columns, operator).await?)
         }
         Request::Models => Outcome::Models(train::list(pool).await?),
         Request::Audit { limit } => {

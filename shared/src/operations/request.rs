@@ -16,7 +16,10 @@ use crate::{
         versions::{ModelVersion, PromptVersion, VersionSpec},
     },
     pipeline::{outbox::Lane, pause::Pausable},
-    quality::{set::Split, source::SetSource},
+    quality::{
+        set::{Columns, Split},
+        source::SetSource,
+    },
 };
 
 #[serde_as]
@@ -88,13 +91,23 @@ pub enum Request {
     /// Evaluate versions over a labelled set through the pipeline (docs/quality.md); --list
     /// shows the stored runs.
     Eval {
-        /// The labelled set (JSONL): `shipped` (built into the binary, evals/tickets.jsonl),
-        /// `s3://BUCKET/KEY`, a file's path, or `feedback`: the production tickets the help
-        /// desk labelled (see --days).
+        /// The labelled set (JSONL, or CSV: see --columns): `shipped` (built into the binary,
+        /// evals/tickets.jsonl), `s3://BUCKET/KEY`, a file's path, or `feedback`: the
+        /// production tickets the help desk labelled (see --days).
         #[arg(long, required_unless_present = "list")]
         #[serde(default)]
         #[serde_as(as = "Option<DisplayFromStr>")]
         set: Option<SetSource>,
+        /// The set is CSV, read by these columns: ROLE=HEADER pairs, e.g.
+        /// `text=body,subject=title,label=queue,urgent=priority_high,family=thread_id` (or
+        /// `time=created_at` instead of family; also `id=`, `split=`). text and label are
+        /// needed; a role not named is read from the column of its JSONL name if there is one.
+        /// A set named `*.csv` is CSV without it. Without a split column the rows are split so
+        /// that near duplicates share one (docs/quality.md, "Your desk's own set").
+        #[arg(long, conflicts_with = "list")]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        columns: Option<Columns>,
         /// With `--set feedback`: how many days of the desk's labels (default 30).
         #[arg(long)]
         #[serde(default)]
@@ -232,6 +245,12 @@ pub enum Request {
         #[serde(rename = "from")]
         #[serde_as(as = "Vec<DisplayFromStr>")]
         sources: Vec<TrainSource>,
+        /// The sets named are CSV, read by these columns (as `eval --columns`); only their
+        /// dev rows train.
+        #[arg(long)]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        columns: Option<Columns>,
     },
     /// The local classifiers stored, newest first.
     Models,

@@ -13,7 +13,7 @@ use super::{
     fits::{fits, Work, TRAINING},
 };
 use crate::quality::{
-    set::{LabelledSet, Split},
+    set::{Columns, LabelledSet, Split},
     source::SetSource,
 };
 use crate::{
@@ -98,6 +98,9 @@ impl fmt::Display for TrainSource {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SourceCount {
     pub source: String,
+    /// The columns a CSV set was read by (`--columns`), so the set can be told again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub columns: Option<String>,
     pub examples: usize,
 }
 
@@ -123,6 +126,7 @@ pub async fn train(
     pool: &Pool,
     policy: &Policy,
     sources: &[TrainSource],
+    columns: Option<&Columns>,
     operator: &Operator,
 ) -> Result<Trained> {
     let started = Instant::now();
@@ -152,9 +156,11 @@ pub async fn train(
     let mut counts = Vec::with_capacity(sources.len());
     let mut tickets = Vec::new();
     for source in sources {
-        let read = examples_of(pool, policy, source).await?;
+        let read = examples_of(pool, policy, source, columns).await?;
+        let of_set = matches!(source, TrainSource::Set(_));
         counts.push(SourceCount {
             source: source.to_string(),
+            columns: columns.filter(|_| of_set).map(Columns::to_string),
             examples: read.examples.len(),
         });
         gathered.push(read.examples);
@@ -209,10 +215,15 @@ pub async fn train(
 }
 
 /// A source's examples, and the production tickets they were read from (none for a set).
-async fn examples_of(pool: &Pool, policy: &Policy, source: &TrainSource) -> Result<FromTickets> {
+async fn examples_of(
+    pool: &Pool,
+    policy: &Policy,
+    source: &TrainSource,
+    columns: Option<&Columns>,
+) -> Result<FromTickets> {
     Ok(match source {
         TrainSource::Set(set) => FromTickets {
-            examples: LabelledSet::load(set, policy, pool)
+            examples: LabelledSet::load(set, columns, policy, pool)
                 .await?
                 .rows
                 .into_iter()

@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     db,
     domain::{error::Result, key::IdempotencyKey, ticket::TicketId, versions::Versions},
+    pipeline::limits::caller_rate,
 };
 
 /// A ticket that passed validation (see `http::tickets`).
@@ -36,12 +37,15 @@ impl Created {
 }
 
 /// Who creates a ticket: its owner (`http::Caller::owner`), the owner's daily quota
-/// (`TRIAGE_CALLER_DAILY_TICKETS`; `None`, no quota), and how long a ticket whose content
-/// another owner sent first is held (`TRIAGE_DEDUP_HOLD_SECONDS`; zero, not held).
+/// (`TRIAGE_CALLER_DAILY_TICKETS`; `None`, no quota), its request rate
+/// (`TRIAGE_CALLER_RPM`, `limits::caller_rate`; `None`, not counted here: the request was
+/// counted before, or is not rated), and how long a ticket whose content another owner sent
+/// first is held (`TRIAGE_DEDUP_HOLD_SECONDS`; zero, not held).
 #[derive(Debug, Clone, Copy)]
 pub struct Submitter<'a> {
     pub owner: &'a str,
     pub daily_quota: Option<u32>,
+    pub rate_per_minute: Option<u32>,
     pub dedup_hold: Duration,
 }
 
@@ -52,8 +56,15 @@ impl Submitter<'static> {
     pub const LOCAL: Self = Submitter {
         owner: "local",
         daily_quota: None,
+        rate_per_minute: None,
         dedup_hold: Duration::ZERO,
     };
+}
+
+/// The owner stored for `principal`: a digest of it (32 hex digits: rows stay short however
+/// long an ARN is, and the principal itself is not copied into every ticket).
+pub fn owner_of(principal: &str) -> String {
+    hex::encode(&Sha256::digest(principal.as_bytes())[..16])
 }
 
 /// What a ticket creation resolves to.
@@ -71,84 +82,55 @@ pub enum Outcome {
     OverQuota {
         retry_after: Duration,
     },
+    /// The owner made its `rate_per_minute` requests of this minute; nothing was written.
+    RateLimited {
+        retry_after: Duration,
+    },
 }
 
-/// Ticket, link and job in one statement: one round trip, one implicit transaction. A
-/// duplicate whose content already has a result is announced to its owner's subscribers here
-/// (`announced`: nothing to join without subscribers), as the job's completion does for the
-/// tickets it finds waiting.
-///
-/// A ticket whose content another owner sent first is held (`held_until`, a random 0.5 to 1.5
-/// times `$8` seconds from now): shown pending and announced no earlier, as a fresh evaluation
-/// would be, so that dedup tells its sender nothing (docs/dedup.md); not when the owner sent
-/// the content before itself (it knows). The lookups are index probes on the key's links;
-/// this statement's own ticket is not in their snapshot.
-const INSERT_TICKET_AND_JOB: &str = concat!(
-    r#"
-WITH new_ticket AS (
-    INSERT INTO ticket (id, subject, message, owner, held_until)
-    SELECT $1, $2, $3, $7,
-           CASE WHEN $8::float8 > 0 AND EXISTS (
-                    SELECT 1 FROM ticket_evaluation te JOIN ticket other ON other.id = te.ticket_id
-                    WHERE te.idempotency_key = $4 AND other.workload = 'production'
-                      AND other.owner IS DISTINCT FROM $7)
-                AND NOT EXISTS (
-                    SELECT 1 FROM ticket_evaluation te JOIN ticket own ON own.id = te.ticket_id
-                    WHERE te.idempotency_key = $4 AND own.owner IS NOT DISTINCT FROM $7)
-                THEN now() + make_interval(secs => $8::float8 * (0.5 + random())) END
-    RETURNING created_at, held_until
-), link AS (
-    INSERT INTO ticket_evaluation (ticket_id, idempotency_key, prompt_version, model_version)
-    VALUES ($1, $4, $5, $6)
-), job AS (
-    INSERT INTO evaluation_outbox (ticket_id, idempotency_key, prompt_version, model_version)
-    VALUES ($1, $4, $5, $6)
-    ON CONFLICT (idempotency_key) DO NOTHING
-), announced AS (
-    INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id, available_at)
-    SELECT s.id, $1, r.idempotency_key, "#,
-    crate::pipeline::outbox::announce::event_id!("$1", "r.idempotency_key"),
-    r#",
-           greatest(now(), (SELECT held_until FROM new_ticket))
-    FROM evaluation_result r
-    JOIN subscription s ON s.disabled_at IS NULL
-         AND (s.kind = 'eventbridge' OR s.owner IS NOT DISTINCT FROM $7)
-    WHERE r.idempotency_key = $4
-)
-SELECT created_at FROM new_ticket
-"#
-);
+/// Ticket, link and job in one statement: one round trip, one implicit transaction. The work
+/// is `ticket_ingest`'s (migration V33): the request's rate (`$9`) and the ticket's daily
+/// quota (`$10`) counted first when set, `ON CONFLICT DO NOTHING` on the job, the dedup hold
+/// (docs/dedup.md: a ticket whose content another owner sent first reads as pending for a
+/// random 0.5 to 1.5 times `$8` seconds), and the announcement of a duplicate whose content
+/// already has a result. A function of small statements because the pool's sessions plan
+/// every execution (docs/database.md): as one statement of four CTEs and two joined probes,
+/// its planning was half of each ticket's database work (docs/benchmarks.md).
+const INSERT_TICKET_AND_JOB: &str =
+    "SELECT created, refused FROM ticket_ingest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
-/// Counts one ticket against the owner's quota for today (UTC); no row when it is used up.
-/// The row lock serialises one owner's concurrent ingests for the rest of the transaction.
-const COUNT_AGAINST_QUOTA: &str = r#"
-INSERT INTO caller_daily_tickets (owner, day, tickets)
-VALUES ($1, (now() AT TIME ZONE 'UTC')::date, 1)
-ON CONFLICT (owner, day) DO UPDATE SET tickets = caller_daily_tickets.tickets + 1
-    WHERE caller_daily_tickets.tickets < $2
-RETURNING tickets
-"#;
+/// Ticket, link and job on `client`, inside a transaction of the caller's that writes more
+/// beside them (the Zendesk connector's row of the desk's ticket); no rate or quota is counted.
+pub async fn create_ticket_on(
+    client: &impl GenericClient,
+    versions: &Versions,
+    ticket: &NewTicket,
+    submitter: Submitter<'_>,
+) -> Result<Created> {
+    let uncounted = Submitter {
+        daily_quota: None,
+        rate_per_minute: None,
+        ..submitter
+    };
+    match insert(client, versions, ticket, uncounted, TicketId::new()).await? {
+        Outcome::Created(created) => Ok(created),
+        _ => unreachable!("ticket_ingest refuses only by a rate or a quota, and none is counted"),
+    }
+}
 
+/// Counts one ticket against the owner's quota for today (UTC); NULL when it is used up (V33's
+/// `caller_day_count`, which ingest's statement calls itself where no request key is given).
+const COUNT_AGAINST_QUOTA: &str = "SELECT caller_day_count($1, $2)";
+
+/// One statement whatever the limits: the rate and the quota are counted by it.
 pub async fn create_ticket(
     pool: &Pool,
     versions: &Versions,
     ticket: &NewTicket,
     submitter: Submitter<'_>,
 ) -> Result<Outcome> {
-    let mut client = db::client(pool).await?;
-    let id = TicketId::new();
-    if submitter.daily_quota.is_none() {
-        // The hot path: one statement, one implicit transaction.
-        let created = insert(&client, versions, ticket, submitter, id).await?;
-        return Ok(Outcome::Created(created));
-    }
-    let tx = client.transaction().await?;
-    if let Some(over) = over_quota(&tx, submitter).await? {
-        return Ok(over);
-    }
-    let created = insert(&tx, versions, ticket, submitter, id).await?;
-    tx.commit().await?;
-    Ok(Outcome::Created(created))
+    let client = db::client(pool).await?;
+    insert(&client, versions, ticket, submitter, TicketId::new()).await
 }
 
 /// `Some(OverQuota)` when the owner's quota is used up (the caller then drops its
@@ -160,13 +142,18 @@ async fn over_quota(
     let Some(quota) = submitter.daily_quota else {
         return Ok(None);
     };
-    let quota = i32::try_from(quota).unwrap_or(i32::MAX);
-    let counted = client
-        .query_opt(COUNT_AGAINST_QUOTA, &[&submitter.owner, &quota])
-        .await?;
+    let counted: Option<i32> = client
+        .query_one(COUNT_AGAINST_QUOTA, &[&submitter.owner, &limit(quota)])
+        .await?
+        .get(0);
     Ok(counted.is_none().then(|| Outcome::OverQuota {
         retry_after: until_next_utc_day(Utc::now()),
     }))
+}
+
+/// A limit as the database counts it (a larger one is no limit in practice).
+fn limit(limit: u32) -> i32 {
+    i32::try_from(limit).unwrap_or(i32::MAX)
 }
 
 /// How long until the quota's day ends (00:00 UTC), rounded up to a whole second.
@@ -182,7 +169,8 @@ pub fn until_next_utc_day(now: DateTime<Utc>) -> Duration {
 /// Creates the ticket once per `Idempotency-Key` (`request_key`, already scoped to its caller by
 /// `http::Caller`): the key row is claimed in the same transaction as the ticket, so a
 /// concurrent request with the same key waits on the unique index and then replays the winner's
-/// response. Expired keys are taken over. A replay does not count against the quota.
+/// response. Expired keys are taken over. A replay does not count against the quota. The
+/// request's rate is counted by the caller, before (a replay counts against it).
 pub async fn create_ticket_keyed(
     pool: &Pool,
     versions: &Versions,
@@ -232,7 +220,16 @@ pub async fn create_ticket_keyed(
     if let Some(over) = over_quota(&tx, submitter).await? {
         return Ok(over);
     }
-    let created = insert(&tx, versions, ticket, submitter, id).await?;
+    // Counted above (the quota) and by the caller (the rate): the insert counts nothing.
+    let uncounted = Submitter {
+        daily_quota: None,
+        rate_per_minute: None,
+        ..submitter
+    };
+    let created = match insert(&tx, versions, ticket, uncounted, id).await? {
+        Outcome::Created(created) => created,
+        refused => return Ok(refused),
+    };
     tx.execute(
         "UPDATE request_idempotency SET response_body = $2 WHERE key = $1",
         &[&request_key, &created.body()],
@@ -248,7 +245,7 @@ async fn insert(
     ticket: &NewTicket,
     submitter: Submitter<'_>,
     id: TicketId,
-) -> Result<Created> {
+) -> Result<Outcome> {
     let key = IdempotencyKey::derive(
         &ticket.subject,
         &ticket.message,
@@ -270,12 +267,20 @@ async fn insert(
                 &versions.model,
                 &submitter.owner,
                 &submitter.dedup_hold.as_secs_f64(),
+                &submitter.rate_per_minute.map(limit),
+                &submitter.daily_quota.map(limit),
             ],
         )
         .await?;
-    Ok(Created {
-        id,
-        created_at: row.get(0),
+    let now = Utc::now();
+    Ok(match (row.get(0), row.get::<_, Option<&str>>(1)) {
+        (Some(created_at), _) => Outcome::Created(Created { id, created_at }),
+        (None, Some("rate")) => Outcome::RateLimited {
+            retry_after: caller_rate::until_next_minute(now),
+        },
+        (None, _) => Outcome::OverQuota {
+            retry_after: until_next_utc_day(now),
+        },
     })
 }
 

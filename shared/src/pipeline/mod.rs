@@ -7,7 +7,8 @@
 //! limit, daily budget, fleet size); [`pause`] is the operator's switch on lanes and
 //! deliveries; [`feedback`] takes the help desk's labels and keeps agreement's totals;
 //! [`erase`] forgets tickets; [`reads`] is the read side; [`invocation`] is the loop the
-//! runners share. Inner layers (docs/architecture.md): the runners (worker, delivery, sweep)
+//! runners share; [`zendesk`] is the Zendesk connector's steps (events in, corrections).
+//! Inner layers (docs/architecture.md): the runners (worker, delivery, sweep)
 //! use the steps, the ledger, the outbox's machinery and the limits below them, never each
 //! other. Uses config, providers, db, telemetry and domain; never an entry point.
 
@@ -28,3 +29,4 @@ pub mod sweep;
 pub mod taxonomy;
 pub mod turn;
 pub mod worker;
+pub mod zendesk;

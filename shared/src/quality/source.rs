@@ -7,7 +7,9 @@ use std::{fmt, path::PathBuf, str::FromStr};
 use deadpool_postgres::Pool;
 use sha2::{Digest, Sha256};
 
-use super::set::{digest, LabelledSet, Row, Split, MAX_SET_BYTES, SHIPPED, SHIPPED_DIGEST};
+use super::set::{
+    digest, Columns, Format, LabelledSet, Row, Split, MAX_SET_BYTES, SHIPPED, SHIPPED_DIGEST,
+};
 use crate::{
     aws::s3::{self, S3Location},
     db,
@@ -76,7 +78,7 @@ pub fn configured_digest(setting: Option<&str>) -> Result<String, InvalidRequest
         Some(value) => match value.strip_prefix("sha256:") {
             Some(hex) => Ok(hex.to_ascii_lowercase()),
             None => std::fs::read(value)
-                .map(|bytes| digest(&bytes))
+                .map(|bytes| Format::of(value, None).digest(&bytes))
                 .map_err(|e| {
                     InvalidRequest::new(
                         "TRIAGE_EVAL_SET",
@@ -96,7 +98,7 @@ pub async fn configured_digest_now(
 ) -> Result<String> {
     match setting.map(str::parse::<SetSource>) {
         Some(Ok(source @ SetSource::Feedback { .. })) => {
-            Ok(LabelledSet::load(&source, policy, pool).await?.digest)
+            Ok(LabelledSet::load(&source, None, policy, pool).await?.digest)
         }
         _ => Ok(configured_digest(setting)?),
     }
@@ -104,15 +106,30 @@ pub async fn configured_digest_now(
 
 impl LabelledSet {
     /// The set `source` names, read with the standard `AWS_*` variables for S3 and from
-    /// `pool` for the desk's feedback.
-    pub async fn load(source: &SetSource, policy: &Policy, pool: &Pool) -> Result<Self> {
+    /// `pool` for the desk's feedback; a file or object as CSV by `columns` when given or
+    /// when its name ends in `.csv` ([`Format::of`]).
+    pub async fn load(
+        source: &SetSource,
+        columns: Option<&Columns>,
+        policy: &Policy,
+        pool: &Pool,
+    ) -> Result<Self> {
+        if columns.is_some() && matches!(source, SetSource::Shipped | SetSource::Feedback { .. }) {
+            return Err(InvalidRequest::new(
+                "columns",
+                format!("{source} is no CSV: columns name a CSV file's or object's"),
+            )
+            .into());
+        }
+        let format = Format::of(&source.to_string(), columns);
         Ok(match source {
             SetSource::Shipped => Self::parse(SHIPPED, policy)?,
             SetSource::S3(location) => {
                 let env = |name: &str| std::env::var(name).ok();
-                Self::parse(&s3::get_object(location, MAX_SET_BYTES, env).await?, policy)?
+                let bytes = s3::get_object(location, MAX_SET_BYTES, env).await?;
+                Self::parse_as(&bytes, &format, policy)?
             }
-            SetSource::Path(path) => Self::read(path, policy)?,
+            SetSource::Path(path) => Self::read(path, &format, policy)?,
             SetSource::Feedback { days } => {
                 let labelled = feedback::labelled(&db::client(pool).await?, *days).await?;
                 Self::of_feedback(labelled, *days)?

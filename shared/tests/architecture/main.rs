@@ -25,7 +25,7 @@ const LAYERS: &[&[&str]] = &[
     &["aws"],
     &["pipeline"],
     &["config"],
-    &["providers", "db"],
+    &["providers", "db", "connectors"],
     &["secret", "telemetry", "tls"],
     &["domain"],
 ];
@@ -43,6 +43,7 @@ const PIPELINE_LAYERS: &[&[&str]] = &[
         "feedback",
         "reads",
         "turn",
+        "zendesk",
     ],
     &["ledger"],
     &["invocation", "outbox"],

@@ -169,6 +169,60 @@ async fn past_its_rate_a_caller_gets_a_429_on_every_route_and_other_callers_keep
     }
 }
 
+/// `POST /tickets` counts its rate and quota inside ingest's statement: what it refuses before
+/// ingest, a keyed request and a ticket past its quota still count against the rate.
+#[tokio::test]
+async fn every_post_counts_against_the_rate_refused_keyed_or_past_the_quota() {
+    let app = spawn_app_with(|config| {
+        config.limits.caller_rpm = Some(4);
+        config.limits.caller_daily_tickets = Some(1);
+    })
+    .await;
+    // A new caller for each attempt: the quota is a day's.
+    for attempt in 0.. {
+        let started = minute(&app).await;
+        let owner = format!("alice-{attempt}");
+        let alice = iam(&owner);
+        let tickets_before = app.count("SELECT count(*) FROM ticket").await;
+        let (invalid, _, _) = send_as(&app, &alice, "POST", "/tickets", Some("{"), None).await;
+        let (created, _, _) = post_as(&app, &alice, &format!("first {attempt}")).await;
+        let (over_quota, _, quota) = post_as(&app, &alice, &format!("second {attempt}")).await;
+        let body = format!(r#"{{"subject": "Refund", "message": "keyed {attempt}"}}"#);
+        let (keyed, _, _) =
+            send_as(&app, &alice, "POST", "/tickets", Some(&body), Some("k1")).await;
+        let (past_rate, headers, rate) = post_as(&app, &alice, &format!("third {attempt}")).await;
+        if minute(&app).await != started {
+            assert!(attempt < 3, "the minute kept turning");
+            continue;
+        }
+        assert_eq!((invalid, created), (400, 201));
+        assert_eq!(over_quota, 429, "{quota}");
+        assert!(
+            quota["detail"]
+                .as_str()
+                .unwrap()
+                .contains("tickets for today"),
+            "{quota}"
+        );
+        assert_eq!(keyed, 429, "the quota, as the keyed path counts it");
+        assert_eq!(past_rate, 429, "{rate}");
+        assert!(
+            rate["detail"]
+                .as_str()
+                .unwrap()
+                .contains("requests of this minute"),
+            "{rate}"
+        );
+        assert!(headers.contains_key("retry-after"));
+        assert_eq!(
+            app.count("SELECT count(*) FROM ticket").await,
+            tickets_before + 1,
+            "only the first was written"
+        );
+        break;
+    }
+}
+
 #[tokio::test]
 async fn a_tickets_feedback_history_keeps_only_its_newest_labels() {
     let app = spawn_app_with(|config| config.limits.feedback_history = 3).await;

@@ -33,3 +33,4 @@ mod sweep;
 mod tls;
 mod tls_postgres;
 mod worker;
+mod zendesk;

@@ -8,6 +8,7 @@
 //! appears on the one-ticket page and, for eval tickets only, on the Quality page.
 
 mod charts;
+mod classes;
 mod dead_letters;
 mod deliveries;
 mod layout;

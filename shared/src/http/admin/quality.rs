@@ -1,7 +1,9 @@
 //! `GET /admin/quality`: how right each version is, from the stored eval runs (`triage eval`,
 //! docs/quality.md) on the set the promote gate uses (`TRIAGE_EVAL_SET`) or another
-//! (`?set=DIGEST`): the newest run of each version side by side, the confusion matrix of one
-//! (`?version=`) as a heat map, and its misclassified tickets with their text; and the newest
+//! (`?set=DIGEST`): the newest run of each version side by side, one version's (`?version=`)
+//! figures per department ([`super::classes`], `?sort=support|f1`), its confusion as a heat map
+//! (or its top confusions when the departments are many), and its misclassified tickets with
+//! their text; and the newest
 //! threshold sweep of each cascade on the set ([`super::thresholds`]). Like the ticket
 //! page, this page shows ticket text: eval tickets only (`runs::eval_ticket_texts`).
 
@@ -15,6 +17,7 @@ use serde::Deserialize;
 
 use super::{
     charts,
+    classes::{self, Order},
     layout::{html_response, optional, page, usd, PageError, Section},
     thresholds, ConsoleState,
 };
@@ -35,6 +38,7 @@ pub(super) struct Choice {
     set: Option<String>,
     split: Option<String>,
     version: Option<String>,
+    sort: Option<String>,
 }
 
 pub(super) async fn show(
@@ -61,6 +65,7 @@ pub(super) async fn show(
         choice.split.as_deref().unwrap_or("test").parse().map_err(
             |e: crate::domain::error::InvalidRequest| PageError::bad_request(e.to_string()),
         )?;
+    let order = Order::parse(choice.sort.as_deref()).map_err(PageError::bad_request)?;
     let client = db::client(&state.app.pool).await?;
     let runs = quality::newest_per_version(&client, &digest, split).await?;
     let chosen = match choice.version.as_deref() {
@@ -126,7 +131,7 @@ pub(super) async fn show(
         }
         (thresholds::sweeps(&sweeps))
         @if let Some(run) = chosen {
-            (details(run, &texts))
+            (details(run, &texts, order, &digest, split))
         }
     };
     Ok(html_response(
@@ -275,7 +280,14 @@ fn side_by_side(
 fn details(
     run: &StoredRun,
     texts: &std::collections::HashMap<uuid::Uuid, (String, String)>,
+    order: Order,
+    digest: &str,
+    split: Split,
 ) -> Markup {
+    let version = &run.version;
+    let link = |sort: &str| {
+        format!("/admin/quality?set={digest}&split={split}&version={version}&sort={sort}")
+    };
     let confusion = &run.figures.department.confusion;
     let labels: Vec<String> = confusion.keys().cloned().collect();
     let mut answers: Vec<String> = confusion
@@ -296,11 +308,16 @@ fn details(
     };
     let misses = &run.figures.misclassified;
     html! {
+        (classes::per_class(&run.figures.department.per_class, order, link))
         h2 { "Confusion of " code { (run.version) } }
-        (charts::heat_map(
-            "Departments: rows the label, columns the answer; green the diagonal, red the errors, shaded by share of the row",
-            &labels, &answers, count,
-        ))
+        @if labels.len() > classes::HEAT_MAP_CLASSES {
+            (classes::top_confusions(confusion, classes::TOP_CONFUSIONS))
+        } @else {
+            (charts::heat_map(
+                "Departments: rows the label, columns the answer; green the diagonal, red the errors, shaded by share of the row",
+                &labels, &answers, count,
+            ))
+        }
         h2 { "Misclassified tickets (" (misses.len()) ")" }
         @if misses.is_empty() {
             p.ok { "Every ticket was answered right." }

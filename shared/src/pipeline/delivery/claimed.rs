@@ -101,6 +101,8 @@ JOIN ticket t ON t.id = c.ticket_id
 pub enum SinkKind {
     Webhook,
     EventBridge,
+    /// The desk's Zendesk account (`zendesk`): the answer written back to its ticket.
+    Zendesk,
 }
 
 /// The event's `data` (SPEC): the same for webhooks and EventBridge's `Detail`.
@@ -176,6 +178,7 @@ pub async fn claim(
         .map(|row| {
             let kind = match row.get::<_, &str>(6) {
                 "eventbridge" => SinkKind::EventBridge,
+                "zendesk" => SinkKind::Zendesk,
                 _ => SinkKind::Webhook,
             };
             let secrets = [row.get::<_, Option<String>>(8), row.get(9)]

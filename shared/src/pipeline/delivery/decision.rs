@@ -15,6 +15,8 @@ pub enum Attempt {
     Failed(String),
     /// The endpoint may not be called at all (SSRF): retrying cannot help.
     Refused(String),
+    /// The receiver asked us to wait (a 429's `Retry-After`): retried no earlier.
+    Throttled { after: Duration, error: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +61,10 @@ pub fn decide(
             after: backoff::delay(schedule, seed, attempts),
             error,
         },
+        Attempt::Throttled { after, error } => Decision::Retry {
+            after: after.max(backoff::delay(schedule, seed, attempts)),
+            error,
+        },
     }
 }
 
@@ -83,6 +89,15 @@ mod tests {
             (failed(), 3, DAY, "retry 40s"),
             (failed(), 20, 2 * DAY, "retry 3600s"),
             (failed(), 40, window, "disable"),
+            (
+                Attempt::Throttled {
+                    after: Duration::from_secs(120),
+                    error: "429".into(),
+                },
+                1,
+                Duration::ZERO,
+                "retry 120s",
+            ),
             (
                 Attempt::Refused("10.0.0.1".into()),
                 1,

@@ -19,6 +19,7 @@ use super::{
     decision::{decide, Attempt, Decision},
     status,
     webhook::WebhookClient,
+    zendesk::ZendeskWriter,
 };
 use crate::{
     config::{Config, DeliveryPolicy},
@@ -78,6 +79,8 @@ pub struct Deliverer {
     webhooks: WebhookClient,
     /// The EventBridge client, when this deliverer serves `TRIAGE_EVENT_BUS`.
     bus: Option<Arc<dyn Bus>>,
+    /// The write-back, when `TRIAGE_ZENDESK_URL` is set.
+    zendesk: Option<Arc<ZendeskWriter>>,
     name: String,
 }
 
@@ -93,11 +96,14 @@ impl Deliverer {
         }
         let webhooks = WebhookClient::new(policy.timeout, policy.allowed_hosts.clone())
             .map_err(|e| ConfigError::invalid("webhook client", e.to_string()))?;
+        let zendesk =
+            ZendeskWriter::new(pool.clone(), &config.zendesk, policy.timeout)?.map(Arc::new);
         Ok(Self {
             pool,
             config,
             webhooks,
             bus: None,
+            zendesk,
             name: format!("deliverer-{}", uuid::Uuid::new_v4()),
         })
     }
@@ -191,15 +197,22 @@ impl Deliverer {
         .await
     }
 
-    /// Each webhook delivery on its own; bus deliveries in batches of up to ten per bus.
+    /// Each webhook and Zendesk delivery on its own; bus deliveries in batches of up to ten per bus.
     fn start(&self, claimed: Vec<ClaimedDelivery>, in_flight: &mut JoinSet<Vec<Outcome>>) {
-        let (webhooks, mut buses): (Vec<_>, Vec<_>) = claimed
+        let (one_by_one, mut buses): (Vec<_>, Vec<_>) = claimed
             .into_iter()
-            .partition(|d| d.kind == SinkKind::Webhook);
-        for delivery in webhooks {
+            .partition(|d| d.kind != SinkKind::EventBridge);
+        for delivery in one_by_one {
             let this = self.clone();
             in_flight.spawn(async move {
-                let attempt = this.send_webhook(&delivery).await;
+                let attempt = match (delivery.kind, &this.zendesk) {
+                    (SinkKind::Zendesk, Some(zendesk)) => zendesk.write(&delivery).await,
+                    // Another deliverer (with Zendesk configured) serves it, as with the bus.
+                    (SinkKind::Zendesk, None) => {
+                        Attempt::Failed("this deliverer has no Zendesk account configured".into())
+                    }
+                    _ => this.send_webhook(&delivery).await,
+                };
                 vec![this.settle(&delivery, attempt).await]
             });
         }

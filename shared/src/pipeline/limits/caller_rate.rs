@@ -2,7 +2,8 @@
 //! counts, so one caller's reads or feedback cannot take the stage's throttle from everyone
 //! else's `POST /tickets`. Counted in PostgreSQL beside the daily ticket quota (one row per
 //! owner and UTC minute), so across every API instance; a fixed window, whose edge lets a
-//! caller make at most twice its rate in one minute straddling two.
+//! caller make at most twice its rate in one minute straddling two. `POST /tickets` counts in
+//! ingest's own statement (`ingest::Submitter::rate_per_minute`), every other request here.
 
 use std::time::Duration;
 
@@ -11,14 +12,9 @@ use deadpool_postgres::Pool;
 
 use crate::{db, domain::error::Result};
 
-/// Counts one request of `owner` in this minute; no row when its `limit` is reached.
-const COUNT: &str = r#"
-INSERT INTO caller_minute_requests (owner, minute, requests)
-VALUES ($1, date_trunc('minute', now()), 1)
-ON CONFLICT (owner, minute) DO UPDATE SET requests = caller_minute_requests.requests + 1
-    WHERE caller_minute_requests.requests < $2
-RETURNING requests
-"#;
+/// Counts one request of `owner` in this minute; NULL when its `limit` is reached (V33's
+/// `caller_minute_count`, which `POST /tickets` calls inside ingest's one statement).
+const COUNT: &str = "SELECT caller_minute_count($1, $2)";
 
 /// `None` when `owner` may make this request (it is counted); else how long until the next
 /// minute, when it may again.
@@ -26,7 +22,10 @@ pub async fn count(pool: &Pool, owner: &str, limit: u32) -> Result<Option<Durati
     let client = db::client(pool).await?;
     let limit = i32::try_from(limit).unwrap_or(i32::MAX);
     let statement = client.prepare_cached(COUNT).await?;
-    let counted = client.query_opt(&statement, &[&owner, &limit]).await?;
+    let counted: Option<i32> = client
+        .query_one(&statement, &[&owner, &limit])
+        .await?
+        .get(0);
     Ok(counted.is_none().then(|| until_next_minute(Utc::now())))
 }
 

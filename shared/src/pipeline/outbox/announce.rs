@@ -16,16 +16,11 @@ use deadpool_postgres::GenericClient;
 use crate::domain::{error::Result, versions::VersionPair};
 
 /// The event id of (ticket, result key), in SQL: the same on every retry and replay, so
-/// consumers dedupe on it.
+/// consumers dedupe on it. Computed by `delivery_event_id` (migration V33), which ingest's
+/// function calls too.
 macro_rules! event_id {
     ($ticket:literal, $key:literal) => {
-        concat!(
-            "'evt_' || left(encode(sha256(convert_to(",
-            $ticket,
-            "::text || '/' || ",
-            $key,
-            ", 'UTF8')), 'hex'), 32)"
-        )
+        concat!("delivery_event_id(", $ticket, ", ", $key, ")")
     };
 }
 

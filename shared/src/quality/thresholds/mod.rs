@@ -357,11 +357,15 @@ async fn learnt_from(
 fn names_set(sources: &serde_json::Value, digest: &str) -> bool {
     let mut named = sources.as_array().into_iter().flatten().filter_map(|s| {
         let source = s["source"].as_str()?.strip_prefix("set:")?;
-        source.strip_suffix(":dev")?.parse::<SetSource>().ok()
+        let source = source.strip_suffix(":dev")?.parse::<SetSource>().ok()?;
+        Some((source, s["columns"].as_str()))
     });
-    named.any(|source| match &source {
+    named.any(|(source, columns)| match &source {
         SetSource::Shipped => digest == SHIPPED_DIGEST,
-        SetSource::Path(path) => std::fs::read(path).is_ok_and(|b| set::digest(&b) == digest),
+        SetSource::Path(path) => std::fs::read(path).is_ok_and(|b| {
+            let columns = columns.and_then(|c| c.parse::<set::Columns>().ok());
+            set::Format::of(&source.to_string(), columns.as_ref()).digest(&b) == digest
+        }),
         SetSource::S3(_) | SetSource::Feedback { .. } => false,
     })
 }

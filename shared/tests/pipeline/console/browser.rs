@@ -254,6 +254,18 @@ async fn in_chromium_the_quality_page_shows_versions_side_by_side_a_heat_map_and
         cell,
         report["runs"][0]["department"]["confusion"]["billing"]["billing"].to_string()
     );
+    // Five departments: every one in the per-department table, most rows first.
+    let classes = browser
+        .find_all(Locator::Css("tr[data-class]"))
+        .await
+        .unwrap();
+    assert_eq!(classes.len(), 5);
+    let supports = column(&browser, "tr[data-class] td:nth-child(2)").await;
+    assert!(supports.windows(2).all(|w| w[0] >= w[1]), "{supports:?}");
+    assert!(browser
+        .find(Locator::Css("[data-top-confusions]"))
+        .await
+        .is_err());
     screenshot(&browser, "quality").await;
 
     let bad = versions[1];
@@ -311,5 +323,92 @@ async fn in_chromium_the_quality_page_shows_live_agreement_that_follows_the_desk
     crate::feedback::give(&app, &disputed.0, labels(&disputed.1)).await;
     browser.refresh().await.unwrap();
     assert_eq!(text(&browser, &week).await, "1.000");
+    browser.close().await.unwrap();
+}
+
+/// The numbers of a column, as shown.
+async fn column(browser: &Client, css: &str) -> Vec<f64> {
+    let mut out = Vec::new();
+    for cell in browser.find_all(Locator::Css(css)).await.unwrap() {
+        out.push(cell.text().await.unwrap().trim().parse().unwrap());
+    }
+    out
+}
+
+/// A taxonomy of 77 departments (a bank's intents) on the Quality page: one row per
+/// department sorted by support (or F1, worst first), and the 20 most frequent confusions
+/// listed instead of a 77×77 grid. The run's figures are a real run's with its departments
+/// replaced, as a run under such a taxonomy stores them.
+#[tokio::test]
+async fn in_chromium_the_quality_page_reads_at_77_departments_sorted_with_the_top_confusions() {
+    let Some(driver) = Driver::start().await else {
+        return;
+    };
+    let set = crate::eval::write_set();
+    let fake = crate::eval::fake_classifier(&set).await;
+    let path = set.path.to_string_lossy().to_string();
+    let app = crate::helpers::spawn_app_with_fake(&fake, |config| {
+        config.quality.set = Some(path);
+    })
+    .await;
+    crate::eval::evaluate(&app, &set.path, "test", &["triage-v5/gpt-good@medium"]).await;
+    let name = |i: usize| format!("intent_{i:02}");
+    let (mut per_class, mut confusion) = (json!({}), json!({}));
+    for i in 0..77 {
+        let support = 10 + (i * 37) % 50;
+        let wrong = (i * 11) % 9 + if i % 25 == 3 { 8 } else { 0 };
+        let f1 = 1.0 - wrong as f64 / support as f64;
+        per_class[name(i)] = json!({"precision": f1, "recall": f1, "f1": f1, "support": support});
+        confusion[name(i)] = json!({name(i): support - wrong, name((i + 5) % 77): wrong});
+    }
+    let client = app.pool.get().await.unwrap();
+    client
+        .execute(
+            "UPDATE eval_run SET metrics = jsonb_set(jsonb_set(metrics, '{department,per_class}', $1), \
+             '{department,confusion}', $2)",
+            &[&per_class, &confusion],
+        )
+        .await
+        .unwrap();
+    let base = serve_console(&app, None).await;
+    let browser = driver.browser().await;
+    browser
+        .goto(&format!("{base}/admin/quality"))
+        .await
+        .unwrap();
+
+    let classes = browser
+        .find_all(Locator::Css("tr[data-class]"))
+        .await
+        .unwrap();
+    assert_eq!(classes.len(), 77);
+    let supports = column(&browser, "tr[data-class] td:nth-child(2)").await;
+    assert!(
+        supports.windows(2).all(|w| w[0] >= w[1]),
+        "most rows first: {supports:?}"
+    );
+    assert!(
+        browser.find(Locator::Css("[data-cell]")).await.is_err(),
+        "no 77×77 grid"
+    );
+    let listed = browser
+        .find_all(Locator::Css("tr[data-confusion]"))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 20);
+    let counts = column(&browser, "tr[data-confusion] td:nth-child(3)").await;
+    assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+    // The largest confusion: intent_53 (15 wrong rows) answered as intent_58.
+    let top = text(&browser, "tr[data-confusion]").await;
+    assert!(
+        top.contains("intent_53") && top.contains("intent_58") && top.contains("15"),
+        "{top}"
+    );
+    screenshot(&browser, "quality-77").await;
+
+    click(&browser, "a[data-sort=f1]").await;
+    let f1 = column(&browser, "tr[data-class] td[data-f1]").await;
+    assert_eq!(f1.len(), 77);
+    assert!(f1.windows(2).all(|w| w[0] <= w[1]), "worst first: {f1:?}");
     browser.close().await.unwrap();
 }

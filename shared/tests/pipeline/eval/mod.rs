@@ -6,6 +6,7 @@
 //! - `running`: how eval work runs: apart from production's stats and tickets, stopped and
 //!   continued without paying twice, concluded by the sweeper when nobody waits.
 
+mod csv;
 mod promote;
 mod reports;
 mod running;

@@ -211,6 +211,7 @@ pub(crate) async fn ingest(app: &TestApp, owner: Option<&str>, subject: &str) ->
     let submitter = Submitter {
         owner: owner.unwrap_or(Submitter::LOCAL.owner),
         daily_quota: None,
+        rate_per_minute: None,
         dedup_hold: app.config.limits.dedup_hold,
     };
     match ingest::create_ticket(&app.pool, &app.config.versions, &ticket, submitter)

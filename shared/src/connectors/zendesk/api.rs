@@ -1,0 +1,258 @@
+//! The Support API calls the connector makes, each one request (no retries, no redirects:
+//! what to do after a 409 or a 429 is the caller's decision):
+//! - Show Ticket, `GET /api/v2/tickets/{id}.json`, and Update Ticket,
+//!   `PUT /api/v2/tickets/{id}.json` with `{"ticket": {...}}`: `additional_tags` /
+//!   `remove_tags` change tags without replacing the agents', and `safe_update` with
+//!   `updated_stamp` (the ticket's `updated_at` as read) makes Zendesk answer 409
+//!   `UpdateConflict` instead of overwriting a change made since ("Tickets", "Protecting
+//!   against ticket update collisions", developer.zendesk.com/api-reference/ticketing/tickets/tickets/);
+//! - Show Self, `GET /api/v2/users/me.json`: the connector's own API user;
+//! - Incremental Ticket Export, cursor based, `GET /api/v2/incremental/tickets/cursor.json`
+//!   with `start_time` then `cursor` until `end_of_stream` ("Incremental Exports").
+//!
+//! Authentication is basic, `{email}/token:{api_token}` ("API token", Zendesk's Security and
+//! authentication page). A 429 carries `Retry-After` in seconds ("Rate limits").
+
+use std::time::Duration;
+
+use base64::{engine::general_purpose::STANDARD, Engine};
+use reqwest::{header, Method, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::secret::{ExposeSecret, Secret};
+
+/// How a call failed. Never carries a response body (an answer may quote a ticket).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    #[error("Zendesk answered 429 (retry after {retry_after:?})")]
+    RateLimited { retry_after: Option<Duration> },
+    #[error("Zendesk answered 409: the ticket changed since it was read")]
+    Conflict,
+    #[error("Zendesk answered 404: no such ticket")]
+    NotFound,
+    #[error("Zendesk answered {0}")]
+    Status(u16),
+    #[error("Zendesk could not be reached: {0}")]
+    Transport(String),
+    #[error("Zendesk's answer is not the documented shape: {0}")]
+    Shape(String),
+    #[error("TRIAGE_ZENDESK_URL is not a URL: {0}")]
+    Url(String),
+}
+
+/// A ticket as the connector reads it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Ticket {
+    pub id: i64,
+    /// Zendesk's `updated_at` exactly as sent: the safe update's `updated_stamp`.
+    pub updated_at: String,
+    #[serde(default)]
+    pub group_id: Option<i64>,
+    #[serde(default)]
+    pub priority: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub subject: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// The `ticket` of an Update Ticket body; always a safe update.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Update {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub additional_tags: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remove_tags: Vec<String>,
+    pub safe_update: bool,
+    pub updated_stamp: String,
+}
+
+/// Where an export starts: a time (the first page) or the cursor a page ended at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Start {
+    Time(i64),
+    Cursor(String),
+}
+
+/// One page of the export.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Page {
+    pub tickets: Vec<Ticket>,
+    #[serde(default)]
+    pub after_cursor: Option<String>,
+    pub end_of_stream: bool,
+}
+
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: reqwest::Url,
+    authorization: String,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    pub fn new(
+        url: &str,
+        email: &str,
+        token: &Secret,
+        timeout: Duration,
+    ) -> Result<Self, ApiError> {
+        let base = reqwest::Url::parse(url.trim_end_matches('/'))
+            .map_err(|e| ApiError::Url(e.to_string()))?;
+        let http = crate::tls::https_client_builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .retry(reqwest::retry::never())
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent("triage-zendesk/1")
+            .build()
+            .map_err(|e| ApiError::Transport(e.to_string()))?;
+        let credentials = format!("{email}/token:{}", token.expose_secret());
+        Ok(Self {
+            http,
+            base,
+            authorization: format!("Basic {}", STANDARD.encode(credentials)),
+        })
+    }
+
+    /// The account's host, which names its shared rate limit.
+    pub fn host(&self) -> &str {
+        self.base.host_str().unwrap_or("zendesk")
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<Value>,
+    ) -> Result<Value, ApiError> {
+        let mut url = self.base.clone();
+        url.set_path(path);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        let mut request = self
+            .http
+            .request(method, url)
+            .header(header::AUTHORIZATION, &self.authorization)
+            .header(header::ACCEPT, "application/json");
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| ApiError::Transport(e.without_url().to_string()))?;
+        match response.status() {
+            status if status.is_success() => response
+                .json()
+                .await
+                .map_err(|e| ApiError::Shape(e.without_url().to_string())),
+            StatusCode::TOO_MANY_REQUESTS => Err(ApiError::RateLimited {
+                retry_after: response
+                    .headers()
+                    .get(header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+            }),
+            StatusCode::CONFLICT => Err(ApiError::Conflict),
+            StatusCode::NOT_FOUND => Err(ApiError::NotFound),
+            status => Err(ApiError::Status(status.as_u16())),
+        }
+    }
+
+    pub async fn show(&self, ticket: i64) -> Result<Ticket, ApiError> {
+        let answer = self
+            .call(
+                Method::GET,
+                &format!("/api/v2/tickets/{ticket}.json"),
+                &[],
+                None,
+            )
+            .await?;
+        field(answer, "ticket")
+    }
+
+    pub async fn update(&self, ticket: i64, update: &Update) -> Result<(), ApiError> {
+        self.call(
+            Method::PUT,
+            &format!("/api/v2/tickets/{ticket}.json"),
+            &[],
+            Some(json!({ "ticket": update })),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// The connector's own user id.
+    pub async fn me(&self) -> Result<i64, ApiError> {
+        #[derive(Deserialize)]
+        struct User {
+            id: i64,
+        }
+        let answer = self
+            .call(Method::GET, "/api/v2/users/me.json", &[], None)
+            .await?;
+        field::<User>(answer, "user").map(|user| user.id)
+    }
+
+    pub async fn export(&self, start: &Start) -> Result<Page, ApiError> {
+        let query = match start {
+            Start::Time(time) => ("start_time", time.to_string()),
+            Start::Cursor(cursor) => ("cursor", cursor.clone()),
+        };
+        let answer = self
+            .call(
+                Method::GET,
+                "/api/v2/incremental/tickets/cursor.json",
+                &[query],
+                None,
+            )
+            .await?;
+        serde_json::from_value(answer).map_err(|e| ApiError::Shape(e.to_string()))
+    }
+}
+
+fn field<T: serde::de::DeserializeOwned>(mut answer: Value, name: &str) -> Result<T, ApiError> {
+    serde_json::from_value(answer[name].take()).map_err(|e| ApiError::Shape(format!("{name}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_is_a_safe_update_with_only_what_it_changes() {
+        let update = Update {
+            priority: Some("urgent".into()),
+            additional_tags: vec!["triage_billing".into()],
+            safe_update: true,
+            updated_stamp: "2026-12-04T10:00:00Z".into(),
+            ..Update::default()
+        };
+        assert_eq!(
+            json!({ "ticket": update }),
+            json!({"ticket": {"priority": "urgent", "additional_tags": ["triage_billing"],
+                              "safe_update": true, "updated_stamp": "2026-12-04T10:00:00Z"}})
+        );
+    }
+}

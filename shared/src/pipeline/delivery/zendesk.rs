@@ -1,0 +1,248 @@
+//! The Zendesk write-back (docs/zendesk.md): one more delivery target on this outbox, claimed,
+//! leased, fenced and retried like a webhook. A delivery reads the Zendesk ticket, decides the
+//! update with [`plan`] (a pure function of the ticket as read, the answer and what the
+//! connector wrote before) and sends it as Zendesk's safe update: a 409 means an agent changed
+//! the ticket since the read, so it is read again and decided again (never resent blindly).
+//! Every request first takes a slot of the account's rate limit, one row shared by every
+//! deliverer (`limits::rate_limit`, `TRIAGE_ZENDESK_RPM`); a 429 holds them all for its
+//! `Retry-After`, and the delivery is retried no earlier.
+
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use tokio::sync::OnceCell;
+
+use super::{claimed::ClaimedDelivery, decision::Attempt};
+use crate::{
+    config::RateLimitPolicy,
+    connectors::zendesk::{
+        api::{ApiError, Client, Ticket, Update},
+        ZendeskConfig,
+    },
+    db,
+    domain::error::{ConfigError, Result},
+    pipeline::{
+        limits::rate_limit::{self, Pace, Settlement, Take, DEFAULT_HOLD},
+        zendesk::{
+            groups::Mapping,
+            written::{self, Written},
+        },
+    },
+};
+
+/// Reads and decisions one delivery may make while agents keep editing the ticket.
+const MAX_CONFLICTS: usize = 3;
+pub const PROVISIONAL_TAG: &str = "triage_provisional";
+pub const URGENT_TAG: &str = "triage_urgent";
+
+/// The answer as the update needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer<'a> {
+    pub department: &'a str,
+    pub urgent: bool,
+    pub provisional: bool,
+    /// The department's group in the answer's taxonomy (`None`: no group is written).
+    pub group: Option<i64>,
+}
+
+/// The tag of a department (Zendesk tags are lower case, without spaces).
+pub fn department_tag(department: &str) -> String {
+    let slug: String = department
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("triage_{slug}")
+}
+
+/// The update for `ticket` as read, and what will have been written once it is applied.
+/// Tags are only added and removed (ours), never replaced; the group is set only where no
+/// agent has set one (none, or still ours); urgent sets `urgent`, and a provisional urgent
+/// that the final answer does not confirm is undone if nobody changed it since.
+pub fn plan(ticket: &Ticket, answer: &Answer<'_>, before: &Written) -> (Update, Written) {
+    let mut wanted = vec![department_tag(answer.department)];
+    if answer.urgent {
+        wanted.push(URGENT_TAG.into());
+    }
+    if answer.provisional {
+        wanted.push(PROVISIONAL_TAG.into());
+    }
+    let has = |tag: &String| ticket.tags.contains(tag);
+    let additional_tags = wanted.iter().filter(|t| !has(t)).cloned().collect();
+    let remove_tags = before
+        .tags
+        .iter()
+        .filter(|t| !wanted.contains(t) && has(t))
+        .cloned()
+        .collect();
+    let ours = before.group_id.is_some() && ticket.group_id == before.group_id;
+    let group_id = answer
+        .group
+        .filter(|&g| (ticket.group_id.is_none() || ours) && ticket.group_id != Some(g));
+    let current = ticket.priority.as_deref();
+    let (priority, priority_before) = if answer.urgent {
+        match current {
+            Some("urgent") => (None, before.priority_before.clone()),
+            _ => (Some("urgent".to_string()), ticket.priority.clone()),
+        }
+    } else if before.priority.as_deref() == Some("urgent") && current == Some("urgent") {
+        (before.priority_before.clone(), None)
+    } else {
+        (None, None)
+    };
+    let written = Written {
+        group_id: group_id.or(if ours { before.group_id } else { None }),
+        // What we set ourselves: urgent now, or kept urgent since we set it.
+        priority: match &priority {
+            Some(p) if p == "urgent" => priority.clone(),
+            Some(_) => None,
+            None if answer.urgent && current == Some("urgent") => before.priority.clone(),
+            None => None,
+        },
+        priority_before,
+        tags: wanted,
+        ..before.clone()
+    };
+    let update = Update {
+        group_id,
+        priority,
+        additional_tags,
+        remove_tags,
+        safe_update: true,
+        updated_stamp: ticket.updated_at.clone(),
+    };
+    (update, written)
+}
+
+/// Writes results back to the configured Zendesk account.
+pub struct ZendeskWriter {
+    pool: Pool,
+    api: Client,
+    /// The account's shared limit, keyed by its host.
+    limit: String,
+    pace: Pace,
+    /// How long a request may wait for its slot before the delivery is retried later.
+    max_wait: Duration,
+    api_user: OnceCell<i64>,
+}
+
+impl ZendeskWriter {
+    pub fn new(
+        pool: Pool,
+        config: &ZendeskConfig,
+        timeout: Duration,
+    ) -> Result<Option<Self>, ConfigError> {
+        let Some(api) = config.api(timeout) else {
+            return Ok(None);
+        };
+        let api = api.map_err(|e| ConfigError::invalid("TRIAGE_ZENDESK_URL", e.to_string()))?;
+        let configured = RateLimitPolicy {
+            requests_per_minute: config.requests_per_minute,
+            tokens_per_minute: None,
+        };
+        Ok(Some(Self {
+            limit: format!("zendesk:{}", api.host()),
+            pace: Pace::new(configured, RateLimitPolicy::default()),
+            pool,
+            api,
+            max_wait: timeout,
+            api_user: OnceCell::new(),
+        }))
+    }
+
+    /// One delivery's write-back, as an attempt for the delivery's decision.
+    pub async fn write(&self, delivery: &ClaimedDelivery) -> Attempt {
+        match self.try_write(delivery).await {
+            Ok(Ok(())) => Attempt::Acknowledged,
+            Ok(Err(ApiError::RateLimited { retry_after })) => Attempt::Throttled {
+                after: retry_after.unwrap_or(DEFAULT_HOLD),
+                error: "Zendesk's rate limit".into(),
+            },
+            Ok(Err(error)) => Attempt::Failed(error.to_string()),
+            Err(error) => Attempt::Failed(error.report()),
+        }
+    }
+
+    async fn try_write(&self, delivery: &ClaimedDelivery) -> Result<Result<(), ApiError>> {
+        let data = &delivery.data;
+        let client = db::client(&self.pool).await?;
+        // Not a desk ticket, or erased since: nothing to write.
+        let Some(before) = written::of_ticket(&client, data.ticket_id).await? else {
+            return Ok(Ok(()));
+        };
+        let mapping = Mapping::of(&client, &data.policy_version).await?;
+        let answer = Answer {
+            department: &data.department,
+            urgent: data.is_urgent >= mapping.urgent_threshold,
+            provisional: data.provisional,
+            group: mapping.group_of(&data.department),
+        };
+        if self.api_user.get().is_none() {
+            // Who we are, before our first update: its change events are ours, not corrections.
+            let me = match self.call(self.api.me()).await? {
+                Ok(me) => me,
+                Err(error) => return Ok(Err(error)),
+            };
+            written::set_api_user(&client, before.account_id, me).await?;
+            let _ = self.api_user.set(me);
+        }
+        for _ in 0..MAX_CONFLICTS {
+            let ticket = match self.call(self.api.show(before.zendesk_id)).await? {
+                Ok(ticket) => ticket,
+                // Deleted in Zendesk: there is nothing left to write to.
+                Err(ApiError::NotFound) => return Ok(Ok(())),
+                Err(error) => return Ok(Err(error)),
+            };
+            let (update, written) = plan(&ticket, &answer, &before);
+            let unchanged = update.group_id.is_none()
+                && update.priority.is_none()
+                && update.additional_tags.is_empty()
+                && update.remove_tags.is_empty();
+            let sent = if unchanged {
+                Ok(())
+            } else {
+                self.call(self.api.update(before.zendesk_id, &update))
+                    .await?
+            };
+            match sent {
+                Ok(()) => {
+                    written::record(&client, &written).await?;
+                    return Ok(Ok(()));
+                }
+                Err(ApiError::Conflict) => {
+                    crate::telemetry::metric::zendesk_conflict();
+                    written::conflicted(&client, before.account_id, before.zendesk_id).await?;
+                }
+                Err(error) => return Ok(Err(error)),
+            }
+        }
+        Ok(Err(ApiError::Conflict))
+    }
+
+    /// One request within the account's shared limit: waits for its slot (or answers a 429 of
+    /// our own when none opens in time), and holds every deliverer after Zendesk's 429.
+    async fn call<T>(
+        &self,
+        request: impl std::future::Future<Output = Result<T, ApiError>>,
+    ) -> Result<Result<T, ApiError>> {
+        let client = db::client(&self.pool).await?;
+        match rate_limit::take(&client, &self.limit, &self.pace, 0, self.max_wait).await? {
+            Take::Reserved { wait } => tokio::time::sleep(wait).await,
+            Take::Full { opens_in } => {
+                return Ok(Err(ApiError::RateLimited {
+                    retry_after: Some(opens_in),
+                }))
+            }
+        }
+        let answer = request.await;
+        if let Err(ApiError::RateLimited { retry_after }) = &answer {
+            let settlement = Settlement::refused(0, *retry_after);
+            rate_limit::settle(&client, &self.limit, &self.pace, settlement).await?;
+        }
+        Ok(answer)
+    }
+}
+
+#[cfg(test)]
+#[path = "zendesk_tests.rs"]
+mod tests;

@@ -1,0 +1,129 @@
+use std::time::Duration;
+
+use fake_provider::zendesk::{FakeZendesk, Ticket};
+use triage::{
+    operations::{
+        import::{self, ImportZendesk},
+        train::{self, TrainSource},
+        Operator,
+    },
+    providers::Policy,
+};
+
+use super::{
+    spawn, start_fake,
+    writeback::{desk_taxonomy, GROUPS},
+};
+
+/// Solved tickets of each department (the group's), plus one in a group no department has
+/// and one still open.
+fn history(fake: &FakeZendesk, from: i64, per_department: i64) {
+    let subjects = [
+        (
+            "billing",
+            "I was charged twice for my invoice",
+            "Refund the duplicate payment please.",
+        ),
+        (
+            "technical",
+            "The app crashes on login",
+            "Error 500 every time since the update.",
+        ),
+        (
+            "account",
+            "Cannot reset my password",
+            "The reset email never arrives for my account.",
+        ),
+        (
+            "sales",
+            "Pricing for 50 seats",
+            "We would like a quote for the enterprise plan.",
+        ),
+        (
+            "general",
+            "Where is your office",
+            "Just a general question about opening hours.",
+        ),
+    ];
+    let mut id = from;
+    for n in 0..per_department {
+        for (department, subject, message) in subjects {
+            let group = GROUPS.iter().find(|(d, _)| *d == department).unwrap().1;
+            let mut ticket = Ticket::new(id, &format!("{subject} ({n})"), message);
+            ticket.status = if id % 2 == 0 { "solved" } else { "closed" }.into();
+            ticket.group_id = Some(group);
+            ticket.priority = Some(
+                if department == "technical" {
+                    "urgent"
+                } else {
+                    "normal"
+                }
+                .into(),
+            );
+            fake.add(ticket);
+            id += 1;
+        }
+    }
+    let mut unmapped = Ticket::new(id, "Old queue", "A group nobody maps.");
+    unmapped.status = "solved".into();
+    unmapped.group_id = Some(4242);
+    fake.add(unmapped);
+    fake.add(Ticket::new(id + 1, "Still open", "Not finished."));
+}
+
+#[tokio::test]
+async fn the_desks_history_becomes_a_labelled_set_that_trains_a_classifier_and_resumes() {
+    let fake = start_fake().await;
+    let app = spawn(Some(&fake)).await;
+    let version = desk_taxonomy(&app).await;
+    history(&fake, 1, 6);
+    fake.set_page_size(7);
+    fake.throttle(&[1]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("desk.jsonl");
+    let run = ImportZendesk {
+        since: Duration::from_secs(30 * 24 * 3600),
+        out: out.clone(),
+        policy_version: version,
+        // Zendesk's 10 a minute made fast for the test; the pacing is the shared limiter's.
+        requests_per_minute: 6000,
+    };
+    let first = import::zendesk(&app.pool, &app.config.zendesk, Duration::from_secs(5), &run)
+        .await
+        .unwrap();
+    assert_eq!(
+        (first.rows, first.unmapped, first.open, first.resumed),
+        (30, 1, 1, false)
+    );
+    assert_eq!(first.pages, 5, "32 tickets in pages of 7");
+    assert_eq!(fake.violations(), Vec::<String>::new());
+    let exports: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("incremental"))
+        .collect();
+    assert_eq!(exports[0].status, 429, "Zendesk's limit, waited out");
+    assert!(exports[1].query.contains("start_time=") && exports[2].query.contains("cursor="));
+
+    // A later run picks up where the last one ended: only what changed since.
+    history(&fake, 100, 1);
+    let second = import::zendesk(&app.pool, &app.config.zendesk, Duration::from_secs(5), &run)
+        .await
+        .unwrap();
+    assert!(second.resumed);
+    assert_eq!((second.rows, second.unmapped), (5, 1));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().count(), 35);
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_call").await,
+        0,
+        "nothing billed"
+    );
+
+    let policy = Policy::load("policy-v1").unwrap();
+    let source: TrainSource = format!("set:{}", out.display()).parse().unwrap();
+    let trained = train::train(&app.pool, &policy, &[source], None, &Operator::os_user())
+        .await
+        .unwrap();
+    assert!(trained.examples > 0, "{trained:?}");
+}

@@ -1,0 +1,86 @@
+//! The Zendesk connector against a fake Zendesk account on loopback (`fake_provider::zendesk`,
+//! which checks each request against Zendesk's reference) and real PostgreSQL:
+//! - `inbound`: signed events become tickets once; unsigned, wrong or replayed ones are
+//!   refused and change nothing; no secret, no route; a burst is accepted without loss.
+//! - `writeback`: answers written back once, through a 429 and an agent's concurrent edit,
+//!   with the taxonomy's groups (never over an agent's) and none under the built-in policy.
+//! - `corrections`: an agent's regroup is the desk's feedback; our own updates, retries,
+//!   unmapped groups and erased tickets are not.
+//! - `import`: the desk's solved history as a labelled set that trains, through a 429 and
+//!   across runs.
+
+mod corrections;
+mod import;
+mod inbound;
+mod writeback;
+
+use std::time::Duration;
+
+use axum::{body::Body, http::Request};
+use fake_provider::zendesk::{self, FakeZendesk};
+use serde_json::Value;
+use triage::{config::Config, secret::Secret};
+
+use crate::helpers::{spawn_app_with, webhooks::fast_delivery, Response, TestApp};
+
+pub(crate) const SECRET: &str = "dGhpc19zZWNyZXRfaXNfZm9yX3Rlc3Rpbmdfb25seQ==";
+pub(crate) const EMAIL: &str = "triage@acme.example";
+pub(crate) const TOKEN: &str = "6wiIBWbGkBMo1mRDMuVwkw1EPsNkeUj95PIz2akv";
+/// The connector's agent in the fake account.
+pub(crate) const API_USER: i64 = 7001;
+/// An agent of the desk.
+pub(crate) const AGENT: i64 = 901;
+
+/// The connector configured against `fake` (its URL, the agent's token, the signing secret).
+pub(crate) fn use_zendesk(config: &mut Config, fake: Option<&FakeZendesk>) {
+    fast_delivery(config);
+    config.zendesk.webhook_secret = Some(Secret::from(SECRET));
+    if let Some(fake) = fake {
+        config.zendesk.url = Some(fake.url());
+        config.zendesk.email = EMAIL.into();
+        config.zendesk.api_token = Secret::from(TOKEN);
+    }
+}
+
+pub(crate) async fn spawn(fake: Option<&FakeZendesk>) -> TestApp {
+    spawn_app_with(|config| use_zendesk(config, fake)).await
+}
+
+pub(crate) async fn start_fake() -> FakeZendesk {
+    FakeZendesk::start(EMAIL, TOKEN, API_USER).await
+}
+
+/// An RFC 3339 timestamp `ago` before now, as Zendesk sends it.
+pub(crate) fn timestamp(ago: Duration) -> String {
+    (chrono::Utc::now() - ago)
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+impl TestApp {
+    /// Posts `event` to the events route with the given signature headers.
+    pub(crate) async fn post_event_with(
+        &self,
+        event: &Value,
+        signature: Option<String>,
+        timestamp: Option<String>,
+    ) -> Response {
+        let mut builder =
+            Request::post("/connectors/zendesk/events").header("content-type", "application/json");
+        if let Some(signature) = signature {
+            builder = builder.header("x-zendesk-webhook-signature", signature);
+        }
+        if let Some(timestamp) = timestamp {
+            builder = builder.header("x-zendesk-webhook-signature-timestamp", timestamp);
+        }
+        self.request(builder.body(Body::from(event.to_string())).unwrap())
+            .await
+    }
+
+    /// Posts `event` signed as Zendesk signs it, now.
+    pub(crate) async fn post_event(&self, event: &Value) -> Response {
+        let at = timestamp(Duration::ZERO);
+        let signature = zendesk::sign(SECRET, &at, event.to_string().as_bytes());
+        self.post_event_with(event, Some(signature), Some(at)).await
+    }
+}

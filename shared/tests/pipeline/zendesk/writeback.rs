@@ -1,0 +1,157 @@
+use std::time::Duration;
+
+use fake_provider::zendesk::{created_event, FakeZendesk, Ticket};
+use serde_json::json;
+use triage::{
+    domain::taxonomy::Taxonomy,
+    pipeline::{delivery::zendesk::department_tag, taxonomy},
+};
+
+use super::{spawn, start_fake};
+use crate::helpers::TestApp;
+
+/// The built-in departments as a desk's taxonomy, each routed to a group `3600nn`.
+pub(crate) const GROUPS: [(&str, i64); 5] = [
+    ("billing", 360001),
+    ("technical", 360002),
+    ("account", 360003),
+    ("sales", 360004),
+    ("general", 360005),
+];
+
+pub(crate) async fn desk_taxonomy(app: &TestApp) -> String {
+    let departments: Vec<_> = GROUPS
+        .iter()
+        .map(|(name, group)| json!({"name": name, "description": format!("{name} questions"), "zendesk_group_id": group}))
+        .collect();
+    let file = json!({"name": "desk", "departments": departments,
+                      "urgent": "Money was taken twice, or a service is down.", "urgent_threshold": 0.5});
+    let parsed = Taxonomy::parse(file.to_string().as_bytes()).unwrap();
+    taxonomy::add(&app.pool.get().await.unwrap(), &parsed)
+        .await
+        .unwrap()
+        .policy_version
+}
+
+/// The result of Zendesk ticket `id` as if made under `version` (the pipeline's per-job
+/// taxonomy makes it so; here only the group mapping is under test).
+pub(crate) async fn answered_under(app: &TestApp, id: i64, version: &str) {
+    let client = app.pool.get().await.unwrap();
+    client
+        .execute(
+            "UPDATE evaluation_result r SET policy_version = $2
+             FROM ticket_evaluation te JOIN zendesk_ticket z ON z.ticket_id = te.ticket_id
+             WHERE r.idempotency_key = te.idempotency_key AND z.zendesk_id = $1",
+            &[&id, &version],
+        )
+        .await
+        .unwrap();
+}
+
+/// The department and urgency triage answered for Zendesk ticket `id`.
+pub(crate) async fn answer(app: &TestApp, id: i64) -> (String, bool) {
+    let row = app
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT r.department, r.is_urgent >= 0.5 FROM evaluation_result r
+             JOIN ticket_evaluation te ON te.idempotency_key = r.idempotency_key
+             JOIN zendesk_ticket z ON z.ticket_id = te.ticket_id WHERE z.zendesk_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+/// Zendesk ticket `id` created in the fake, sent as a created event, and triaged.
+pub(crate) async fn triaged(app: &TestApp, fake: &FakeZendesk, id: i64, subject: &str) {
+    fake.add(Ticket::new(id, subject, "Please look at this today."));
+    let sent = app
+        .post_event(&created_event(
+            &format!("created-{id}"),
+            &fake.ticket(id).unwrap(),
+        ))
+        .await;
+    assert_eq!(sent.status, 200, "{:?}", sent.body);
+    app.drain(&app.worker(), Duration::from_secs(20)).await;
+}
+
+fn puts(fake: &FakeZendesk, id: i64, status: u16) -> usize {
+    let path = format!("/api/v2/tickets/{id}.json");
+    fake.requests()
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path == path && r.status == status)
+        .count()
+}
+
+#[tokio::test]
+async fn a_triaged_ticket_is_written_back_once_through_a_429_and_an_agents_concurrent_edit() {
+    let fake = start_fake().await;
+    let app = spawn(Some(&fake)).await;
+    let version = desk_taxonomy(&app).await;
+    triaged(&app, &fake, 35436, "URGENT: my card was charged twice").await;
+    answered_under(&app, 35436, &version).await;
+    let (department, urgent) = answer(&app, 35436).await;
+    // Zendesk is at its limit for the first request, and an agent routes the ticket to a
+    // group of their own between the connector's read and its update.
+    fake.throttle(&[1]);
+    fake.edit_before_next_update(35436, Some(777), None);
+    app.deliver_all(Duration::from_secs(30)).await;
+
+    assert_eq!(fake.violations(), Vec::<String>::new());
+    let ticket = fake.ticket(35436).unwrap();
+    assert_eq!(ticket.group_id, Some(777), "the agent's group stays");
+    assert!(
+        ticket.tags.contains(&department_tag(&department)),
+        "{:?}",
+        ticket.tags
+    );
+    assert_eq!(ticket.priority.as_deref() == Some("urgent"), urgent);
+    assert_eq!(puts(&fake, 35436, 409), 1, "the stale update was refused");
+    assert_eq!(puts(&fake, 35436, 200), 1, "written once");
+    assert!(fake.requests().iter().any(|r| r.status == 429));
+    // Zendesk's 429 held every deliverer of the account (the shared limit's row).
+    assert_eq!(
+        app.count("SELECT count(*) FROM provider_rate_limit WHERE provider LIKE 'zendesk:%' AND held_until > '-infinity'").await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT conflicts::int8 FROM zendesk_ticket")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM delivery WHERE status = 'done'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn the_departments_group_is_written_where_no_agent_set_one_and_the_built_in_policy_writes_none(
+) {
+    let fake = start_fake().await;
+    let app = spawn(Some(&fake)).await;
+    let version = desk_taxonomy(&app).await;
+    triaged(&app, &fake, 1, "Invoice shows the wrong amount").await;
+    triaged(&app, &fake, 2, "The app crashes when I log in").await;
+    answered_under(&app, 1, &version).await;
+    app.deliver_all(Duration::from_secs(30)).await;
+
+    assert_eq!(fake.violations(), Vec::<String>::new());
+    let (department, _) = answer(&app, 1).await;
+    let group = GROUPS
+        .iter()
+        .find(|(name, _)| *name == department)
+        .unwrap()
+        .1;
+    assert_eq!(fake.ticket(1).unwrap().group_id, Some(group));
+    let (department, _) = answer(&app, 2).await;
+    let built_in = fake.ticket(2).unwrap();
+    assert_eq!(built_in.group_id, None, "policy-v1 has no group ids");
+    assert!(built_in.tags.contains(&department_tag(&department)));
+    assert_eq!((puts(&fake, 1, 200), puts(&fake, 2, 200)), (1, 1));
+}
