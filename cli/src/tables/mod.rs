@@ -1,8 +1,10 @@
 //! Plain-text tables for people at a terminal; `--json` gives machines the same data.
-//! [`eval`] has the eval reports', [`cascade`] the local classifiers'.
+//! [`eval`] has the eval reports', [`cascade`] the local classifiers', [`taxonomy`] the
+//! desk's taxonomies'.
 
 mod cascade;
 mod eval;
+mod taxonomy;
 
 use std::fmt::Write;
 
@@ -33,6 +35,9 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::EvalRuns(listing) => eval::running(&listing.running) + &eval::runs(&listing.runs),
         Outcome::Trained(trained) => cascade::trained(trained),
         Outcome::Models(models) => cascade::models(models),
+        Outcome::TaxonomyAdded(added) => taxonomy::added(added),
+        Outcome::Taxonomies(listed) => taxonomy::listed(listed),
+        Outcome::Taxonomy(shown) => taxonomy::shown(shown),
         Outcome::Deliveries(report) => deliveries(report),
         Outcome::ReplayDeliveries { queued } => format!("{queued} deliveries queued again\n"),
         Outcome::Feedback { given, not_found } => format!(

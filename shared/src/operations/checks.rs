@@ -6,7 +6,7 @@ use deadpool_postgres::Pool;
 use super::{
     audit::Operator,
     train::{self, TrainSource},
-    Request, CONFIRM_ABOVE_JOBS,
+    Request, TaxonomyAction, TaxonomyFile, CONFIRM_ABOVE_JOBS,
 };
 use crate::{
     config::Config,
@@ -108,26 +108,34 @@ pub(super) fn no_local_files(request: &Request, operator: &Operator) -> Result<(
     if operator.lambda_host().is_none() {
         return Ok(());
     }
-    let refused = |field: &str| {
+    let refused = |field: &str, instead: &str| {
         Err(InvalidRequest::new(
             field,
-            "the ops Lambda reads no local files: give shipped, s3://BUCKET/KEY or feedback \
-             (set:shipped, set:s3://BUCKET/KEY, results:DAYS or feedback:DAYS to train)"
-                .into(),
+            format!("the ops Lambda reads no local files: {instead}"),
         ))
     };
+    let sets = "give shipped, s3://BUCKET/KEY or feedback (set:shipped, set:s3://BUCKET/KEY, \
+                results:DAYS or feedback:DAYS to train)";
     match request {
         Request::Eval {
             set: Some(SetSource::Path(_)),
             ..
-        } => refused("set"),
+        } => refused("set", sets),
         Request::Train { sources, .. }
             if sources
                 .iter()
                 .any(|s| matches!(s, TrainSource::Set(SetSource::Path(_)))) =>
         {
-            refused("from")
+            refused("from", sets)
         }
+        Request::Taxonomy {
+            action: TaxonomyAction::Add {
+                file: TaxonomyFile::Path(_),
+            },
+        } => refused(
+            "file",
+            "give the taxonomy itself: \"file\": {\"name\": ...}",
+        ),
         _ => Ok(()),
     }
 }

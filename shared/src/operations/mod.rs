@@ -14,6 +14,7 @@ pub mod redrive;
 pub mod reprocess;
 mod request;
 pub mod shadow;
+pub mod taxonomy;
 pub mod train;
 
 use std::time::{Duration, Instant};
@@ -27,7 +28,9 @@ use checks::{
     configured_policy, confirmed, confirmed_eval, known_to_this_build, no_local_files, priced,
     usable, within,
 };
-pub use request::{FeedbackItem, FeedbackItems, HumanDuration, Request, Since};
+pub use request::{
+    FeedbackItem, FeedbackItems, HumanDuration, Request, Since, TaxonomyAction, TaxonomyFile,
+};
 
 use crate::{
     config::Config,
@@ -103,6 +106,9 @@ pub enum Outcome {
     },
     Trained(train::Trained),
     Models(Vec<StoredModel>),
+    TaxonomyAdded(crate::pipeline::taxonomy::Added),
+    Taxonomies(Vec<crate::pipeline::taxonomy::Listed>),
+    Taxonomy(Box<taxonomy::Shown>),
 }
 
 /// The sweeper's tick (Lambda, `triage sweeper`, `triage dev`): the pipeline's sweep, then the
@@ -426,6 +432,7 @@ async fn execute(
             Outcome::Trained(train::train(pool, &policy, &sources, columns, operator).await?)
         }
         Request::Models => Outcome::Models(train::list(pool).await?),
+        Request::Taxonomy { action } => taxonomy::run(pool, action).await?,
         Request::Audit { limit } => {
             let limit = limit.unwrap_or(DEFAULT_AUDIT_ROWS);
             within("limit", limit, MAX_AUDIT_ROWS)?;

@@ -254,6 +254,11 @@ pub enum Request {
     },
     /// The local classifiers stored, newest first.
     Models,
+    /// The desk's taxonomies (docs/taxonomy.md): store one, list them, show one.
+    Taxonomy {
+        #[command(subcommand)]
+        action: TaxonomyAction,
+    },
     /// The operator commands run, newest first: who, what, with which parameters.
     Audit {
         /// At most this many (default 50).
@@ -282,8 +287,45 @@ impl Request {
             Request::Feedback { .. } => "feedback",
             Request::Train { .. } => "train",
             Request::Models => "models",
+            Request::Taxonomy { .. } => "taxonomy",
             Request::Audit { .. } => "audit",
         }
+    }
+}
+
+/// What `triage taxonomy` does. In the ops payload: `{"op": "taxonomy", "action": "list"}`,
+/// `"action": {"show": {"version": V}}`, `"action": {"add": {"file": {...the taxonomy...}}}`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, clap::Subcommand)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum TaxonomyAction {
+    /// Store a taxonomy file (its format: docs/taxonomy.md) under its content's version,
+    /// `<name>-<12 hex>`; a bad file is refused naming the field, and nothing is stored.
+    Add {
+        /// The file (the ops Lambda takes the taxonomy itself, as JSON, instead of a path).
+        #[arg(value_name = "FILE")]
+        file: TaxonomyFile,
+    },
+    /// The stored taxonomies, newest first.
+    List,
+    /// One stored taxonomy: its departments, their definitions and groups, the urgency rule.
+    Show {
+        /// As `triage taxonomy list` shows it, e.g. bank-3f9a0c1d2e4b.
+        version: String,
+    },
+}
+
+/// A taxonomy to add: a local file's path (the CLI), or the taxonomy itself (the ops payload).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum TaxonomyFile {
+    Path(std::path::PathBuf),
+    Inline(serde_json::Value),
+}
+
+impl FromStr for TaxonomyFile {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(TaxonomyFile::Path(s.into()))
     }
 }
 

@@ -142,3 +142,41 @@ async fn an_eval_may_choose_the_interactive_lane_and_so_the_online_tier() {
         .await;
     assert_eq!((lanes, bulk), (1, 0));
 }
+
+/// The ops payload carries the taxonomy itself; a path is refused like a set's, unread.
+#[tokio::test]
+async fn the_ops_lambda_stores_a_taxonomy_given_itself_and_refuses_a_path() {
+    let app = spawn_app().await;
+    let existing = std::env::current_exe().unwrap();
+    for path in [existing.to_str().unwrap(), "/no/such/taxonomy.json"] {
+        let add = json!({"op": "taxonomy", "action": {"add": {"file": path}}});
+        let (field, reason) = refusal(as_lambda(&app, 256, add).await);
+        assert_eq!(field, "file", "{reason}");
+        assert!(reason.contains("no local files"), "{reason}");
+    }
+    assert_eq!(app.count("SELECT count(*) FROM taxonomy").await, 0);
+
+    let taxonomy = json!({"name": "shop", "departments": [
+        {"name": "returns", "description": "Sending an order back."},
+        {"name": "delivery", "description": "Where an order is.", "zendesk_group_id": 360002}],
+        "urgent": "The customer cannot pay.", "urgent_threshold": 0.5});
+    let add = json!({"op": "taxonomy", "action": {"add": {"file": taxonomy}}});
+    let added = as_lambda(&app, 256, add).await.unwrap();
+    let version = added["policy_version"].as_str().unwrap().to_string();
+    assert!(version.starts_with("shop-") && version.len() == "shop-".len() + 12);
+    assert_eq!(
+        (&added["departments"], &added["new"]),
+        (&json!(2), &json!(true))
+    );
+    let listed = as_lambda(&app, 256, json!({"op": "taxonomy", "action": "list"}))
+        .await
+        .unwrap();
+    assert_eq!(listed[0]["policy_version"], version.as_str(), "{listed}");
+    let show = json!({"op": "taxonomy", "action": {"show": {"version": version}}});
+    let shown = as_lambda(&app, 256, show).await.unwrap();
+    assert_eq!(
+        shown["departments"][1]["zendesk_group_id"], 360002,
+        "{shown}"
+    );
+    assert_eq!(shown["urgent"], "The customer cannot pay.");
+}

@@ -43,6 +43,7 @@ async fn the_ops_lambda_accepts_every_payload_in_the_runbook() {
             "resume",
             "shadow_diff",
             "stats",
+            "taxonomy",
             "train"
         ]
     );
