@@ -18,7 +18,7 @@ pub struct Added {
 }
 
 /// A stored taxonomy as listed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Listed {
     pub policy_version: String,
     pub name: String,
