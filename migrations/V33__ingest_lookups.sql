@@ -60,13 +60,15 @@ RETURN 'evt_' || left(encode(sha256(convert_to(ticket::text || '/' || result_key
 -- ticket costs one index probe for them and one for a result; the links' tickets are read (by
 -- primary key) only when there are links. The lookups run before this ticket's own rows exist.
 --
+-- The job carries the taxonomy it was ingested under, `new_policy` (V30; docs/taxonomy.md).
+--
 -- With `rpm` (NULL: no rate) the request is counted first: past the rate, `refused` is 'rate'
 -- and nothing is counted or written. With `quota` (NULL: none) the ticket is counted next:
 -- past it, 'quota', and only the request's count is kept (as every refused request counts
 -- against the rate).
 CREATE FUNCTION ticket_ingest(new_id uuid, new_subject text, new_message text, new_key text,
                               new_prompt text, new_model text, new_owner text,
-                              hold_seconds float8, rpm int, quota int,
+                              hold_seconds float8, rpm int, quota int, new_policy text,
                               OUT created timestamptz, OUT refused text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -102,8 +104,9 @@ BEGIN
         INSERT INTO ticket_evaluation (ticket_id, idempotency_key, prompt_version, model_version)
         VALUES (new_id, new_key, new_prompt, new_model)
     ), job AS (
-        INSERT INTO evaluation_outbox (ticket_id, idempotency_key, prompt_version, model_version)
-        VALUES (new_id, new_key, new_prompt, new_model)
+        INSERT INTO evaluation_outbox
+            (ticket_id, idempotency_key, prompt_version, model_version, policy_version)
+        VALUES (new_id, new_key, new_prompt, new_model, new_policy)
         ON CONFLICT (idempotency_key) DO NOTHING
     )
     SELECT created_at INTO created FROM new_ticket;

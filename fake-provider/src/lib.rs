@@ -42,7 +42,7 @@ pub mod zendesk;
 
 pub use batch::BatchSummary;
 pub use behavior::{Behavior, Flex, LimitHeaders};
-pub use departments::{classify, DEPARTMENTS};
+pub use departments::{classify, classify_in, DEPARTMENTS};
 pub use gate::Gate;
 pub use ledger::{
     prefix_tokens, usage_for, Api, CallRecord, TokenUsage, WaitTimedOut, OUTPUT_TOKENS,

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use hyper::StatusCode;
 use serde_json::{json, Value};
 
-use crate::{classify, prefix_tokens, Api, Behavior, TokenUsage};
+use crate::{departments::classify_in, prefix_tokens, Api, Behavior, TokenUsage};
 
 /// What the fake read from a request.
 #[derive(Clone)]
@@ -17,6 +17,9 @@ pub(crate) struct Call {
     pub model: String,
     /// Anthropic: the tool the request forces, which the answer must use.
     pub tool: String,
+    /// The departments the request's output schema allows (a desk's taxonomy); empty when it
+    /// names none, and [`classify_in`] answers in `policy-v1`'s.
+    pub departments: Vec<String>,
     pub prefix: Prefix,
     /// What the answer reports, set once the prompt cache has been asked.
     pub usage: TokenUsage,
@@ -54,6 +57,19 @@ impl Call {
             .map(|i| text_of(&messages[i]["content"]))
             .unwrap_or_default();
         let model = body["model"].as_str().unwrap_or_default().to_owned();
+        let schema = match api {
+            Api::Anthropic => &body["tools"][0]["input_schema"],
+            Api::OpenAi => &body["response_format"]["json_schema"]["schema"],
+        };
+        let departments = schema["properties"]["department"]["enum"]
+            .as_array()
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
         let (tool, prefix) = match api {
             Api::Anthropic => (
                 body["tool_choice"]["name"].as_str(),
@@ -79,6 +95,7 @@ impl Call {
             ticket_text,
             model,
             tool: tool.unwrap_or("record_triage").to_owned(),
+            departments,
             prefix,
             usage: TokenUsage::default(),
         }
@@ -165,7 +182,13 @@ pub(crate) fn reply(behavior: &Behavior, api: Api, call: &Call) -> Reply {
             }
         }
         Behavior::Delay(_, inner) | Behavior::Held(_, inner) => return reply(inner, api, call),
-        Behavior::Classify => return answer(api, call, Answer::Json(classify(&call.ticket_text))),
+        Behavior::Classify => {
+            return answer(
+                api,
+                call,
+                Answer::Json(classify_in(&call.ticket_text, &call.departments)),
+            )
+        }
         Behavior::Answer(value) => return answer(api, call, Answer::Json(value.clone())),
         Behavior::OutOfContract => {
             let value = json!({"is_urgent": 0.5, "department": "legal", "urgency_score": 0.5});

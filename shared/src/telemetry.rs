@@ -187,6 +187,11 @@ pub mod metric {
     pub fn unpriced() {
         counter!("outbox.unpriced").increment(1);
     }
+    /// A job (or the configured policy) whose taxonomy is not stored or does not read back as
+    /// its version: its jobs wait (`TaxonomyUnusableAlarm`).
+    pub fn taxonomy_unusable() {
+        counter!("outbox.taxonomy_unusable").increment(1);
+    }
     /// A worker invocation refused because its times do not fit (`setting` is the one to change).
     pub fn invocation_refused(setting: &str) {
         counter!("worker.invocation_refused", "setting" => setting.to_string()).increment(1);

@@ -14,18 +14,44 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct IdempotencyKey(String);
 
+/// The built-in policy, the only one the key does not name: its keys are the article's,
+/// byte for byte (the seed's vectors), so existing results keep meeting their tickets.
+pub const BUILT_IN_POLICY: &str = "policy-v1";
+
 impl IdempotencyKey {
+    /// The key under the built-in policy: `{message, model, prompt, subject}`.
     pub fn derive(subject: &str, message: &str, prompt_version: &str, model_version: &str) -> Self {
+        Self::derive_under(
+            subject,
+            message,
+            prompt_version,
+            model_version,
+            BUILT_IN_POLICY,
+        )
+    }
+
+    /// The key under `policy_version`: a stored taxonomy adds a fifth field, `policy`, so two
+    /// taxonomies never share a cached answer under the same prompt and model
+    /// (docs/taxonomy.md, "The key").
+    pub fn derive_under(
+        subject: &str,
+        message: &str,
+        prompt_version: &str,
+        model_version: &str,
+        policy_version: &str,
+    ) -> Self {
+        let policy = (policy_version != BUILT_IN_POLICY).then_some(policy_version);
         // Keys in sorted order, as `sort_keys=True` emits them.
         let fields = [
-            ("message", python_strip(message)),
-            ("model", model_version),
-            ("prompt", prompt_version),
-            ("subject", python_strip(subject)),
+            Some(("message", python_strip(message))),
+            Some(("model", model_version)),
+            policy.map(|policy| ("policy", policy)),
+            Some(("prompt", prompt_version)),
+            Some(("subject", python_strip(subject))),
         ];
-        let mut blob = String::with_capacity(64 + subject.len() + message.len());
+        let mut blob = String::with_capacity(96 + subject.len() + message.len());
         blob.push('{');
-        for (i, (name, value)) in fields.iter().enumerate() {
+        for (i, (name, value)) in fields.iter().flatten().enumerate() {
             if i > 0 {
                 blob.push_str(", ");
             }
@@ -127,6 +153,32 @@ mod tests {
                 IdempotencyKey::derive(&v.subject, &v.message, &v.prompt_version, &v.model_version);
             assert_eq!(key.as_str(), v.key, "subject {:?}", v.subject);
         }
+    }
+
+    /// `json.dumps({..., "policy": "bank-3f2a9c1b0d4e"}, sort_keys=True, ensure_ascii=False)`,
+    /// hashed as the article does; without the field, the built-in policy's key.
+    #[test]
+    fn a_stored_taxonomy_is_named_in_the_key_and_the_built_in_policy_is_not() {
+        let (subject, message) = (
+            "Printer on fire",
+            "The printer on floor 3 is literally on fire.",
+        );
+        let under = |policy| {
+            IdempotencyKey::derive_under(subject, message, "triage-v6", "gpt-6-luna@medium", policy)
+        };
+        assert_eq!(
+            under("bank-3f2a9c1b0d4e").as_str(),
+            "944b5c7cf7273447dbb5ab582f7f05fa"
+        );
+        assert_eq!(
+            under(BUILT_IN_POLICY).as_str(),
+            "bacc0ab7851952279203a9e74892b395"
+        );
+        assert_eq!(
+            under(BUILT_IN_POLICY),
+            IdempotencyKey::derive(subject, message, "triage-v6", "gpt-6-luna@medium")
+        );
+        assert_ne!(under("bank-3f2a9c1b0d4e"), under("shop-0123456789ab"));
     }
 
     #[test]

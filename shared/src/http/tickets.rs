@@ -21,8 +21,8 @@ use crate::{
         feedback::{self, Labels},
         ingest::{self, NewTicket, Outcome, Submitter},
         reads::read,
+        taxonomy,
     },
-    providers::Policy,
 };
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -162,12 +162,17 @@ pub async fn give_feedback(
             _ => Problem::bad_request(format!("request body is not valid JSON: {e}")),
         }
     })?;
-    let policy = Policy::load(state.config.versions.policy.as_str()).ok_or_else(|| {
+    // The deployment's policy (SPEC: feedback is validated under TRIAGE_POLICY_VERSION).
+    let configured = state.config.versions.policy.as_str();
+    let client = crate::db::client(&state.pool).await?;
+    let policy = taxonomy::policy(&client, configured).await?.map_err(|unusable| {
+        tracing::error!(error = %unusable, "feedback refused: TRIAGE_POLICY_VERSION cannot be loaded");
         Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "policy not in this build",
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the deployment's taxonomy cannot be loaded",
         )
     })?;
+    drop(client);
     if !policy.departments.contains(&labels.department) {
         return Err(Problem::unprocessable(format!(
             "department {:?} is not one of {}",

@@ -60,12 +60,18 @@ pub(super) fn confirmed_eval(jobs: i64) -> Result<(), InvalidRequest> {
     ))
 }
 
-/// The configured policy (departments and threshold), which this build must have.
+/// The configured policy (departments and threshold) for the operations that queue or learn
+/// under it (eval, train, reprocess): a built-in one. They do not follow a stored taxonomy yet
+/// (docs/taxonomy.md), and refuse one rather than work under another policy.
 pub(super) fn configured_policy(config: &Config) -> Result<Policy, InvalidRequest> {
-    Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
+    let version = config.versions.policy.as_str();
+    Policy::load(version).ok_or_else(|| {
         InvalidRequest::new(
             "policy",
-            "the configured policy is not in this build".into(),
+            format!(
+                "TRIAGE_POLICY_VERSION is {version:?}, a stored taxonomy: eval, train and \
+                 reprocess work under a built-in policy only so far (docs/taxonomy.md)"
+            ),
         )
     })
 }

@@ -183,6 +183,7 @@ async fn execute(
             confirm,
         } => {
             known_to_this_build(&prompt_version)?;
+            configured_policy(config)?;
             let versions = pair(prompt_version, model_version);
             usable(pool, config, &versions.model_version).await?;
             let plan = reprocess::Plan {
@@ -390,7 +391,12 @@ async fn execute(
         Request::Feedback { items } => {
             let items = items.0;
             within("items", items.len() as i64, MAX_FEEDBACK_ITEMS)?;
-            let policy = configured_policy(config)?;
+            let client = crate::db::client(pool).await?;
+            let configured = config.versions.policy.as_str();
+            let policy = crate::pipeline::taxonomy::policy(&client, configured)
+                .await?
+                .map_err(|unusable| InvalidRequest::new("policy", unusable.to_string()))?;
+            drop(client);
             // All checked before any is stored: a bad item changes nothing.
             if let Some(bad) = items
                 .iter()

@@ -89,15 +89,15 @@ pub enum Outcome {
 }
 
 /// Ticket, link and job in one statement: one round trip, one implicit transaction. The work
-/// is `ticket_ingest`'s (migration V33): the request's rate (`$9`) and the ticket's daily
-/// quota (`$10`) counted first when set, `ON CONFLICT DO NOTHING` on the job, the dedup hold
+/// is `ticket_ingest`'s (migration V33): the job under the deployment's policy (`$11`), the
+/// request's rate (`$9`) and the ticket's daily quota (`$10`) counted first when set, `ON CONFLICT DO NOTHING` on the job, the dedup hold
 /// (docs/dedup.md: a ticket whose content another owner sent first reads as pending for a
 /// random 0.5 to 1.5 times `$8` seconds), and the announcement of a duplicate whose content
 /// already has a result. A function of small statements because the pool's sessions plan
 /// every execution (docs/database.md): as one statement of four CTEs and two joined probes,
 /// its planning was half of each ticket's database work (docs/benchmarks.md).
 const INSERT_TICKET_AND_JOB: &str =
-    "SELECT created, refused FROM ticket_ingest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+    "SELECT created, refused FROM ticket_ingest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
 /// Ticket, link and job on `client`, inside a transaction of the caller's that writes more
 /// beside them (the Zendesk connector's row of the desk's ticket); no rate or quota is counted.
@@ -246,11 +246,12 @@ async fn insert(
     submitter: Submitter<'_>,
     id: TicketId,
 ) -> Result<Outcome> {
-    let key = IdempotencyKey::derive(
+    let key = IdempotencyKey::derive_under(
         &ticket.subject,
         &ticket.message,
         versions.prompt.as_str(),
         versions.model.as_str(),
+        versions.policy.as_str(),
     );
     // Prepared once per connection (deadpool's statement cache): `query_one(&str)` would
     // prepare on every call, a second round trip and a parse and plan on the server each time.
@@ -269,6 +270,7 @@ async fn insert(
                 &submitter.dedup_hold.as_secs_f64(),
                 &submitter.rate_per_minute.map(limit),
                 &submitter.daily_quota.map(limit),
+                &versions.policy.as_str(),
             ],
         )
         .await?;

@@ -1,5 +1,7 @@
 //! The pipeline, in the ticket's order: [`ingest`] writes ticket and job in one statement,
-//! [`outbox`] claims jobs and changes their state (fenced), [`worker`] runs one invocation
+//! [`outbox`] claims jobs and changes their state (fenced), [`answering`] holds the policy and
+//! prompts each job is answered under (the built-in one, or a stored [`taxonomy`]),
+//! [`worker`] runs one invocation
 //! ([`cascade`]: a local classifier first, provisional answers while the model is away;
 //! [`batch_tier`]: provider batches), [`turn`] decides and writes what becomes of a job's
 //! turn, [`sweep`] returns expired leases; [`delivery`] announces results to subscribers;
@@ -12,6 +14,7 @@
 //! use the steps, the ledger, the outbox's machinery and the limits below them, never each
 //! other. Uses config, providers, db, telemetry and domain; never an entry point.
 
+pub mod answering;
 pub mod batch_tier;
 pub mod cascade;
 pub mod delivery;

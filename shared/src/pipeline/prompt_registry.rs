@@ -3,38 +3,18 @@
 //! under an existing version would make the cache serve answers to the old text as if they
 //! were answers to the new one. A worker whose text differs refuses to run.
 //!
-//! The hash covers the text as sent to the model, the policy's departments filled in: the key
-//! does not name the policy either.
+//! The hash covers the text as sent to the model, the policy's departments filled in. The
+//! built-in policy's prompts are recorded under their version (its keys do not name the
+//! policy); a stored taxonomy's under `<version>/<policy version>` (`Prompt::registered_as`).
 
 use deadpool_postgres::Pool;
 use sha2::{Digest, Sha256};
 
-use std::collections::HashMap;
-
 use crate::{
-    config::Config,
     db,
-    domain::{
-        error::{ConfigError, Result},
-        versions::PromptVersion,
-    },
-    providers::{Policy, Prompt},
+    domain::error::{ConfigError, Result},
+    providers::Prompt,
 };
-
-/// The policy the deployment names and every prompt version of this build under it: what a
-/// worker, or the sweeper collecting batches, holds answers to.
-pub fn for_build(config: &Config) -> Result<(Policy, HashMap<PromptVersion, Prompt>), ConfigError> {
-    let policy = Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
-        ConfigError::invalid(
-            "TRIAGE_POLICY_VERSION",
-            format!("{:?} is not in this build", config.versions.policy.as_str()),
-        )
-    })?;
-    let prompts = Prompt::known_versions()
-        .filter_map(|v| Some((v.parse().ok()?, Prompt::load(v, &policy)?)))
-        .collect();
-    Ok((policy, prompts))
-}
 
 /// Records the versions seen for the first time and returns the stored hash of every version.
 /// The no-op update makes `RETURNING` give the stored row also when it exists already (or was
@@ -52,10 +32,10 @@ pub async fn verify<'a>(pool: &Pool, prompts: impl IntoIterator<Item = &'a Promp
     let mut prompts: Vec<&Prompt> = prompts.into_iter().collect();
     // Rows are locked in this order; workers starting together must agree on it, or their
     // upserts deadlock.
-    prompts.sort_by(|a, b| a.version.cmp(&b.version));
+    prompts.sort_by(|a, b| a.registered_as.cmp(&b.registered_as));
     let (versions, hashes): (Vec<&str>, Vec<String>) = prompts
         .into_iter()
-        .map(|p| (p.version.as_str(), sha256(&p.text)))
+        .map(|p| (p.registered_as.as_str(), sha256(&p.text)))
         .unzip();
     let client = db::client(pool).await?;
     let rows = client.query(RECORD, &[&versions, &hashes]).await?;

@@ -17,6 +17,7 @@ use crate::{
     db,
     domain::error::Result,
     pipeline::{
+        answering::Policies,
         batch_tier::{BatchReport, BatchTier},
         cascade::provisional::{self, Reason},
         erase, ingest, ledger,
@@ -25,7 +26,6 @@ use crate::{
             claim::Serves,
             lease::{self, Queue},
         },
-        prompt_registry,
         reads::report::{self, Health},
     },
     providers::Tier,
@@ -77,8 +77,8 @@ impl Sweeper {
                     "sweeper-{}",
                     &uuid::Uuid::new_v4().simple().to_string()[..8]
                 );
-                let answering = prompt_registry::for_build(&config)?;
-                BatchTier::new(pool.clone(), config.clone(), caller, answering)?
+                let policies = Arc::new(Policies::new());
+                BatchTier::new(pool.clone(), config.clone(), caller, policies)?
             }
             Tier::Online | Tier::Flex => None,
         };

@@ -6,7 +6,10 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
 
-use crate::domain::{error::Result, taxonomy::Taxonomy};
+use crate::{
+    domain::{error::Result, taxonomy::Taxonomy},
+    providers::Policy,
+};
 
 /// What `triage taxonomy add` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -85,6 +88,18 @@ pub async fn load(
         ))),
         Err(e) => Err(unreadable(e.to_string())),
     })
+}
+
+/// The policy `version` names: a built-in one, or a stored taxonomy's (read from the
+/// database; `pipeline::answering` keeps what a worker reads).
+pub async fn policy(
+    client: &impl GenericClient,
+    version: &str,
+) -> Result<std::result::Result<Policy, Unusable>> {
+    if let Some(built_in) = Policy::load(version) {
+        return Ok(Ok(built_in));
+    }
+    Ok(load(client, version).await?.map(Policy::of_taxonomy))
 }
 
 /// Every stored taxonomy, newest first.

@@ -199,6 +199,7 @@ pub(super) async fn baseline(
         version: String::new(),
         text: String::new(),
         framing: Framing::Plain,
+        registered_as: String::new(),
     };
     let model = ModelVersion::rules();
     let mut scored = Vec::with_capacity(rows.len());

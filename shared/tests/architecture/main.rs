@@ -47,7 +47,13 @@ const PIPELINE_LAYERS: &[&[&str]] = &[
     ],
     &["ledger"],
     &["invocation", "outbox"],
-    &["limits", "pause", "prompt_registry", "taxonomy"],
+    &[
+        "answering",
+        "limits",
+        "pause",
+        "prompt_registry",
+        "taxonomy",
+    ],
 ];
 
 /// The runners of `pipeline/` share nothing with each other but what the layers below hold.

@@ -30,6 +30,7 @@ mod roles;
 mod secrets;
 mod security;
 mod sweep;
+mod taxonomy;
 mod tls;
 mod tls_postgres;
 mod worker;

@@ -24,7 +24,10 @@ use super::{
 use crate::{
     db,
     domain::versions::ModelVersion,
-    pipeline::feedback::{self, Agreement},
+    pipeline::{
+        feedback::{self, Agreement},
+        taxonomy,
+    },
     quality::view::{self as quality, RunFigures, Split, StoredRun, NO_ANSWER},
 };
 
@@ -47,8 +50,9 @@ pub(super) async fn show(
 ) -> Result<Response, PageError> {
     let Query(choice) = query.map_err(|r| PageError::bad_request(r.body_text()))?;
     let config = &state.app.config;
-    let policy = crate::providers::Policy::load(config.versions.policy.as_str())
-        .ok_or_else(|| PageError::bad_request("the configured policy is not in this build"))?;
+    let configured_policy = config.versions.policy.as_str();
+    let loaded = taxonomy::policy(&db::client(&state.app.pool).await?, configured_policy).await?;
+    let policy = loaded.map_err(|unusable| PageError::bad_request(unusable.to_string()))?;
     let configured =
         quality::configured_digest_now(config.quality.set.as_deref(), &policy, &state.app.pool)
             .await?;

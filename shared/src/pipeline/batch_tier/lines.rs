@@ -8,7 +8,7 @@ use deadpool_postgres::GenericClient;
 use super::BatchTier;
 use crate::{
     db,
-    domain::error::Result,
+    domain::error::{Error, Result},
     pipeline::{
         ledger::{self, CallId, CallOutcome, CallRecord},
         outbox::ClaimedJob,
@@ -50,9 +50,16 @@ impl BatchTier {
                 }
             },
         };
+        // Taxonomies are never removed: one that cannot be read is the database's fault, and
+        // the next tick collects the line again.
+        let policy = self.policies.get(&self.pool, job.policy_version.as_str());
+        let answering = policy
+            .await?
+            .map_err(|unusable| Error::unavailable("taxonomy", unusable))?;
         let prices = &self.config.provider.prices;
         let batch = (Duration::ZERO, Tier::Batch);
-        let (record, checked) = ledger::billed_answer(job, reply, batch, &self.policy, prices);
+        let policy = &answering.policy;
+        let (record, checked) = ledger::billed_answer(job, reply, batch, policy, prices);
         let (turn, error) = turn::of_answer(&checked);
         // The batch used none of the online rate limit (no correction, no hold) and says
         // nothing about the online endpoint (the breaker is left alone).

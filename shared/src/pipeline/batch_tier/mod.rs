@@ -12,7 +12,6 @@
 mod lines;
 
 use std::{
-    collections::HashMap,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -23,11 +22,9 @@ use serde::Serialize;
 use crate::{
     config::Config,
     db,
-    domain::{
-        error::{ConfigError, Result},
-        versions::PromptVersion,
-    },
+    domain::error::{ConfigError, Result},
     pipeline::{
+        answering::Policies,
         ledger::CallId,
         limits::budget,
         outbox::{
@@ -36,10 +33,7 @@ use crate::{
         },
         turn::WRITE_MARGIN,
     },
-    providers::{
-        Batch, BatchClient, BatchState, FailureKind, LineOutcome, Policy, Prompt, ProviderError,
-        Tier,
-    },
+    providers::{Batch, BatchClient, BatchState, FailureKind, LineOutcome, ProviderError, Tier},
 };
 
 /// How long one worker has a submission to itself while it polls or collects it.
@@ -49,15 +43,14 @@ const POLL_LEASE: Duration = Duration::from_secs(120);
 /// a line-by-line collection; the next tick takes the rest.
 const SUBMISSIONS_PER_TICK: i64 = 20;
 
-/// A provider's batch API with what collecting its lines needs: the pool, the policy their
-/// answers are held to, the prompts they were priced by.
+/// A provider's batch API with what collecting its lines needs: the pool, the policies their
+/// answers are held to and the prompts they were priced by (each line's own).
 pub struct BatchTier {
     pool: Pool,
     config: Arc<Config>,
     /// Who the lines' ledger rows name: the worker, or the sweeper, that tends the batches.
     caller: String,
-    policy: Policy,
-    prompts: HashMap<PromptVersion, Prompt>,
+    policies: Arc<Policies>,
     client: BatchClient,
 }
 
@@ -77,12 +70,12 @@ pub struct BatchReport {
 
 impl BatchTier {
     /// The configured provider's batch API when `TRIAGE_BULK_TIER=batch`, else `None`. Lines'
-    /// ledger rows name `caller`; answers are held to `policy`, lines priced from `prompts`.
+    /// ledger rows name `caller`; each line is held to its job's policy in `policies`.
     pub fn new(
         pool: Pool,
         config: Arc<Config>,
         caller: String,
-        (policy, prompts): (Policy, HashMap<PromptVersion, Prompt>),
+        policies: Arc<Policies>,
     ) -> Result<Option<Self>> {
         if config.worker.bulk_tier != Tier::Batch {
             return Ok(None);
@@ -98,8 +91,7 @@ impl BatchTier {
             pool,
             config,
             caller,
-            policy,
-            prompts,
+            policies,
             client,
         }))
     }
@@ -110,17 +102,19 @@ impl BatchTier {
 
     /// What the daily budget holds for a line until its result is costed: its worst case at
     /// the batch price.
+    /// A job whose policy this process has not loaded yet is estimated under the built-in
+    /// one's prompts (a line's policy is loaded before its line is started).
     pub fn estimate_usd(&self, job: &ClaimedJob) -> f64 {
-        let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
+        let answering = self
+            .policies
+            .loaded(job.policy_version.as_str())
+            .unwrap_or_else(|| self.policies.built_in().clone());
+        let Some(prompt) = answering.prompt(&job.versions.prompt_version) else {
             // No line is sent for a prompt this build does not know.
             return 0.0;
         };
-        job.worst_case_usd(
-            prompt,
-            &self.policy,
-            &self.config.provider.prices,
-            Tier::Batch,
-        )
+        let prices = &self.config.provider.prices;
+        job.worst_case_usd(prompt, &answering.policy, prices, Tier::Batch)
     }
     /// Polls the open submissions (at most [`SUBMISSIONS_PER_TICK`], each held under its poll
     /// lease so a worker and the sweeper never tend one together), adopts, collects and, with

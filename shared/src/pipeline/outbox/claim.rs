@@ -57,10 +57,10 @@ WITH claimed AS (
         LIMIT $3
     )
     RETURNING id, ticket_id, idempotency_key, prompt_version, model_version, attempts, claim_token,
-              lane
+              lane, policy_version
 )
 SELECT c.id, c.ticket_id, c.idempotency_key, c.prompt_version, c.model_version, c.attempts,
-       c.claim_token, t.subject, t.message, c.lane
+       c.claim_token, t.subject, t.message, c.lane, c.policy_version
 FROM claimed c JOIN ticket t ON t.id = c.ticket_id
 "#
 );

@@ -38,6 +38,9 @@ pub struct ClaimedJob {
     pub subject: String,
     pub message: String,
     pub lane: Lane,
+    /// The policy (built-in or a stored taxonomy) the job was ingested under, which its answer
+    /// is held to (`pipeline::answering`).
+    pub policy_version: PolicyVersion,
 }
 
 /// Closes the job if this worker still holds it: `$1` id, `$2` claim token, `$3` how it
@@ -132,7 +135,7 @@ impl ClaimedJob {
     }
 
     /// A claimed job from a row of `id, ticket_id, idempotency_key, prompt_version,
-    /// model_version, attempts, claim_token, subject, message, lane`.
+    /// model_version, attempts, claim_token, subject, message, lane, policy_version`.
     pub(super) fn from_row(row: &tokio_postgres::Row, lease_ends: Instant) -> Self {
         Self {
             id: OutboxId(row.get(0)),
@@ -148,6 +151,7 @@ impl ClaimedJob {
             subject: row.get(7),
             message: row.get(8),
             lane: Lane::from_stored(row.get(9)),
+            policy_version: row.get(10),
         }
     }
 
@@ -160,12 +164,11 @@ impl ClaimedJob {
         Ok(row.is_some())
     }
 
-    /// Stores the evaluation and closes the job, atomically.
+    /// Stores the evaluation, under the job's policy, and closes the job, atomically.
     pub async fn complete(
         &self,
         client: &impl GenericClient,
         evaluation: &Evaluation,
-        policy: &PolicyVersion,
     ) -> Result<Fencing> {
         let statement = client.prepare_cached(STORE_RESULT_AND_MARK_DONE).await?;
         let row = client
@@ -181,7 +184,7 @@ impl ClaimedJob {
                     &evaluation.urgency_score,
                     &self.versions.model_version,
                     &self.versions.prompt_version,
-                    policy,
+                    &self.policy_version,
                     &evaluation.answered_by.as_str(),
                 ],
             )

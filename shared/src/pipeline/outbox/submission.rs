@@ -276,7 +276,7 @@ pub async fn jobs(
         .query(
             r#"
             SELECT o.id, o.ticket_id, o.idempotency_key, o.prompt_version, o.model_version,
-                   o.attempts, o.claim_token, t.subject, t.message, o.lane,
+                   o.attempts, o.claim_token, t.subject, t.message, o.lane, o.policy_version,
                    c.id, c.started_at
             FROM evaluation_outbox o JOIN ticket t ON t.id = o.ticket_id
             JOIN batch_submission s ON s.id = o.batch_submission_id
@@ -296,9 +296,9 @@ pub async fn jobs(
         .into_iter()
         .map(|row| {
             let job = ClaimedJob::from_row(&row, lease_ends);
-            let call = row.get::<_, Option<i64>>(10).map(|id| CallId {
+            let call = row.get::<_, Option<i64>>(11).map(|id| CallId {
                 id,
-                started_at: row.get(11),
+                started_at: row.get(12),
             });
             (job, call)
         })

@@ -34,10 +34,16 @@ pub enum Turn<'a> {
     /// No call was started: a daily budget is set and the job's model has no price, so its
     /// spend could not be counted. It waits for one (TRIAGE_PRICES), its attempt given back.
     Unpriced,
+    /// No call was started: the job's taxonomy is not stored, or does not read back as its
+    /// version (never answered under another policy). It waits, its attempt given back, and
+    /// `outbox.taxonomy_unusable` alarms.
+    UnusableTaxonomy,
 }
 
 /// How long a job whose model has no price waits before it is looked at again.
 pub const UNPRICED_WAIT: Duration = Duration::from_secs(300);
+/// How long a job whose taxonomy cannot be loaded waits before it is looked at again.
+pub const UNUSABLE_TAXONOMY_WAIT: Duration = Duration::from_secs(60);
 
 /// What to write.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -76,6 +82,7 @@ pub fn disposition<'a>(
         Turn::NotStarted => return release(false, Duration::ZERO),
         Turn::NoBudget { opens_in } => return release(false, opens_in),
         Turn::Unpriced => return release(false, UNPRICED_WAIT),
+        Turn::UnusableTaxonomy => return release(false, UNUSABLE_TAXONOMY_WAIT),
         Turn::UnknownPrompt => {
             return Disposition::DeadLetter {
                 reason: "unknown_prompt_version",
@@ -301,6 +308,11 @@ mod tests {
             decide(Turn::Unpriced),
             held(UNPRICED_WAIT.as_secs()),
             "no price under a budget: it waits, attempt given back"
+        );
+        assert_eq!(
+            decide(Turn::UnusableTaxonomy),
+            held(UNUSABLE_TAXONOMY_WAIT.as_secs()),
+            "a taxonomy that cannot be loaded: it waits, attempt given back"
         );
         assert_eq!(
             decide(Turn::NoBudget {

@@ -65,11 +65,9 @@ pub async fn carry_out(
 ) -> Result<Outcome> {
     let decided = disposition(turn, job.attempts, breaker_open, &config.worker, &job.key);
     let (fencing, outcome) = match decided {
-        Disposition::Complete(evaluation) => (
-            job.complete(client, evaluation, &config.versions.policy)
-                .await?,
-            Outcome::Evaluated,
-        ),
+        Disposition::Complete(evaluation) => {
+            (job.complete(client, evaluation).await?, Outcome::Evaluated)
+        }
         Disposition::Reschedule { delay, reason } => (
             job.reschedule(client, delay, error, reason).await?,
             Outcome::Rescheduled { reason },

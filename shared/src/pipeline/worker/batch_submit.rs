@@ -94,17 +94,29 @@ impl<P: Provider> Worker<P> {
         let client = db::client(&self.pool).await?;
         let mut lines = Vec::new();
         for job in jobs {
-            let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
-                // The online path knows what to do with a version this build lacks.
+            let answering = self
+                .policies
+                .get(&self.pool, job.policy_version.as_str())
+                .await?;
+            let known = answering
+                .as_ref()
+                .is_ok_and(|a| a.prompt(&job.versions.prompt_version).is_some());
+            let (true, Ok(answering)) = (known, answering) else {
+                // The online path knows what to do with a version this build lacks, or a
+                // taxonomy that cannot be loaded.
                 let _ = job.fall_back_online(&client, None).await?;
                 continue;
             };
             // A cascade's classifier answers what it is sure of: no line for those.
-            if self.answer_locally(&job, Instant::now()).await?.is_some() {
+            if self
+                .answer_locally(&job, &answering, Instant::now())
+                .await?
+                .is_some()
+            {
                 continue;
             }
             match tier.start_line(&client, &job).await? {
-                Some(call) => lines.push((job, prompt, call)),
+                Some(call) => lines.push((job, answering, call)),
                 None => {
                     dedup_hit(&client, &job).await?;
                 }
@@ -122,12 +134,17 @@ impl<P: Provider> Worker<P> {
         let requests: Vec<BatchRequest> = lines
             .iter()
             .zip(&ids)
-            .map(|((job, prompt, _), custom_id)| BatchRequest {
-                custom_id,
-                request: EvaluationRequest {
-                    tier: Tier::Online,
-                    ..self.request(job, prompt, deadline)
-                },
+            .map(|((job, answering, _), custom_id)| {
+                let prompt = answering
+                    .prompt(&job.versions.prompt_version)
+                    .expect("a line's prompt is known");
+                BatchRequest {
+                    custom_id,
+                    request: EvaluationRequest {
+                        tier: Tier::Online,
+                        ..self.request(job, (prompt, &answering.policy), deadline)
+                    },
+                }
             })
             .collect();
         submission::send_started(&client, open.id).await?;

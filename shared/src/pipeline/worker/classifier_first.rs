@@ -12,6 +12,7 @@ use crate::{
     db,
     domain::error::Result,
     pipeline::{
+        answering::Answering,
         cascade::{self, models, provisional},
         outbox::ClaimedJob,
         turn::{carry_out, Outcome, Turn},
@@ -27,13 +28,14 @@ impl<P: Provider> Worker<P> {
     pub(super) async fn answer_locally(
         &self,
         job: &ClaimedJob,
+        answering: &Answering,
         deadline: Instant,
     ) -> Result<Option<Outcome>> {
         let Some(cascade) = job.versions.model_version.cascade() else {
             return Ok(None);
         };
         // A prompt this build does not know is `start`'s to settle.
-        let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
+        let Some(prompt) = answering.prompt(&job.versions.prompt_version) else {
             return Ok(None);
         };
         let client = db::client(&self.pool).await?;
@@ -50,7 +52,7 @@ impl<P: Provider> Worker<P> {
             .await?;
             return Ok(Some(outcome));
         };
-        let request = self.request(job, prompt, deadline);
+        let request = self.request(job, (prompt, &answering.policy), deadline);
         let started = Instant::now();
         let answer = cascade::ask(model, request).await;
         let sure = answer

@@ -21,7 +21,7 @@ mod timing;
 mod write;
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::VecDeque,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
@@ -47,18 +47,16 @@ use crate::pipeline::turn::Outcome;
 use crate::{
     config::Config,
     db,
-    domain::{
-        error::{ConfigError, Result},
-        versions::PromptVersion,
-    },
+    domain::error::{ConfigError, Result},
     pipeline::{
+        answering::{Answering, Policies},
         batch_tier::BatchTier,
         limits::{budget, rate_limit::Limiter},
         outbox::ClaimedJob,
         pause::{self, Paused},
         prompt_registry,
     },
-    providers::{Policy, Prompt, Provider},
+    providers::Provider,
     telemetry::metric,
 };
 
@@ -152,8 +150,8 @@ pub struct Worker<P> {
     provider: P,
     config: Arc<Config>,
     id: String,
-    policy: Policy,
-    prompts: HashMap<PromptVersion, Prompt>,
+    /// The policies its jobs are answered under, each loaded once (`pipeline::answering`).
+    policies: Arc<Policies>,
     /// Set once the prompt registry accepted this build's prompt texts.
     prompts_verified: tokio::sync::OnceCell<()>,
     limiter: Limiter,
@@ -164,9 +162,30 @@ pub struct Worker<P> {
 }
 
 impl<P: Provider> Worker<P> {
+    async fn verify_prompts(&self) -> Result<()> {
+        let built_in = self.policies.built_in();
+        prompt_registry::verify(&self.pool, built_in.prompts.values()).await?;
+        let configured = self.config.versions.policy.as_str();
+        if let Err(unusable) = self.policies.get(&self.pool, configured).await? {
+            metric::taxonomy_unusable();
+            tracing::error!(error = %unusable, "TRIAGE_POLICY_VERSION cannot be loaded: its jobs wait");
+        }
+        Ok(())
+    }
+
+    /// What `job`'s estimates are made with before its policy is loaded: its own when this
+    /// process has it, else the configured one's (loaded before the first claim), else the
+    /// built-in one's. Its call is made under its own, loaded first (`process`).
+    fn answering_now(&self, job: &ClaimedJob) -> Arc<Answering> {
+        let policies = &self.policies;
+        policies
+            .loaded(job.policy_version.as_str())
+            .or_else(|| policies.loaded(self.config.versions.policy.as_str()))
+            .unwrap_or_else(|| policies.built_in().clone())
+    }
+
     /// Refuses a configuration whose lease could expire under a call that is still running.
     pub fn new(pool: Pool, provider: P, config: Arc<Config>) -> Result<Self> {
-        let (policy, prompts) = prompt_registry::for_build(&config)?;
         let worker = &config.worker;
         let prices = &config.provider.prices;
         if let Some(reason) =
@@ -181,15 +200,14 @@ impl<P: Provider> Worker<P> {
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
         let limiter = Limiter::new(config.rate_limit);
-        let answering = (policy.clone(), prompts.clone());
-        let batches = BatchTier::new(pool.clone(), config.clone(), id.clone(), answering)?;
+        let policies = Arc::new(Policies::new());
+        let batches = BatchTier::new(pool.clone(), config.clone(), id.clone(), policies.clone())?;
         Ok(Self {
             pool,
             provider,
             config,
             id,
-            policy,
-            prompts,
+            policies,
             prompts_verified: tokio::sync::OnceCell::new(),
             limiter,
             batches,
@@ -222,9 +240,10 @@ impl<P: Provider> Worker<P> {
             return Err(refused.into());
         }
         // Before the first claim: a worker whose prompt text changed under its version claims
-        // nothing (see `prompt_registry`).
+        // nothing (see `prompt_registry`). The configured policy is loaded with it, so that the
+        // first claim's estimates have its prompts.
         self.prompts_verified
-            .get_or_try_init(|| prompt_registry::verify(&self.pool, self.prompts.values()))
+            .get_or_try_init(|| self.verify_prompts())
             .await?;
         // An operator's pause holds for the whole invocation: read once, at its start.
         let paused = pause::paused(&db::client(&self.pool).await?).await?;

@@ -16,6 +16,7 @@ use crate::{
     db,
     domain::error::Result,
     pipeline::{
+        answering::Answering,
         ledger::{self, CallId, CallOutcome, CallRecord, Start, Withdrawal},
         limits::{breaker, budget},
         outbox::{ClaimedJob, Lane},
@@ -23,7 +24,7 @@ use crate::{
     },
     providers::{
         contract::ContractViolation, ErrorClass, Evaluation, EvaluationRequest, FailureKind,
-        Prompt, Provider, ProviderError, ProviderReply, Tier,
+        Policy, Prompt, Provider, ProviderError, ProviderReply, Tier,
     },
     telemetry::metric,
 };
@@ -57,8 +58,34 @@ impl<P: Provider> Worker<P> {
                 .give_back(&job, deadline, holds, Turn::NotStarted, "")
                 .await;
         }
+        // The job's own policy, loaded the first time this process meets it; a taxonomy that
+        // cannot be loaded is never answered with another one: the job waits for it.
+        let answering = match self
+            .policies
+            .get(&self.pool, job.policy_version.as_str())
+            .await
+        {
+            Ok(Ok(answering)) => answering,
+            Ok(Err(unusable)) => {
+                grant.started(job.id);
+                metric::taxonomy_unusable();
+                tracing::error!(error = %unusable, "the job waits for its taxonomy");
+                let error = unusable.to_string();
+                return self
+                    .give_back(&job, deadline, holds, Turn::UnusableTaxonomy, &error)
+                    .await;
+            }
+            Err(error) if error.is_unavailable() => {
+                grant.started(job.id);
+                holds.database_away.store(true, Ordering::Relaxed);
+                return self
+                    .give_back(&job, deadline, holds, Turn::NotStarted, "")
+                    .await;
+            }
+            Err(error) => return Err(error),
+        };
         // A cascade's local classifier first: a sure answer needs no call.
-        match self.answer_locally(&job, deadline).await {
+        match self.answer_locally(&job, &answering, deadline).await {
             Ok(None) => {}
             Ok(Some(outcome)) => {
                 grant.started(job.id);
@@ -86,7 +113,7 @@ impl<P: Provider> Worker<P> {
                 .give_back(&job, deadline, holds, Turn::Unpriced, &reason)
                 .await;
         }
-        let begun = self.start(&job, deadline, holds, calls).await;
+        let begun = self.start(&job, &answering, deadline, holds, calls).await;
         // Its ledger row carries its estimate now, or it has none.
         grant.started(job.id);
         let (call, prompt, tokens, call_slot) = match begun {
@@ -101,7 +128,7 @@ impl<P: Provider> Worker<P> {
             }
             Err(error) => return Err(error),
         };
-        let request = self.request(&job, prompt, deadline);
+        let request = self.request(&job, (prompt, &answering.policy), deadline);
         let started = Instant::now();
         let result = tokio::time::timeout(
             request.timeout + WRITE_MARGIN,
@@ -122,8 +149,9 @@ impl<P: Provider> Worker<P> {
                 drop(call_slot);
                 let (latency_tier, prices) =
                     ((latency, self.tier(&job)), &self.config.provider.prices);
+                let policy = &answering.policy;
                 let (record, checked) =
-                    ledger::billed_answer(&job, &reply, latency_tier, &self.policy, prices);
+                    ledger::billed_answer(&job, &reply, latency_tier, policy, prices);
                 let answer = (&reply, tokens, Some(holds));
                 settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
                     self.answered(client, &job, call, &record, &checked, answer)
@@ -163,30 +191,31 @@ impl<P: Provider> Worker<P> {
         }
     }
 
-    /// What the provider is sent for `job`. A flex call may take flex's longer timeout, as far
-    /// as the invocation's `deadline` (which the lease outlasts) leaves room for its write.
+    /// What the provider is sent for `job`, under its prompt and policy. A flex call may take
+    /// flex's longer timeout, as far as the invocation's `deadline` (which the lease outlasts)
+    /// leaves room for its write.
     pub(super) fn request<'a>(
         &'a self,
         job: &'a ClaimedJob,
-        prompt: &'a Prompt,
+        (prompt, policy): (&'a Prompt, &'a Policy),
         deadline: Instant,
     ) -> EvaluationRequest<'a> {
-        let policy = &self.config.worker;
+        let worker = &self.config.worker;
         let tier = self.tier(job);
         let timeout = match tier {
             Tier::Flex => {
                 let left = deadline.saturating_duration_since(Instant::now());
                 let room = left.saturating_sub(WRITE_MARGIN);
-                policy.flex_timeout.min(room).max(policy.call_timeout)
+                worker.flex_timeout.min(room).max(worker.call_timeout)
             }
-            _ => policy.call_timeout,
+            _ => worker.call_timeout,
         };
         EvaluationRequest {
             subject: &job.subject,
             message: &job.message,
             prompt,
             model: &job.versions.model_version,
-            policy: &self.policy,
+            policy,
             timeout,
             tier,
         }
@@ -195,11 +224,13 @@ impl<P: Provider> Worker<P> {
     /// The most `job`'s call may cost (its worst-case input and the output cap, at its model's
     /// price): what the daily budget holds for it from its claim until its usage is known.
     pub(super) fn estimate_usd(&self, job: &ClaimedJob, tier: Tier) -> f64 {
-        let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
+        let answering = self.answering_now(job);
+        let Some(prompt) = answering.prompt(&job.versions.prompt_version) else {
             // No call is made for a prompt this build does not know.
             return 0.0;
         };
-        job.worst_case_usd(prompt, &self.policy, &self.config.provider.prices, tier)
+        let prices = &self.config.provider.prices;
+        job.worst_case_usd(prompt, &answering.policy, prices, tier)
     }
 
     /// The dedup check, the ledger row of the call about to be made and its slot in the
@@ -209,12 +240,13 @@ impl<P: Provider> Worker<P> {
     async fn start<'a>(
         &'a self,
         job: &ClaimedJob,
+        answering: &'a Answering,
         deadline: Instant,
         holds: &Holds,
         calls: &'a Semaphore,
     ) -> Result<Begun<'a>> {
         let client = db::client(&self.pool).await?;
-        let Some(prompt) = self.prompts.get(&job.versions.prompt_version) else {
+        let Some(prompt) = answering.prompt(&job.versions.prompt_version) else {
             // A result made by a build that knew the version still answers this job.
             if job.result_exists(&client).await? {
                 return Ok(Begun::Finished(dedup_hit(&client, job).await?));
@@ -234,7 +266,10 @@ impl<P: Provider> Worker<P> {
             .await?;
             return Ok(Begun::Finished(outcome));
         };
-        let tokens = self.request(job, prompt, deadline).estimated_tokens();
+        let policy = &answering.policy;
+        let tokens = self
+            .request(job, (prompt, policy), deadline)
+            .estimated_tokens();
         // Article step 4, the line that saves money, the slot in the shared rate limit (where
         // one applies) and the ledger row, in one statement. The connection goes back to the
         // pool before the call: a slow model must not pin one connection per call in flight.

@@ -34,7 +34,7 @@ fn request_body(request: &EvaluationRequest<'_>) -> Value {
     let mut body = json!({
         "model": request.model.model(),
         "max_completion_tokens": MAX_OUTPUT_TOKENS,
-        "prompt_cache_key": request.prompt.version,
+        "prompt_cache_key": request.prompt.registered_as,
         "messages": [
             {"role": "developer", "content": request.prompt.text},
             {"role": "user", "content": request.prompt.user_message(request.subject, request.message)},

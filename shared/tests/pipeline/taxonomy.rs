@@ -1,0 +1,191 @@
+//! A desk's own taxonomy through the pipeline (docs/taxonomy.md): `TRIAGE_POLICY_VERSION`
+//! naming a stored taxonomy, tickets ingested under it keep it, the worker answers each job
+//! under its own (the prompt rendered from the definitions, the schema's enum its departments),
+//! the key tells taxonomies apart, feedback is held to the deployment's, and a taxonomy that
+//! cannot be loaded makes its jobs wait instead of being answered under another.
+
+use std::{sync::Arc, time::Duration};
+
+use fake_provider::FakeProvider;
+use serde_json::{json, Value};
+use triage::{domain::taxonomy::Taxonomy, pipeline::taxonomy};
+
+use crate::{
+    feedback::give,
+    helpers::{spawn_app_with_fake, TestApp},
+};
+
+const BANK: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../examples/desks/bank/taxonomy.json"
+);
+
+async fn stored(app: &TestApp, file: &[u8]) -> String {
+    let parsed = Taxonomy::parse(file).unwrap();
+    let client = app.pool.get().await.unwrap();
+    taxonomy::add(&client, &parsed)
+        .await
+        .unwrap()
+        .policy_version
+}
+
+/// The same app, its processes configured with `policy_version`.
+fn under(app: &TestApp, policy_version: &str) -> TestApp {
+    let mut config = triage::config::Config::clone(&app.config);
+    config.versions.policy = policy_version.parse().unwrap();
+    TestApp {
+        pool: app.pool.clone(),
+        config: Arc::new(config),
+    }
+}
+
+/// The department and policy of ticket `id`'s result.
+async fn answer(app: &TestApp, id: &str) -> (String, String) {
+    let row = app
+        .row(&format!(
+            "SELECT r.department, r.policy_version FROM evaluation_result r
+             JOIN ticket_evaluation te ON te.idempotency_key = r.idempotency_key
+             WHERE te.ticket_id = '{id}'"
+        ))
+        .await;
+    (row.get(0), row.get(1))
+}
+
+#[tokio::test]
+async fn a_77_department_desk_is_answered_in_its_own_departments_and_shares_no_answer() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.versions.prompt = "triage-v6".parse().unwrap();
+    })
+    .await;
+    let bank_file = std::fs::read(BANK).unwrap();
+    let bank = stored(&app, &bank_file).await;
+    let shop = stored(
+        &app,
+        json!({"name": "shop", "departments": [
+            {"name": "returns", "description": "Sending an order back, and its refund."},
+            {"name": "delivery", "description": "Where an order is, and late parcels."}],
+            "urgent": "The customer was charged and has nothing.", "urgent_threshold": 0.5})
+        .to_string()
+        .as_bytes(),
+    )
+    .await;
+    let (bank_desk, shop_desk) = (under(&app, &bank), under(&app, &shop));
+
+    // The same text at three desks: three jobs, three keys, three calls.
+    let (subject, message) = (
+        "My card",
+        "The card I ordered two weeks ago has not arrived.",
+    );
+    let mut ids = Vec::new();
+    for desk in [&bank_desk, &shop_desk, &app] {
+        let created = desk.post_ticket(subject, message).await;
+        assert_eq!(created.status, 201, "{:?}", created.body);
+        ids.push(created.body["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(
+        app.count("SELECT count(DISTINCT idempotency_key) FROM evaluation_outbox")
+            .await,
+        3,
+        "two taxonomies never share a cached answer"
+    );
+    // One worker, configured for the bank, answers every job under the job's own policy.
+    bank_desk
+        .drain(&bank_desk.worker(), Duration::from_secs(20))
+        .await;
+    assert_eq!(fake.calls().len(), 3);
+
+    let bank_taxonomy = Taxonomy::parse(&bank_file).unwrap();
+    let bank_names: Vec<&str> = bank_taxonomy.department_names().collect();
+    let (department, policy) = answer(&app, &ids[0]).await;
+    assert!(bank_names.contains(&department.as_str()), "{department}");
+    assert_eq!(policy, bank);
+    let (department, policy) = answer(&app, &ids[1]).await;
+    assert!(["returns", "delivery"].contains(&department.as_str()));
+    assert_eq!(policy, shop);
+    let (department, policy) = answer(&app, &ids[2]).await;
+    assert!(fake_provider::DEPARTMENTS.contains(&department.as_str()));
+    assert_eq!(policy, "policy-v1");
+
+    // What the bank's call carried: its 77 departments as the schema's enum, the prompt
+    // rendered from its definitions with the ticket framed as data.
+    let bank_call = fake
+        .calls()
+        .into_iter()
+        .find(|call| {
+            call.body["response_format"]["json_schema"]["schema"]["properties"]["department"]
+                ["enum"]
+                .as_array()
+                .is_some_and(|e| e.len() == 77)
+        })
+        .expect("a call under the bank's taxonomy");
+    let system = bank_call.body["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("help desk \"bank\""), "{system}");
+    assert!(
+        system.contains(&format!(
+            "- \"{}\": {}",
+            bank_taxonomy.departments[0].name, bank_taxonomy.departments[0].description
+        )),
+        "{system}"
+    );
+    assert!(!system.contains("\"billing\""));
+    let user: Value =
+        serde_json::from_str(bank_call.body["messages"][1]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(user["subject"], subject);
+
+    // The answer as callers read it names its taxonomy.
+    let read = bank_desk.get_ticket(&ids[0]).await;
+    assert_eq!(read.status, 200, "{:?}", read.body);
+    assert_eq!(read.body["evaluation"]["policy_version"], bank.as_str());
+
+    // Feedback is held to the deployment's taxonomy: a bank department is taken, a built-in one
+    // is a 422 and changes nothing.
+    let taken = give(
+        &bank_desk,
+        &ids[0],
+        json!({"department": bank_names[3], "is_urgent": false}),
+    )
+    .await;
+    assert_eq!(taken.status, 200, "{:?}", taken.body);
+    let refused = give(
+        &bank_desk,
+        &ids[0],
+        json!({"department": "billing", "is_urgent": false}),
+    )
+    .await;
+    assert_eq!(refused.status, 422, "{:?}", refused.body);
+    assert!(refused.body.to_string().contains("billing"));
+    assert_eq!(app.count("SELECT count(*) FROM ticket_feedback").await, 1);
+}
+
+#[tokio::test]
+async fn a_job_whose_taxonomy_cannot_be_loaded_waits_and_is_never_answered_under_another() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    let gone = under(&app, "gone-0123456789ab");
+    let created = gone.post_ticket("Lost", "Where is my parcel?").await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+
+    let report = app.run_worker_once(&app.worker()).await;
+    assert_eq!((report.claimed, report.released), (1, 1), "{report:?}");
+    assert!(fake.calls().is_empty(), "no call under another policy");
+    let row = app
+        .row(
+            "SELECT status, attempts, available_at > now(), last_error, policy_version
+             FROM evaluation_outbox",
+        )
+        .await;
+    assert_eq!(row.get::<_, &str>(0), "pending");
+    assert_eq!(row.get::<_, i32>(1), 0, "its attempt given back");
+    assert!(
+        row.get::<_, bool>(2),
+        "it waits before it is looked at again"
+    );
+    assert!(
+        row.get::<_, &str>(3).contains("gone-0123456789ab"),
+        "{:?}",
+        row.get::<_, &str>(3)
+    );
+    assert_eq!(row.get::<_, &str>(4), "gone-0123456789ab");
+    assert_eq!(app.count("SELECT count(*) FROM evaluation_result").await, 0);
+}
