@@ -12,6 +12,7 @@
 mod lines;
 
 use std::{
+    collections::HashMap,
     sync::Arc,
     time::{Duration, Instant},
 };

@@ -25,7 +25,6 @@ async fn a_result_rolled_back_announces_nothing_and_a_committed_one_announces_on
         urgency_score: 0.8,
         answered_by: triage::providers::AnsweredBy::Model,
     };
-    let policy = &app.config.versions.policy;
 
     let mut client = app.pool.get().await.unwrap();
     let jobs = claim::claim(
@@ -40,12 +39,12 @@ async fn a_result_rolled_back_announces_nothing_and_a_committed_one_announces_on
     .unwrap();
     let job = &jobs[0];
     let tx = client.transaction().await.unwrap();
-    let _ = job.complete(&tx, &evaluation, policy).await.unwrap();
+    let _ = job.complete(&tx, &evaluation).await.unwrap();
     tx.rollback().await.unwrap();
     assert_eq!(app.count("SELECT count(*) FROM delivery").await, 0);
     assert_eq!(app.count("SELECT count(*) FROM evaluation_result").await, 0);
 
-    let _ = job.complete(&client, &evaluation, policy).await.unwrap();
+    let _ = job.complete(&client, &evaluation).await.unwrap();
     assert_eq!(app.count("SELECT count(*) FROM delivery").await, 1);
     drop(client);
     app.deliver_all(Duration::from_secs(10)).await;

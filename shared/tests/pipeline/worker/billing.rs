@@ -136,10 +136,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
     };
     let conn = app.pool.get().await.unwrap();
     assert_eq!(
-        stale
-            .complete(&conn, &evaluation, &app.config.versions.policy)
-            .await
-            .unwrap(),
+        stale.complete(&conn, &evaluation).await.unwrap(),
         Fencing::Lost
     );
     assert_eq!(
@@ -167,10 +164,7 @@ async fn a_stale_worker_cannot_finish_a_job_someone_else_holds() {
         answered_by: triage::providers::AnsweredBy::Model,
     };
     assert_eq!(
-        fresh
-            .complete(&conn, &evaluation, &app.config.versions.policy)
-            .await
-            .unwrap(),
+        fresh.complete(&conn, &evaluation).await.unwrap(),
         Fencing::Held
     );
     assert_eq!(
