@@ -12,9 +12,9 @@ use crate::{
     config::Config,
     domain::{
         error::{InvalidRequest, Result},
-        versions::{ModelVersion, PromptVersion},
+        versions::{ModelVersion, PolicyVersion, PromptVersion},
     },
-    pipeline::limits::budget,
+    pipeline::{limits::budget, taxonomy},
     providers::{Policy, Prompt},
     quality::source::SetSource,
 };
@@ -60,27 +60,31 @@ pub(super) fn confirmed_eval(jobs: i64) -> Result<(), InvalidRequest> {
     ))
 }
 
-/// The configured policy (departments and threshold) for the operations that queue or learn
-/// under it (eval, train, reprocess): a built-in one. They do not follow a stored taxonomy yet
-/// (docs/taxonomy.md), and refuse one rather than work under another policy.
-pub(super) fn configured_policy(config: &Config) -> Result<Policy, InvalidRequest> {
-    let version = config.versions.policy.as_str();
-    Policy::load(version).ok_or_else(|| {
-        InvalidRequest::new(
-            "policy",
-            format!(
-                "TRIAGE_POLICY_VERSION is {version:?}, a stored taxonomy: eval, train and \
-                 reprocess work under a built-in policy only so far (docs/taxonomy.md)"
-            ),
-        )
-    })
+/// The policy a request works under: its `--policy-version`, else `TRIAGE_POLICY_VERSION`; a
+/// built-in one, or a stored taxonomy read from the database. One that is not stored is refused
+/// naming it, never replaced by another.
+pub(super) async fn chosen_policy(
+    pool: &Pool,
+    config: &Config,
+    chosen: Option<&PolicyVersion>,
+) -> Result<Policy> {
+    let version = chosen.unwrap_or(&config.versions.policy);
+    let client = crate::db::client(pool).await?;
+    Ok(taxonomy::policy(&client, version.as_str())
+        .await?
+        .map_err(|unusable| InvalidRequest::new("policy_version", unusable.to_string()))?)
 }
 
 /// Work the pipeline could not do is refused: a model the daily budget could not count, a
-/// cascade whose classifier is not stored.
-pub(super) async fn usable(pool: &Pool, config: &Config, model: &ModelVersion) -> Result<()> {
+/// cascade whose classifier is not stored or was trained for another taxonomy than `policy`.
+pub(super) async fn usable(
+    pool: &Pool,
+    config: &Config,
+    model: &ModelVersion,
+    policy: &Policy,
+) -> Result<()> {
     priced(config, model)?;
-    train::stored_if_cascade(pool, model).await
+    train::stored_if_cascade(pool, model, policy).await
 }
 
 /// Work for a model the daily budget could not count is refused (`budget::unpriced`).
@@ -92,17 +96,25 @@ pub(super) fn priced(config: &Config, model: &ModelVersion) -> Result<(), Invali
     }
 }
 
-/// A reprocess under a prompt this build cannot send would only fill the dead letters.
-pub(super) fn known_to_this_build(prompt_version: &PromptVersion) -> Result<(), InvalidRequest> {
-    if Prompt::known_versions().any(|v| v == prompt_version.as_str()) {
+/// A reprocess (or eval) under a prompt this build cannot send under `policy` would only fill
+/// the dead letters (under a stored taxonomy, only the versions framing the ticket as data).
+pub(super) fn known_to_this_build(
+    prompt_version: &PromptVersion,
+    policy: &Policy,
+) -> Result<(), InvalidRequest> {
+    if Prompt::load(prompt_version.as_str(), policy).is_some() {
         return Ok(());
     }
+    let known: Vec<&str> = Prompt::known_versions()
+        .filter(|v| Prompt::load(v, policy).is_some())
+        .collect();
     Err(InvalidRequest::new(
         "prompt_version",
         format!(
-            "{:?} is not in this build (known: {})",
+            "{:?} is not in this build under {} (known: {})",
             prompt_version.as_str(),
-            Prompt::known_versions().collect::<Vec<_>>().join(", ")
+            policy.version,
+            known.join(", ")
         ),
     ))
 }

@@ -25,8 +25,8 @@ use serde::Serialize;
 
 pub use audit::Operator;
 use checks::{
-    configured_policy, confirmed, confirmed_eval, known_to_this_build, no_local_files, priced,
-    usable, within,
+    chosen_policy, confirmed, confirmed_eval, known_to_this_build, no_local_files, priced, usable,
+    within,
 };
 pub use request::{
     FeedbackItem, FeedbackItems, HumanDuration, Request, Since, TaxonomyAction, TaxonomyFile,
@@ -179,16 +179,18 @@ async fn execute(
             model_version,
             spread: pacing,
             lane: chosen,
+            policy_version,
             dry_run,
             confirm,
         } => {
-            known_to_this_build(&prompt_version)?;
-            configured_policy(config)?;
+            let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
+            known_to_this_build(&prompt_version, &policy)?;
             let versions = pair(prompt_version, model_version);
-            usable(pool, config, &versions.model_version).await?;
+            usable(pool, config, &versions.model_version, &policy).await?;
             let plan = reprocess::Plan {
                 since: since.resolve(Utc::now()),
                 versions,
+                policy: policy.version.parse()?,
                 spread: spread(pacing),
                 lane: lane(chosen),
                 batch_size: BATCH_SIZE,
@@ -215,7 +217,8 @@ async fn execute(
             reason,
         } => {
             let version = pair(prompt_version, model_version);
-            usable(pool, config, &version.model_version).await?;
+            let policy = chosen_policy(pool, config, None).await?;
+            usable(pool, config, &version.model_version, &policy).await?;
             let mut gate = None;
             if !force {
                 // An eval whose answers came in since the last tick counts already.
@@ -249,9 +252,10 @@ async fn execute(
             list: false,
             thresholds,
             lane: chosen,
+            policy_version,
             confirm,
         } => {
-            let policy = configured_policy(config)?;
+            let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
             let source = match (set, days) {
                 (None, _) => {
                     let needed = "--set shipped|s3://BUCKET/KEY|PATH|feedback is needed";
@@ -285,8 +289,8 @@ async fn execute(
                 quality::thresholds::check(split, &versions)?;
             }
             for version in &versions {
-                known_to_this_build(&version.prompt_version)?;
-                usable(pool, config, &version.model_version).await?;
+                known_to_this_build(&version.prompt_version, &policy)?;
+                usable(pool, config, &version.model_version, &policy).await?;
             }
             let set =
                 quality::set::LabelledSet::load(&source, columns.as_ref(), &policy, pool).await?;
@@ -391,12 +395,7 @@ async fn execute(
         Request::Feedback { items } => {
             let items = items.0;
             within("items", items.len() as i64, MAX_FEEDBACK_ITEMS)?;
-            let client = crate::db::client(pool).await?;
-            let configured = config.versions.policy.as_str();
-            let policy = crate::pipeline::taxonomy::policy(&client, configured)
-                .await?
-                .map_err(|unusable| InvalidRequest::new("policy", unusable.to_string()))?;
-            drop(client);
+            let policy = chosen_policy(pool, config, None).await?;
             // All checked before any is stored: a bad item changes nothing.
             if let Some(bad) = items
                 .iter()
@@ -431,9 +430,13 @@ async fn execute(
             }
             Outcome::Feedback { given, not_found }
         }
-        Request::Train { sources, columns } => {
+        Request::Train {
+            sources,
+            policy_version,
+            columns,
+        } => {
             within("from", sources.len() as i64, fits::MAX_TRAIN_SOURCES)?;
-            let policy = configured_policy(config)?;
+            let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
             let columns = columns.as_ref();
             Outcome::Trained(train::train(pool, &policy, &sources, columns, operator).await?)
         }

@@ -15,7 +15,11 @@ use uuid::Uuid;
 
 use crate::{
     db,
-    domain::{error::Result, key::IdempotencyKey, versions::VersionPair},
+    domain::{
+        error::Result,
+        key::IdempotencyKey,
+        versions::{PolicyVersion, VersionPair},
+    },
     pipeline::outbox::requeue::{enqueue, Batch},
     pipeline::outbox::{Lane, Work},
 };
@@ -26,6 +30,8 @@ pub struct Plan {
     /// Tickets created at or after this time.
     pub since: DateTime<Utc>,
     pub versions: VersionPair,
+    /// The policy the new jobs are answered under (their keys name it).
+    pub policy: PolicyVersion,
     /// New jobs become claimable at a random point within this window, so a large reprocess
     /// does not hit the provider at once.
     pub spread: Duration,
@@ -86,11 +92,12 @@ pub async fn reprocess(pool: &Pool, plan: &Plan) -> Result<Report> {
         let keys: Vec<String> = page
             .iter()
             .map(|row| {
-                IdempotencyKey::derive(
+                IdempotencyKey::derive_under(
                     row.get(2),
                     row.get(3),
                     plan.versions.prompt_version.as_str(),
                     plan.versions.model_version.as_str(),
+                    plan.policy.as_str(),
                 )
                 .to_string()
             })
@@ -99,6 +106,7 @@ pub async fn reprocess(pool: &Pool, plan: &Plan) -> Result<Report> {
             ticket_ids: &ids,
             keys: &keys,
             versions: &plan.versions,
+            policy: plan.policy.as_str(),
             spread: plan.spread,
             work: Work {
                 lane: plan.lane,

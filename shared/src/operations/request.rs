@@ -13,7 +13,7 @@ use crate::{
     domain::{
         error::InvalidRequest,
         ticket::TicketId,
-        versions::{ModelVersion, PromptVersion, VersionSpec},
+        versions::{ModelVersion, PolicyVersion, PromptVersion, VersionSpec},
     },
     pipeline::{outbox::Lane, pause::Pausable},
     quality::{
@@ -50,6 +50,11 @@ pub enum Request {
         #[serde(default)]
         #[serde_as(as = "Option<DisplayFromStr>")]
         lane: Option<Lane>,
+        /// The policy: the built-in policy-v1 or a stored taxonomy's version (`triage taxonomy
+        /// list`); default: TRIAGE_POLICY_VERSION.
+        #[arg(long)]
+        #[serde(default)]
+        policy_version: Option<PolicyVersion>,
         /// Count what would change; write nothing.
         #[arg(long)]
         #[serde(default)]
@@ -122,6 +127,11 @@ pub enum Request {
         #[serde(default)]
         #[serde_as(as = "Vec<DisplayFromStr>")]
         versions: Vec<VersionSpec>,
+        /// The policy: the built-in policy-v1 or a stored taxonomy's version (`triage taxonomy
+        /// list`); default: TRIAGE_POLICY_VERSION.
+        #[arg(long, conflicts_with = "list")]
+        #[serde(default)]
+        policy_version: Option<PolicyVersion>,
         /// List the stored runs instead.
         #[arg(long)]
         #[serde(default)]
@@ -245,6 +255,11 @@ pub enum Request {
         #[serde(rename = "from")]
         #[serde_as(as = "Vec<DisplayFromStr>")]
         sources: Vec<TrainSource>,
+        /// The policy: the built-in policy-v1 or a stored taxonomy's version (`triage taxonomy
+        /// list`); default: TRIAGE_POLICY_VERSION.
+        #[arg(long)]
+        #[serde(default)]
+        policy_version: Option<PolicyVersion>,
         /// The sets named are CSV, read by these columns (as `eval --columns`); only their
         /// dev rows train.
         #[arg(long)]

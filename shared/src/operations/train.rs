@@ -138,11 +138,10 @@ pub async fn train(
             let (rows, bytes) = match source {
                 TrainSource::Set(_) => continue,
                 TrainSource::Results { days } => {
-                    let threshold = policy.urgent_threshold;
-                    examples::results_size(&client, *days as i32, threshold).await?
+                    examples::results_size(&client, *days as i32, policy).await?
                 }
                 TrainSource::Feedback { days } => {
-                    examples::feedback_size(&client, *days as i32).await?
+                    examples::feedback_size(&client, *days as i32, policy).await?
                 }
             };
             work = work.and(Work {
@@ -240,11 +239,11 @@ async fn examples_of(
         },
         TrainSource::Results { days } => {
             let client = db::client(pool).await?;
-            examples::results(&client, *days as i32, policy.urgent_threshold).await?
+            examples::results(&client, *days as i32, policy).await?
         }
         TrainSource::Feedback { days } => {
             let client = db::client(pool).await?;
-            examples::feedback(&client, *days as i32).await?
+            examples::feedback(&client, *days as i32, policy).await?
         }
     })
 }
@@ -255,22 +254,38 @@ pub async fn list(pool: &Pool) -> Result<Vec<StoredModel>> {
 }
 
 /// Work under a cascade whose classifier is not stored would only fill the dead letters.
-pub async fn stored_if_cascade(pool: &Pool, model: &ModelVersion) -> Result<()> {
+pub async fn stored_if_cascade(pool: &Pool, model: &ModelVersion, policy: &Policy) -> Result<()> {
     let Some(cascade) = model.cascade() else {
         return Ok(());
     };
     let client = db::client(pool).await?;
-    if models::load(&client, &cascade.local).await?.is_some() {
-        return Ok(());
+    let Some(local) = models::load(&client, &cascade.local).await? else {
+        return Err(InvalidRequest::new(
+            "model_version",
+            format!(
+                "{} is not stored: triage train makes it, triage models lists them",
+                cascade.local
+            ),
+        )
+        .into());
+    };
+    // A classifier is trained for one taxonomy: paired with another it would answer
+    // departments the jobs do not have.
+    let (mut trained, mut wanted) = (local.departments().to_vec(), policy.departments.clone());
+    trained.sort();
+    wanted.sort();
+    if trained != wanted {
+        return Err(InvalidRequest::new(
+            "model_version",
+            format!(
+                "{} was trained for other departments than {}'s: train one with \
+                 --policy-version {}",
+                cascade.local, policy.version, policy.version
+            ),
+        )
+        .into());
     }
-    Err(InvalidRequest::new(
-        "model_version",
-        format!(
-            "{} is not stored: triage train makes it, triage models lists them",
-            cascade.local
-        ),
-    )
-    .into())
+    Ok(())
 }
 
 #[cfg(test)]

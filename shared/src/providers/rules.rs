@@ -4,7 +4,9 @@
 
 use serde_json::json;
 
-use super::{EvaluationRequest, ModelOutput, Provider, ProviderError, ProviderReply, Usage};
+use super::{
+    EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderError, ProviderReply, Usage,
+};
 
 pub struct RulesProvider;
 
@@ -66,6 +68,15 @@ impl Provider for RulesProvider {
         &self,
         request: EvaluationRequest<'_>,
     ) -> Result<ProviderReply, ProviderError> {
+        // Its keywords are the built-in desk's: under a stored taxonomy it would only answer
+        // departments the desk does not have.
+        if request.policy.taxonomy.is_some() {
+            return Err(ProviderError::new(
+                FailureKind::InvalidRequest,
+                "the offline rules know only the built-in policy-v1: a stored taxonomy needs a \
+                 model (docs/taxonomy.md)",
+            ));
+        }
         let text = format!("{} {}", request.subject, request.message).to_lowercase();
         let department = DEPARTMENT_RULES
             .iter()
@@ -91,5 +102,39 @@ impl Provider for RulesProvider {
             rate: Default::default(),
             confidence: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{
+        domain::{taxonomy::Taxonomy, versions::ModelVersion},
+        providers::{Policy, Prompt, Tier},
+    };
+
+    #[tokio::test]
+    async fn a_stored_taxonomy_is_refused_not_answered_in_the_built_in_departments() {
+        let file = serde_json::json!({"name": "shop", "departments": [
+            {"name": "returns", "description": "Sending an order back."},
+            {"name": "delivery", "description": "Where an order is."}],
+            "urgent": "Cannot pay.", "urgent_threshold": 0.5});
+        let policy = Policy::of_taxonomy(Taxonomy::parse(file.to_string().as_bytes()).unwrap());
+        let prompt = Prompt::load("triage-v5", &policy).unwrap();
+        let model = ModelVersion::rules();
+        let request = EvaluationRequest {
+            subject: "Refund",
+            message: "I was charged twice",
+            prompt: &prompt,
+            model: &model,
+            policy: &policy,
+            timeout: Duration::from_secs(1),
+            tier: Tier::Online,
+        };
+        let error = RulesProvider.evaluate(request).await.unwrap_err();
+        assert_eq!(error.kind, FailureKind::InvalidRequest);
+        assert!(error.to_string().contains("policy-v1"), "{error}");
     }
 }

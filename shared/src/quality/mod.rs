@@ -210,12 +210,13 @@ pub fn ticket_id(row: &Row) -> Uuid {
     Uuid::from_bytes(bytes)
 }
 
-fn key(row: &Row, version: &VersionPair) -> String {
-    IdempotencyKey::derive(
+fn key(row: &Row, version: &VersionPair, policy: &Policy) -> String {
+    IdempotencyKey::derive_under(
         &row.subject,
         &row.message,
         version.prompt_version.as_str(),
         version.model_version.as_str(),
+        &policy.version,
     )
     .to_string()
 }
@@ -260,7 +261,7 @@ async fn start(pool: &Pool, plan: &Plan, operator: &str) -> Result<Pending> {
     let keys: Vec<Vec<String>> = plan
         .versions
         .iter()
-        .map(|v| rows.iter().map(|r| key(r, v)).collect())
+        .map(|v| rows.iter().map(|r| key(r, v, &plan.policy)).collect())
         .collect();
     let mut pending = Pending {
         id: Uuid::nil(),
@@ -299,13 +300,10 @@ async fn start(pool: &Pool, plan: &Plan, operator: &str) -> Result<Pending> {
 /// the run concluded, once, whoever gets there first: a waiting CLI, the sweeper's tick or a
 /// listing; incomplete, nothing is stored and the missing answers count as wrong.
 pub async fn conclude(pool: &Pool, pending: &Pending, progress: Progress) -> Result<Report> {
-    let policy = Policy::load(&pending.policy_version).ok_or_else(|| {
-        InvalidRequest::new(
-            "policy",
-            format!("{:?} is not in this build", pending.policy_version),
-        )
-    })?;
     let mut client = db::client(pool).await?;
+    let policy = crate::pipeline::taxonomy::policy(&client, &pending.policy_version)
+        .await?
+        .map_err(|unusable| InvalidRequest::new("policy", unusable.to_string()))?;
     let mut runs = Vec::new();
     let mut scored = Vec::new();
     for (version, keys) in pending.versions.iter().zip(&pending.keys) {
@@ -327,7 +325,8 @@ pub async fn conclude(pool: &Pool, pending: &Pending, progress: Progress) -> Res
         .versions
         .iter()
         .any(|v| v.model_version.as_str() == ModelVersion::RULES);
-    let baseline = if asked_for_rules {
+    // The rules know only the built-in desk: a taxonomy of a desk's own has no offline floor.
+    let baseline = if asked_for_rules || policy.taxonomy.is_some() {
         None
     } else {
         Some(score::baseline(&client, &pending.rows, &policy).await?.0)
@@ -410,6 +409,7 @@ async fn queue(
                 ticket_ids: &ids[start..end],
                 keys: &keys[start..end],
                 versions: version,
+                policy: &plan.policy.version,
                 spread: Duration::ZERO,
                 work: Work {
                     lane: plan.lane,

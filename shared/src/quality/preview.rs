@@ -17,7 +17,7 @@ pub async fn billed_jobs(pool: &Pool, plan: &Plan) -> Result<i64> {
         .versions
         .iter()
         .filter(|v| !v.model_version.is_rules())
-        .flat_map(|v| rows.iter().map(move |r| key(r, v)))
+        .flat_map(|v| rows.iter().map(move |r| key(r, v, &plan.policy)))
         .collect();
     keys.sort_unstable();
     keys.dedup();

@@ -5,7 +5,10 @@
 
 use deadpool_postgres::GenericClient;
 
-use crate::{domain::error::Result, providers::classifier::Example};
+use crate::{
+    domain::error::Result,
+    providers::{classifier::Example, Policy},
+};
 
 /// How much one correction from the desk counts beside one answer of the model: the desk's
 /// word is the truth the model's answers only approximate.
@@ -15,24 +18,27 @@ pub const FEEDBACK_WEIGHT: f32 = 3.0;
 /// bytes each), and the ops Lambda's memory is the bound.
 pub const MAX_EXAMPLES_PER_SOURCE: i64 = 300_000;
 
-/// Production results answered by a model in the last `days` days, one per content, with the
-/// text of the ticket they name, the newest first; `urgent_threshold` turns the answer's
-/// `is_urgent` into a label.
+/// Production results answered by a model under the policy `$4` in the last `days` days, one
+/// per content, with the text of the ticket they name, the newest first; `urgent_threshold`
+/// turns the answer's `is_urgent` into a label. A classifier learns one taxonomy.
 const RESULTS: &str = r#"
 SELECT t.subject, t.message, r.department, r.is_urgent >= $2, t.id
 FROM evaluation_result r
 JOIN ticket t ON t.id = r.ticket_id AND t.workload = 'production'
 WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'model'
+  AND r.policy_version = $4
 ORDER BY r.computed_at DESC, r.idempotency_key
 LIMIT $3
 "#;
 
-/// The desk's current labels given in the last `days` days.
+/// The desk's current labels given in the last `days` days in the policy's departments (`$3`;
+/// labels given under another taxonomy are not this classifier's).
 const FEEDBACK: &str = r#"
 SELECT t.subject, t.message, f.department, f.is_urgent, t.id
 FROM ticket_feedback f
 JOIN ticket t ON t.id = f.ticket_id
 WHERE f.superseded_at IS NULL AND f.created_at > now() - make_interval(days => $1)
+  AND f.department = ANY ($3::text[])
 ORDER BY f.created_at DESC, f.id
 LIMIT $2
 "#;
@@ -57,18 +63,24 @@ impl FromTickets {
 pub async fn results(
     client: &impl GenericClient,
     days: i32,
-    urgent_threshold: f64,
+    policy: &Policy,
 ) -> Result<FromTickets> {
     let limit = MAX_EXAMPLES_PER_SOURCE;
+    let threshold = policy.urgent_threshold;
     let rows = client
-        .query(RESULTS, &[&days, &urgent_threshold, &limit])
+        .query(RESULTS, &[&days, &threshold, &limit, &policy.version])
         .await?;
     Ok(FromTickets::of(&rows, 1.0))
 }
 
-pub async fn feedback(client: &impl GenericClient, days: i32) -> Result<FromTickets> {
+pub async fn feedback(
+    client: &impl GenericClient,
+    days: i32,
+    policy: &Policy,
+) -> Result<FromTickets> {
+    let limit = MAX_EXAMPLES_PER_SOURCE;
     let rows = client
-        .query(FEEDBACK, &[&days, &MAX_EXAMPLES_PER_SOURCE])
+        .query(FEEDBACK, &[&days, &limit, &policy.departments])
         .await?;
     Ok(FromTickets::of(&rows, FEEDBACK_WEIGHT))
 }
@@ -78,19 +90,25 @@ pub async fn feedback(client: &impl GenericClient, days: i32) -> Result<FromTick
 pub async fn results_size(
     client: &impl GenericClient,
     days: i32,
-    urgent_threshold: f64,
+    policy: &Policy,
 ) -> Result<(i64, i64)> {
+    let (limit, threshold) = (MAX_EXAMPLES_PER_SOURCE, policy.urgent_threshold);
     size(
         client,
         RESULTS,
-        &[&days, &urgent_threshold, &MAX_EXAMPLES_PER_SOURCE],
+        &[&days, &threshold, &limit, &policy.version],
     )
     .await
 }
 
 /// What [`feedback`] would read, counted without reading it.
-pub async fn feedback_size(client: &impl GenericClient, days: i32) -> Result<(i64, i64)> {
-    size(client, FEEDBACK, &[&days, &MAX_EXAMPLES_PER_SOURCE]).await
+pub async fn feedback_size(
+    client: &impl GenericClient,
+    days: i32,
+    policy: &Policy,
+) -> Result<(i64, i64)> {
+    let limit = MAX_EXAMPLES_PER_SOURCE;
+    size(client, FEEDBACK, &[&days, &limit, &policy.departments]).await
 }
 
 async fn size(

@@ -31,8 +31,10 @@ WITH input AS (
     RETURNING 1
 ), job AS (
     INSERT INTO evaluation_outbox
-        (ticket_id, idempotency_key, prompt_version, model_version, available_at, lane, workload)
-    SELECT ticket_id, idempotency_key, $3, $4, now() + random() * make_interval(secs => $5), $7, $8
+        (ticket_id, idempotency_key, prompt_version, model_version, available_at, lane, workload,
+         policy_version)
+    SELECT ticket_id, idempotency_key, $3, $4, now() + random() * make_interval(secs => $5), $7, $8,
+           $9
     FROM input WHERE NOT known AND NOT $6
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING 1
@@ -44,11 +46,13 @@ SELECT CASE WHEN $6 THEN (SELECT count(*) FROM input WHERE NOT linked)
        (SELECT count(*) FROM input WHERE known)
 "#;
 
-/// Tickets to queue under `versions`, with their keys under them.
+/// Tickets to queue under `versions` and `policy`, with their keys under them.
 pub struct Batch<'a> {
     pub ticket_ids: &'a [Uuid],
     pub keys: &'a [String],
     pub versions: &'a VersionPair,
+    /// The policy the jobs are answered under (`pipeline::answering`).
+    pub policy: &'a str,
     pub spread: Duration,
     pub work: Work,
 }
@@ -80,6 +84,7 @@ pub async fn enqueue(
                 &dry_run,
                 &batch.work.lane.as_str(),
                 &batch.work.workload,
+                &batch.policy,
             ],
         )
         .await?;
