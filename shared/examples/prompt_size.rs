@@ -15,8 +15,8 @@ use serde_json::json;
 use triage::{
     domain::{taxonomy::Taxonomy, versions::ModelVersion},
     providers::{
-        AnyProvider, ApiKey, EvaluationRequest, Policy, PriceTable, Prompt, Provider,
-        ProviderConfig, ProviderKind, Tier,
+        AnyProvider, EvaluationRequest, Policy, PriceTable, Prompt, Provider, ProviderConfig,
+        ProviderKind, Tier,
     },
     secret::Secret,
 };

@@ -12,7 +12,10 @@ use triage::{domain::taxonomy::Taxonomy, pipeline::taxonomy};
 
 use crate::{
     feedback::give,
-    helpers::{spawn_app_with_fake, TestApp},
+    helpers::{
+        operations::{op_cli, try_op_cli},
+        spawn_app_with_fake, TestApp,
+    },
 };
 
 const BANK: &str = concat!(
@@ -188,4 +191,144 @@ async fn a_job_whose_taxonomy_cannot_be_loaded_waits_and_is_never_answered_under
     );
     assert_eq!(row.get::<_, &str>(4), "gone-0123456789ab");
     assert_eq!(app.count("SELECT count(*) FROM evaluation_result").await, 0);
+}
+
+/// `per_department` rows of each of the bank's departments from its shipped set (the first
+/// ones of its dev split, then one of its test split), as a labelled set in `dir`.
+fn bank_set(dir: &tempfile::TempDir, dev_per_department: usize) -> String {
+    let rows = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/desks/bank/banking77.jsonl"
+    ))
+    .unwrap();
+    let mut taken: std::collections::HashMap<(String, String), usize> = Default::default();
+    let mut set = String::new();
+    for line in rows.lines() {
+        let row: Value = serde_json::from_str(line).unwrap();
+        let (department, split) = (
+            row["department"].as_str().unwrap(),
+            row["split"].as_str().unwrap(),
+        );
+        let wanted = if split == "dev" {
+            dev_per_department
+        } else {
+            1
+        };
+        let count = taken.entry((department.into(), split.into())).or_default();
+        if *count < wanted {
+            *count += 1;
+            set.push_str(line);
+            set.push('\n');
+        }
+    }
+    let path = dir.path().join("bank-sample.jsonl");
+    std::fs::write(&path, set).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// An eval through the CLI's entry point: the first call queues, the worker answers, the
+/// second reports (and stores) the figures.
+async fn evaluated(desk: &TestApp, payload: Value) -> Value {
+    let first = op_cli(desk, payload.clone()).await;
+    assert_eq!(first["complete"], false, "{first}");
+    desk.drain(&desk.worker(), Duration::from_secs(60)).await;
+    let report = op_cli(desk, payload).await;
+    assert_eq!(report["complete"], true, "{report}");
+    report
+}
+
+#[tokio::test]
+async fn a_desk_is_evaluated_trained_and_cascaded_under_its_own_77_departments() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |config| {
+        config.versions.prompt = "triage-v6".parse().unwrap();
+    })
+    .await;
+    let bank = stored(&app, &std::fs::read(BANK).unwrap()).await;
+    let desk = under(&app, &bank);
+    let dir = tempfile::tempdir().unwrap();
+    let set = bank_set(&dir, 3);
+
+    // The large model on the test split, under the desk's taxonomy: its 77 classes, no rules
+    // floor (the rules know only the built-in desk), the run stored under the taxonomy.
+    let report = evaluated(&desk, json!({"op": "eval", "set": set, "split": "test"})).await;
+    let run = &report["runs"][0];
+    assert_eq!(run["n"], 77, "{run}");
+    assert_eq!(run["answered"], 77);
+    assert_eq!(report["baseline"], Value::Null);
+    let stored_runs = format!("SELECT count(*) FROM eval_run WHERE policy_version = '{bank}'");
+    assert_eq!(app.count(&stored_runs).await, 1);
+    let foreign =
+        format!("SELECT count(*) FROM evaluation_result WHERE policy_version <> '{bank}'");
+    assert_eq!(
+        app.count(&foreign).await,
+        0,
+        "every answer under the bank's taxonomy"
+    );
+
+    // A classifier trained for the bank, on the dev rows, and a cascade of it that answers
+    // every test row locally (threshold 0) in the bank's departments.
+    let trained = op_cli(
+        &desk,
+        json!({"op": "train", "from": [format!("set:{set}:dev")]}),
+    )
+    .await;
+    let local = trained["version"].as_str().unwrap().to_string();
+    let departments = app
+        .row(&format!(
+            "SELECT cardinality(departments) FROM local_model WHERE version = '{local}'"
+        ))
+        .await
+        .get::<_, i32>(0);
+    assert_eq!(departments, 77);
+    let cascade = format!("triage-v6/cascade({local},0,gpt-6-luna@medium)");
+    let calls_before = fake.calls().len();
+    let eval = json!({"op": "eval", "set": set, "split": "test", "versions": [cascade]});
+    let report = evaluated(&desk, eval.clone()).await;
+    assert_eq!(report["runs"][0]["local_share"], 1.0, "{report}");
+    assert_eq!(
+        fake.calls().len(),
+        calls_before,
+        "no call for a local answer"
+    );
+
+    // The same classifier paired with the built-in policy is refused, and nothing is queued.
+    let queued = app.count("SELECT count(*) FROM evaluation_outbox").await;
+    let built_in = json!({"op": "eval", "set": "shipped", "split": "test", "versions": [cascade]});
+    match try_op_cli(&app, built_in).await {
+        Err(triage::Error::InvalidRequest(e)) => {
+            assert_eq!(e.field, "model_version");
+            assert!(
+                e.reason.contains("trained for other departments"),
+                "{}",
+                e.reason
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(
+        app.count("SELECT count(*) FROM evaluation_outbox").await,
+        queued
+    );
+
+    // `--policy-version` chooses the taxonomy where the environment names another: a
+    // training from the built-in app's process, for the bank.
+    let again = op_cli(
+        &app,
+        json!({"op": "train", "from": [format!("set:{set}:dev")], "policy_version": bank}),
+    )
+    .await;
+    assert_eq!(
+        again["version"],
+        local.as_str(),
+        "the same examples, the same classifier"
+    );
+    // And a stored taxonomy that does not exist is refused naming it.
+    match try_op_cli(&app, json!({"op": "train", "from": [format!("set:{set}:dev")], "policy_version": "gone-0123456789ab"})).await {
+        Err(triage::Error::InvalidRequest(e)) => {
+            assert_eq!(e.field, "policy_version");
+            assert!(e.reason.contains("gone-0123456789ab"), "{}", e.reason);
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
 }
