@@ -205,25 +205,32 @@ async fn execute(
             }
             Outcome::Reprocess(reprocess::reprocess(pool, &plan).await?)
         }
-        Request::ShadowDiff { from, to } => {
+        Request::ShadowDiff {
+            from,
+            to,
+            policy_version,
+        } => {
             let configured = &config.versions.model;
             let (from, to) = (from.resolve(configured), to.resolve(configured));
-            Outcome::ShadowDiff(Box::new(shadow::shadow_diff(pool, &from, &to).await?))
+            let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
+            let diff = shadow::shadow_diff(pool, &from, &to, &policy.version).await?;
+            Outcome::ShadowDiff(Box::new(diff))
         }
         Request::Promote {
             prompt_version,
             model_version,
+            policy_version,
             force,
             reason,
         } => {
             let version = pair(prompt_version, model_version);
-            let policy = chosen_policy(pool, config, None).await?;
+            let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
             usable(pool, config, &version.model_version, &policy).await?;
             let mut gate = None;
             if !force {
                 // An eval whose answers came in since the last tick counts already.
                 quality::tend(pool).await?;
-                gate = promote::quality_gate(pool, config, &version).await?;
+                gate = promote::quality_gate(pool, config, &version, &policy).await?;
             } else if reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
                 return Err(InvalidRequest::new(
                     "reason",

@@ -20,6 +20,7 @@ use crate::{
         versions::{PromptVersion, VersionPair},
     },
     pipeline::outbox::announce,
+    providers::Policy,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -86,25 +87,18 @@ pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
 const CURRENT: &str =
     "SELECT prompt_version, model_version FROM version_promotion ORDER BY id DESC LIMIT 1";
 
-/// The quality gate (docs/quality.md): `version` must have an eval run on the test split of
-/// the configured set (`TRIAGE_EVAL_SET`, by digest) no worse than the current version's by
-/// more than `TRIAGE_EVAL_TOLERANCE`, unless the paired test over the families both runs
-/// scored finds the loss within noise. Refused with both versions' figures otherwise. A pass
+/// The quality gate (docs/quality.md): `version` must have an eval run under `policy` on the
+/// test split of the configured set (`TRIAGE_EVAL_SET`, by digest) no worse than the current
+/// version's under it by more than `TRIAGE_EVAL_TOLERANCE`, unless the paired test over the
+/// families both runs scored finds the loss within noise. Refused with both versions' figures otherwise. A pass
 /// answers what the operator should know ("no significant difference ..."), if anything.
 pub async fn quality_gate(
     pool: &Pool,
     config: &Config,
     version: &VersionPair,
+    policy: &Policy,
 ) -> Result<Option<String>> {
-    let policy =
-        crate::providers::Policy::load(config.versions.policy.as_str()).ok_or_else(|| {
-            InvalidRequest::new(
-                "policy",
-                "the configured policy is not in this build".into(),
-            )
-        })?;
-    let digest =
-        source::configured_digest_now(config.quality.set.as_deref(), &policy, pool).await?;
+    let digest = source::configured_digest_now(config.quality.set.as_deref(), policy, pool).await?;
     let client = db::client(pool).await?;
     let current = match client.query_opt(CURRENT, &[]).await? {
         Some(row) => VersionPair {
@@ -113,8 +107,9 @@ pub async fn quality_gate(
         },
         None => config.versions.pair(),
     };
-    let candidate_figures = runs::gate_figures(&client, &digest, version).await?;
-    let current_figures = runs::gate_figures(&client, &digest, &current).await?;
+    let under = policy.version.as_str();
+    let candidate_figures = runs::gate_figures(&client, &digest, version, under).await?;
+    let current_figures = runs::gate_figures(&client, &digest, &current, under).await?;
     let shown = |f: Option<&Figures>| {
         f.map_or("no run".to_string(), |f| {
             format!(

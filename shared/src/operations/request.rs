@@ -74,6 +74,11 @@ pub enum Request {
         #[arg(long)]
         #[serde_as(as = "DisplayFromStr")]
         to: VersionSpec,
+        /// Answers made under this policy: the built-in policy-v1 or a stored taxonomy's
+        /// version; default: TRIAGE_POLICY_VERSION.
+        #[arg(long)]
+        #[serde(default)]
+        policy_version: Option<PolicyVersion>,
     },
     /// Make GET /tickets/{id} show this version (recorded in the database). Needs an eval run
     /// of it on the test split of TRIAGE_EVAL_SET no worse than the current version's.
@@ -84,6 +89,11 @@ pub enum Request {
         #[arg(long)]
         #[serde(default)]
         model_version: Option<ModelVersion>,
+        /// The gate judges the runs made under this policy: the built-in policy-v1 or a stored
+        /// taxonomy's version; default: TRIAGE_POLICY_VERSION.
+        #[arg(long)]
+        #[serde(default)]
+        policy_version: Option<PolicyVersion>,
         /// Promote although the quality gate refuses; needs --reason (both go to the audit trail).
         #[arg(long, requires = "reason")]
         #[serde(default)]

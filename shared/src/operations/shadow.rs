@@ -71,7 +71,8 @@ const HISTOGRAM_EDGES: [f64; 6] = [-0.5, -0.2, -0.05, 0.05, 0.2, 0.5];
 const LARGEST: i64 = 10;
 
 /// Everything in one statement, so all numbers come from one snapshot. A ticket has at most
-/// one key per version pair (the key is derived from its content and the versions).
+/// one key per version pair under one policy (`$7`; the key is derived from its content, the
+/// versions and the policy).
 const SHADOW_DIFF: &str = r#"
 WITH pairs AS (
     SELECT a.ticket_id,
@@ -79,10 +80,10 @@ WITH pairs AS (
            ra.urgency_score AS from_urgency_score, rb.urgency_score AS to_urgency_score,
            rb.urgency_score - ra.urgency_score AS urgency_diff
     FROM ticket_evaluation a
-    JOIN evaluation_result ra ON ra.idempotency_key = a.idempotency_key
+    JOIN evaluation_result ra ON ra.idempotency_key = a.idempotency_key AND ra.policy_version = $7
     JOIN ticket_evaluation b
       ON b.ticket_id = a.ticket_id AND b.prompt_version = $3 AND b.model_version = $4
-    JOIN evaluation_result rb ON rb.idempotency_key = b.idempotency_key
+    JOIN evaluation_result rb ON rb.idempotency_key = b.idempotency_key AND rb.policy_version = $7
     WHERE a.prompt_version = $1 AND a.model_version = $2
 ), buckets AS (
     SELECT width_bucket(urgency_diff, $5::float8[]) AS bucket, count(*) AS count
@@ -111,7 +112,13 @@ SELECT
         LIMIT $6) d)
 "#;
 
-pub async fn shadow_diff(pool: &Pool, from: &VersionPair, to: &VersionPair) -> Result<ShadowDiff> {
+/// `from` against `to` on the tickets answered under both, under the policy `policy`.
+pub async fn shadow_diff(
+    pool: &Pool,
+    from: &VersionPair,
+    to: &VersionPair,
+    policy: &str,
+) -> Result<ShadowDiff> {
     let client = db::client(pool).await?;
     let row = client
         .query_one(
@@ -123,6 +130,7 @@ pub async fn shadow_diff(pool: &Pool, from: &VersionPair, to: &VersionPair) -> R
                 &to.model_version,
                 &HISTOGRAM_EDGES.as_slice(),
                 &LARGEST,
+                &policy,
             ],
         )
         .await?;

@@ -136,6 +136,7 @@ pub async fn gate_figures(
     client: &impl GenericClient,
     set_digest: &str,
     version: &VersionPair,
+    policy: &str,
 ) -> Result<Option<Figures>> {
     let row = client
         .query_opt(
@@ -145,10 +146,16 @@ pub async fn gate_figures(
                    metrics -> 'by_family'
             FROM eval_run
             WHERE set_digest = $1 AND split = 'test' AND prompt_version = $2 AND model_version = $3
+              AND policy_version = $4
             ORDER BY finished_at DESC, id DESC
             LIMIT 1
             "#,
-            &[&set_digest, &version.prompt_version, &version.model_version],
+            &[
+                &set_digest,
+                &version.prompt_version,
+                &version.model_version,
+                &policy,
+            ],
         )
         .await?;
     Ok(row.map(|row| Figures {

@@ -8,12 +8,12 @@ use std::{sync::Arc, time::Duration};
 
 use fake_provider::FakeProvider;
 use serde_json::{json, Value};
-use triage::{domain::taxonomy::Taxonomy, pipeline::taxonomy};
+use triage::{domain::taxonomy::Taxonomy, operations::promote, pipeline::taxonomy};
 
 use crate::{
     feedback::give,
     helpers::{
-        operations::{op_cli, try_op_cli},
+        operations::{op, op_cli, try_op_cli},
         spawn_app_with_fake, TestApp,
     },
 };
@@ -291,6 +291,42 @@ async fn a_desk_is_evaluated_trained_and_cascaded_under_its_own_77_departments()
         calls_before,
         "no call for a local answer"
     );
+
+    // Shadow diff and the promote gate read what was made under the taxonomy they are given.
+    let (large, cascaded) = ("triage-v6/gpt-6-luna@medium".to_string(), cascade.clone());
+    let diff = json!({"op": "shadow_diff", "from": large, "to": cascaded});
+    assert_eq!(op(&desk, diff.clone()).await["compared"], 77);
+    let mut built_in_diff = diff;
+    built_in_diff["policy_version"] = json!("policy-v1");
+    assert_eq!(op(&desk, built_in_diff).await["compared"], 0);
+    let digest = report["set"]["digest"].as_str().unwrap().to_string();
+    let mut gated = triage::config::Config::clone(&desk.config);
+    gated.quality.set = Some(format!("sha256:{digest}"));
+    let candidate: triage::domain::versions::VersionSpec = cascade.parse().unwrap();
+    let candidate = candidate.resolve(&gated.versions.model);
+    let under_bank = triage::providers::Policy::of_taxonomy(
+        Taxonomy::parse(&std::fs::read(BANK).unwrap()).unwrap(),
+    );
+    let verdict = promote::quality_gate(&app.pool, &gated, &candidate, &under_bank).await;
+    let said = format!("{verdict:?}");
+    assert!(!said.contains("no run"), "both runs are the bank's: {said}");
+    let built_in = triage::providers::Policy::load("policy-v1").unwrap();
+    let verdict = promote::quality_gate(&app.pool, &gated, &candidate, &built_in).await;
+    assert!(format!("{verdict:?}").contains("no run"), "{verdict:?}");
+
+    // Reprocess under the taxonomy: a production ticket of the built-in desk queued again
+    // under the bank's, its key naming it.
+    let created = app.post_ticket("Card", "Where is my new card?").await;
+    assert_eq!(created.status, 201);
+    let reprocess = json!({"op": "reprocess", "since": "1h", "prompt_version": "triage-v6",
+                           "policy_version": bank, "spread": "1s"});
+    let queued_under_bank = format!(
+        "SELECT count(*) FROM evaluation_outbox o JOIN ticket t ON t.id = o.ticket_id
+         WHERE t.workload = 'production' AND o.policy_version = '{bank}'"
+    );
+    assert_eq!(app.count(&queued_under_bank).await, 0);
+    op(&app, reprocess).await;
+    assert_eq!(app.count(&queued_under_bank).await, 1);
 
     // The same classifier paired with the built-in policy is refused, and nothing is queued.
     let queued = app.count("SELECT count(*) FROM evaluation_outbox").await;

@@ -46,7 +46,8 @@ pub(super) async fn show(
             let configured = &config.versions.model;
             let from = spec("from", from)?.resolve(configured);
             let to = spec("to", to)?.resolve(configured);
-            Some(shadow::shadow_diff(pool, &from, &to).await?)
+            let policy = config.versions.policy.as_str();
+            Some(shadow::shadow_diff(pool, &from, &to, policy).await?)
         }
         (None, None) => None,
         _ => return Err(PageError::bad_request("give both from and to versions")),

@@ -17,7 +17,8 @@ use super::{ask, models};
 use crate::{
     db,
     domain::{error::Result, versions::Versions},
-    providers::{EvaluationRequest, Policy, Prompt, Tier},
+    pipeline::taxonomy,
+    providers::{EvaluationRequest, Prompt, Tier},
 };
 
 /// Why a ticket got a provisional answer.
@@ -56,7 +57,8 @@ WHERE o.id IN (SELECT id FROM evaluation_outbox WHERE status = 'pending' AND lan
                UNION ALL
                SELECT id FROM evaluation_outbox WHERE status = 'processing')
   AND o.status IN ('pending', 'processing') AND o.lane = 'interactive'
-  AND o.model_version = $1 AND o.created_at <= now() - make_interval(secs => $2)
+  AND o.model_version = $1 AND o.policy_version = $4
+  AND o.created_at <= now() - make_interval(secs => $2)
   AND NOT EXISTS (SELECT 1 FROM provisional_result p WHERE p.idempotency_key = o.idempotency_key)
   AND NOT EXISTS (SELECT 1 FROM evaluation_result r WHERE r.idempotency_key = o.idempotency_key)
 ORDER BY o.created_at
@@ -97,17 +99,30 @@ pub async fn give(
     let Some(cascade) = versions.model.cascade() else {
         return Ok(0);
     };
-    let Some(policy) = Policy::load(versions.policy.as_str()) else {
-        return Ok(0);
-    };
     let mut client = db::client(pool).await?;
+    // The cascade's classifier answers the deployment's taxonomy, and only its jobs.
+    let policy = match taxonomy::policy(&client, versions.policy.as_str()).await? {
+        Ok(policy) => policy,
+        Err(unusable) => {
+            tracing::warn!(error = %unusable, "no provisional answers: the taxonomy cannot be loaded");
+            return Ok(0);
+        }
+    };
     let Some(model) = models::load(&client, &cascade.local).await? else {
         tracing::warn!(local = %cascade.local, "the cascade's classifier is not stored: no provisional answers");
         return Ok(0);
     };
     let transaction = client.transaction().await?;
     let rows = transaction
-        .query(WAITING, &[&versions.model, &after.as_secs_f64(), &PER_PASS])
+        .query(
+            WAITING,
+            &[
+                &versions.model,
+                &after.as_secs_f64(),
+                &PER_PASS,
+                &versions.policy,
+            ],
+        )
         .await?;
     if rows.is_empty() {
         return Ok(0);

@@ -203,7 +203,8 @@ async fn runs_carry_families_and_intervals_the_baseline_is_shown_and_noise_is_no
         prompt_version: "triage-v5".parse().unwrap(),
         model_version: triage::domain::versions::ModelVersion::new("gpt-noisy", "medium").unwrap(),
     };
-    let note = operations::promote::quality_gate(&app.pool, &app.config, &noisy)
+    let policy = triage::providers::Policy::load("policy-v1").unwrap();
+    let note = operations::promote::quality_gate(&app.pool, &app.config, &noisy, &policy)
         .await
         .expect("noise passes")
         .expect("and says so");
