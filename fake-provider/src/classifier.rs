@@ -26,6 +26,9 @@ pub struct Label {
 #[derive(Debug, Clone, Default)]
 pub struct Classifier {
     labels: HashMap<(String, String), Label>,
+    /// The labels' departments, in the order a wrong answer takes the next one: policy-v1's
+    /// when the file is in its departments, else the file's own, sorted (a desk's taxonomy).
+    departments: Vec<String>,
     default_rate: f64,
     rates: HashMap<String, f64>,
 }
@@ -55,8 +58,18 @@ impl Classifier {
             };
             labels.insert((field("subject")?, field("message")?), label);
         }
+        let mut departments: Vec<String> = labels.values().map(|l| l.department.clone()).collect();
+        departments.sort();
+        departments.dedup();
+        if departments
+            .iter()
+            .all(|d| DEPARTMENTS.contains(&d.as_str()))
+        {
+            departments = DEPARTMENTS.map(String::from).into();
+        }
         Ok(Self {
             labels,
+            departments,
             default_rate: error_rate,
             rates: HashMap::new(),
         })
@@ -82,28 +95,35 @@ impl Classifier {
     pub fn answer(&self, ticket_text: &str, model: &str) -> Option<Value> {
         let (subject, message) = ticket_of(ticket_text)?;
         let label = self.label(&subject, &message)?;
-        let (department, is_urgent) = answered(label, &subject, &message, model, self.rate(model));
+        let departments = &self.departments;
+        let (department, is_urgent) = answered(
+            label,
+            (&subject, &message),
+            model,
+            self.rate(model),
+            departments,
+        );
         let p = if is_urgent { URGENT_P } else { NOT_URGENT_P };
         Some(json!({ "is_urgent": p, "department": department, "urgency_score": p }))
     }
 }
 
-/// What the classifier answers for `label` at `rate`: the department after the right one
-/// (policy-v1's order, wrapping) when the department draw errs, the other urgency when the
-/// urgency draw does. Public so tests can count the errors they expect.
+/// What the classifier answers for `label` at `rate`: the department after the right one in
+/// `departments` (wrapping) when the department draw errs, the other urgency when the urgency
+/// draw does. Public so tests can count the errors they expect.
 pub fn answered(
     label: &Label,
-    subject: &str,
-    message: &str,
+    (subject, message): (&str, &str),
     model: &str,
     rate: f64,
+    departments: &[String],
 ) -> (String, bool) {
     let department = if errs(subject, message, model, "department", rate) {
-        let at = DEPARTMENTS
+        let at = departments
             .iter()
             .position(|d| *d == label.department)
             .unwrap_or(0);
-        DEPARTMENTS[(at + 1) % DEPARTMENTS.len()].to_owned()
+        departments[(at + 1) % departments.len()].to_owned()
     } else {
         label.department.clone()
     };
@@ -176,9 +196,25 @@ mod tests {
             department: "general".into(),
             is_urgent: false,
         };
+        let departments = DEPARTMENTS.map(String::from);
         let wrong = (0..10_000)
-            .filter(|i| answered(&label, &format!("s{i}"), "m", "model", 0.2).0 != "general")
+            .filter(|i| {
+                let ticket = (format!("s{i}"), "m");
+                answered(&label, (&ticket.0, ticket.1), "model", 0.2, &departments).0 != "general"
+            })
             .count();
         assert!((1800..2200).contains(&wrong), "{wrong}");
+    }
+
+    #[test]
+    fn a_desks_labels_are_answered_wrongly_in_its_own_departments() {
+        let set = r#"{"subject":"a","message":"x","department":"card_arrival","is_urgent":false}
+{"subject":"b","message":"y","department":"age_limit","is_urgent":false}"#;
+        let c = Classifier::from_jsonl(set, 1.0).unwrap();
+        let wrong = c.answer("Subject: a\n\nx", "m").unwrap();
+        assert_eq!(
+            wrong["department"], "age_limit",
+            "the next of the file's own, sorted"
+        );
     }
 }
