@@ -1,8 +1,8 @@
 //! `triage eval`'s report and its stored runs: promptfoo's layout, one column per version.
 
-use std::fmt::Write;
+use std::{collections::BTreeMap, fmt::Write};
 
-use triage::quality::{self as eval, runs::StoredRun};
+use triage::quality::{self as eval, metrics::confusions, runs::StoredRun};
 
 use super::table;
 
@@ -126,6 +126,11 @@ pub(super) fn report(r: &eval::Report) -> String {
     out += &table(Some(header), rows, &numbers);
 
     for f in &r.runs {
+        let confusion = &f.department.confusion;
+        if confusion.len() > confusions::GRID_CLASSES {
+            out += &top_confusions(&f.version, confusion);
+            continue;
+        }
         let _ = writeln!(
             out,
             "\nconfusion of {} (rows: label, columns: answer)",
@@ -346,5 +351,30 @@ pub(super) fn sweep(s: &eval::thresholds::Sweep) -> String {
              threshold whose accuracy you accept, then evaluate that cascade on --split test."
         );
     }
+    out
+}
+
+/// Past [`confusions::GRID_CLASSES`] departments, the most frequent errors instead of a grid.
+fn top_confusions(version: &str, confusion: &BTreeMap<String, BTreeMap<String, u64>>) -> String {
+    let ranked = confusions::ranked(confusion);
+    let shown = ranked.len().min(confusions::TOP_CONFUSIONS);
+    let mut out = format!(
+        "\nconfusions of {version}: the {shown} most frequent of {} ({} departments, no grid)\n",
+        ranked.len(),
+        confusion.len()
+    );
+    let rows = ranked.iter().take(shown).map(|c| {
+        [
+            c.label.to_string(),
+            c.answer.to_string(),
+            c.rows.to_string(),
+            format!("{:.0}%", 100.0 * c.rows as f64 / c.label_rows as f64),
+        ]
+    });
+    out += &table(
+        Some(vec!["label", "answered", "rows", "of the label's"]),
+        rows,
+        &[2, 3],
+    );
     out
 }

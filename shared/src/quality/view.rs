@@ -3,7 +3,7 @@
 //! figures' types, whatever file of `quality` holds them.
 
 pub use super::{
-    metrics::{ClassFigures, NO_ANSWER},
+    metrics::{confusions, ClassFigures, NO_ANSWER},
     runs::{baseline, eval_ticket_texts, newest_per_version, StoredRun},
     set::Split,
     source::configured_digest_now,

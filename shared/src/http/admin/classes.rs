@@ -1,18 +1,13 @@
 //! The Quality page's per-department figures, readable whatever the taxonomy's size: one row
 //! per department sorted (by support, or by F1 with the worst first), and, past
-//! [`HEAT_MAP_CLASSES`] departments, the most frequent confusions as a list instead of an
+//! [`confusions::GRID_CLASSES`] departments, the most frequent confusions as a list instead of an
 //! N×N grid that no one can read at 77 classes.
 
 use std::collections::BTreeMap;
 
 use maud::{html, Markup};
 
-use crate::quality::view::{ClassFigures, NO_ANSWER};
-
-/// Up to this many departments the confusion is a heat map; beyond, the top pairs.
-pub(super) const HEAT_MAP_CLASSES: usize = 12;
-/// Confusions listed when there are too many departments for a grid.
-pub(super) const TOP_CONFUSIONS: usize = 20;
+use crate::quality::view::{confusions, ClassFigures, NO_ANSWER};
 
 /// How the per-department table is ordered (`?sort=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,17 +68,8 @@ pub(super) fn top_confusions(
     confusion: &BTreeMap<String, BTreeMap<String, u64>>,
     n: usize,
 ) -> Markup {
-    let mut pairs: Vec<(&str, &str, u64, u64)> = confusion
-        .iter()
-        .flat_map(|(label, row)| {
-            let rows: u64 = row.values().sum();
-            row.iter()
-                .filter(move |(answer, count)| *answer != label && **count > 0)
-                .map(move |(answer, count)| (label.as_str(), answer.as_str(), *count, rows))
-        })
-        .collect();
-    let errors: u64 = pairs.iter().map(|p| p.2).sum();
-    pairs.sort_by(|a, b| b.2.cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
+    let pairs = confusions::ranked(confusion);
+    let errors: u64 = pairs.iter().map(|c| c.rows).sum();
     html! {
         p.muted { (confusion.len()) " departments: the " (pairs.len().min(n))
                   " most frequent confusions of " (pairs.len()) " (" (errors) " wrong rows), not the full grid." }
@@ -91,11 +77,11 @@ pub(super) fn top_confusions(
             thead { tr { th scope="col" { "Label" } th scope="col" { "Answered" } th.num scope="col" { "Rows" }
                          th.num scope="col" { "Share of the label's rows" } } }
             tbody {
-                @for (label, answer, count, rows) in pairs.iter().take(n) {
-                    tr data-confusion=(format!("{label}/{answer}")) {
-                        td { code { (label) } }
-                        td { @if *answer == NO_ANSWER { span.muted { (answer) } } @else { code { (answer) } } }
-                        td.num { (count) } td.num { (format!("{:.0}%", 100.0 * *count as f64 / *rows as f64)) }
+                @for c in pairs.iter().take(n) {
+                    tr data-confusion=(format!("{}/{}", c.label, c.answer)) {
+                        td { code { (c.label) } }
+                        td { @if c.answer == NO_ANSWER { span.muted { (c.answer) } } @else { code { (c.answer) } } }
+                        td.num { (c.rows) } td.num { (format!("{:.0}%", 100.0 * c.rows as f64 / c.label_rows as f64)) }
                     }
                 }
             }

@@ -28,7 +28,7 @@ use crate::{
         feedback::{self, Agreement},
         taxonomy,
     },
-    quality::view::{self as quality, RunFigures, Split, StoredRun, NO_ANSWER},
+    quality::view::{self as quality, confusions, RunFigures, Split, StoredRun, NO_ANSWER},
 };
 
 /// Misclassified tickets shown for the chosen version.
@@ -314,8 +314,8 @@ fn details(
     html! {
         (classes::per_class(&run.figures.department.per_class, order, link))
         h2 { "Confusion of " code { (run.version) } }
-        @if labels.len() > classes::HEAT_MAP_CLASSES {
-            (classes::top_confusions(confusion, classes::TOP_CONFUSIONS))
+        @if labels.len() > confusions::GRID_CLASSES {
+            (classes::top_confusions(confusion, confusions::TOP_CONFUSIONS))
         } @else {
             (charts::heat_map(
                 "Departments: rows the label, columns the answer; green the diagonal, red the errors, shaded by share of the row",

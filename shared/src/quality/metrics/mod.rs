@@ -8,6 +8,7 @@
 //! in the labels or the predictions; a missing prediction (a dead letter) is wrong for the
 //! department and counts as "not urgent, p = 0.5" for urgency.
 
+pub mod confusions;
 mod families;
 pub mod intervals;
 mod paired;

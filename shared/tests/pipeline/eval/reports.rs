@@ -25,7 +25,9 @@ fn expected(set: &EvalSet, model: &str, rate: f64) -> Vec<(Label, String, bool)>
                 row["subject"].as_str().unwrap(),
                 row["message"].as_str().unwrap(),
             );
-            let (department, urgent) = answered(&label, subject, message, model, rate);
+            let departments = fake_provider::DEPARTMENTS.map(String::from);
+            let ticket = (subject, message);
+            let (department, urgent) = answered(&label, ticket, model, rate, &departments);
             (label, department, urgent)
         })
         .collect()
