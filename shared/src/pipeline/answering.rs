@@ -80,9 +80,9 @@ impl Policies {
         if let Some(answering) = self.loaded(version) {
             return Ok(Ok(answering));
         }
-        let loaded = taxonomy::load(&db::client(pool).await?, version).await?;
+        let loaded = taxonomy::policy(&db::client(pool).await?, version).await?;
         let answering = match loaded {
-            Ok(taxonomy) => Arc::new(Answering::rendered(Policy::of_taxonomy(taxonomy))),
+            Ok(policy) => Arc::new(Answering::rendered(policy)),
             Err(unusable) => return Ok(Err(unusable)),
         };
         prompt_registry::verify(pool, answering.prompts.values()).await?;

@@ -2,6 +2,11 @@
 //! changes under its version (the version is its content's hash), so a process may keep what
 //! it read for as long as it runs.
 
+use std::{
+    collections::HashMap,
+    sync::{Mutex, OnceLock},
+};
+
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
@@ -90,8 +95,15 @@ pub async fn load(
     })
 }
 
-/// The policy `version` names: a built-in one, or a stored taxonomy's (read from the
-/// database; `pipeline::answering` keeps what a worker reads).
+/// The stored taxonomies' policies this process has read: a version's content never changes,
+/// so what was read once stands while the process runs (as a classifier, `cascade::models`).
+fn read_already() -> &'static Mutex<HashMap<String, Policy>> {
+    static READ: OnceLock<Mutex<HashMap<String, Policy>>> = OnceLock::new();
+    READ.get_or_init(Default::default)
+}
+
+/// The policy `version` names: a built-in one, or a stored taxonomy's, read from the database
+/// the first time this process asks for it.
 pub async fn policy(
     client: &impl GenericClient,
     version: &str,
@@ -99,7 +111,19 @@ pub async fn policy(
     if let Some(built_in) = Policy::load(version) {
         return Ok(Ok(built_in));
     }
-    Ok(load(client, version).await?.map(Policy::of_taxonomy))
+    if let Some(read) = read_already()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(version)
+    {
+        return Ok(Ok(read.clone()));
+    }
+    let loaded = load(client, version).await?.map(Policy::of_taxonomy);
+    if let Ok(policy) = &loaded {
+        let mut read = read_already().lock().unwrap_or_else(|e| e.into_inner());
+        read.insert(version.to_string(), policy.clone());
+    }
+    Ok(loaded)
 }
 
 /// Every stored taxonomy, newest first.
