@@ -77,10 +77,7 @@ impl<P: Provider> Worker<P> {
             }
             Err(error) if error.is_unavailable() => {
                 grant.started(job.id);
-                holds.database_away.store(true, Ordering::Relaxed);
-                return self
-                    .give_back(&job, deadline, holds, Turn::NotStarted, "")
-                    .await;
+                return self.back_while_away(&job, deadline, holds).await;
             }
             Err(error) => return Err(error),
         };
@@ -93,10 +90,7 @@ impl<P: Provider> Worker<P> {
             }
             Err(error) if error.is_unavailable() => {
                 grant.started(job.id);
-                holds.database_away.store(true, Ordering::Relaxed);
-                return self
-                    .give_back(&job, deadline, holds, Turn::NotStarted, "")
-                    .await;
+                return self.back_while_away(&job, deadline, holds).await;
             }
             Err(error) => return Err(error),
         }
@@ -121,10 +115,7 @@ impl<P: Provider> Worker<P> {
             Ok(Begun::Call(call, prompt, tokens, call_slot)) => (call, prompt, tokens, call_slot),
             // No call without its ledger row: the job goes back once the database does.
             Err(error) if error.is_unavailable() => {
-                holds.database_away.store(true, Ordering::Relaxed);
-                return self
-                    .give_back(&job, deadline, holds, Turn::NotStarted, "")
-                    .await;
+                return self.back_while_away(&job, deadline, holds).await;
             }
             Err(error) => return Err(error),
         };
@@ -180,6 +171,19 @@ impl<P: Provider> Worker<P> {
             tracing::info!(latency_ms = latency.as_millis() as u64, "evaluated");
         }
         Ok(outcome)
+    }
+
+    /// Before any call, the database went away: the job goes back once it returns, and the
+    /// invocation claims no more.
+    async fn back_while_away(
+        &self,
+        job: &ClaimedJob,
+        deadline: Instant,
+        holds: &Holds,
+    ) -> Result<Outcome> {
+        holds.database_away.store(true, Ordering::Relaxed);
+        self.give_back(job, deadline, holds, Turn::NotStarted, "")
+            .await
     }
 
     /// How `job`'s online call is served: bulk work on flex when that is the bulk tier, the
