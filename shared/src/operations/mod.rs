@@ -7,6 +7,7 @@
 
 pub mod audit;
 mod checks;
+mod feedback;
 pub mod fits;
 pub mod import;
 pub mod promote;
@@ -28,9 +29,8 @@ use checks::{
     chosen_policy, confirmed, confirmed_eval, known_to_this_build, no_local_files, priced, usable,
     within,
 };
-pub use request::{
-    FeedbackItem, FeedbackItems, HumanDuration, Request, Since, TaxonomyAction, TaxonomyFile,
-};
+pub use feedback::{FeedbackItem, FeedbackItems};
+pub use request::{HumanDuration, Request, Since, TaxonomyAction, TaxonomyFile};
 
 use crate::{
     config::Config,
@@ -43,7 +43,6 @@ use crate::{
         cascade::models::StoredModel,
         delivery,
         erase::{self, Erased},
-        feedback,
         outbox::{claim::Serves, Lane},
         pause::{self, Pausable},
         reads::report::{self, DeadLetterGroup, Health},
@@ -70,8 +69,6 @@ pub const MAX_AUDIT_ROWS: i64 = 1000;
 /// Most tickets one `triage erase` takes: its transaction holds the lock on ticket links that
 /// ingest waits on, so a long list would stall ingest (erase more in several runs).
 pub const MAX_ERASE_TICKETS: usize = 1000;
-/// Most tickets one `feedback` batch labels.
-pub const MAX_FEEDBACK_ITEMS: i64 = 1000;
 /// The largest `redrive --limit` (larger redrives run in several steps, each confirmed).
 pub const MAX_REDRIVE_LIMIT: i64 = 100_000;
 
@@ -101,7 +98,7 @@ pub enum Outcome {
     },
     /// Each item's feedback as stored, and the ids no production ticket has.
     Feedback {
-        given: Vec<feedback::Given>,
+        given: Vec<crate::pipeline::feedback::Given>,
         not_found: Vec<TicketId>,
     },
     Trained(train::Trained),
@@ -400,42 +397,8 @@ async fn execute(
             }
         }
         Request::Feedback { items } => {
-            let items = items.0;
-            within("items", items.len() as i64, MAX_FEEDBACK_ITEMS)?;
             let policy = chosen_policy(pool, config, None).await?;
-            // All checked before any is stored: a bad item changes nothing.
-            if let Some(bad) = items
-                .iter()
-                .find(|i| !policy.departments.contains(&i.department))
-            {
-                return Err(InvalidRequest::new(
-                    "department",
-                    format!(
-                        "{:?} is not one of {}",
-                        bad.department,
-                        policy.departments.join(", ")
-                    ),
-                )
-                .into());
-            }
-            let (mut given, mut not_found) = (Vec::new(), Vec::new());
-            for item in items {
-                let labels = feedback::Labels {
-                    department: item.department,
-                    is_urgent: item.is_urgent,
-                };
-                let giver = feedback::Giver {
-                    owner: None,
-                    given_by: operator.as_str(),
-                    urgent_threshold: policy.urgent_threshold,
-                    history: config.limits.feedback_history,
-                };
-                match feedback::give(pool, item.ticket_id, &labels, giver).await? {
-                    Some(stored) => given.push(stored),
-                    None => not_found.push(item.ticket_id),
-                }
-            }
-            Outcome::Feedback { given, not_found }
+            feedback::give_batch(pool, config, &policy, items.0, operator).await?
         }
         Request::Train {
             sources,

@@ -8,7 +8,10 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_with::{serde_as, DisplayFromStr};
 
-use super::train::TrainSource;
+use super::{
+    feedback::{FeedbackItem, FeedbackItems},
+    train::TrainSource,
+};
 use crate::{
     domain::{
         error::InvalidRequest,
@@ -351,40 +354,6 @@ impl FromStr for TaxonomyFile {
     type Err = std::convert::Infallible;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(TaxonomyFile::Path(s.into()))
-    }
-}
-
-/// One ticket's labels in a feedback batch.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct FeedbackItem {
-    pub ticket_id: TicketId,
-    pub department: String,
-    pub is_urgent: bool,
-}
-
-/// A feedback batch: a JSON array in the ops payload, the same array as the CLI's `--items`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FeedbackItems(pub Vec<FeedbackItem>);
-
-impl From<Vec<FeedbackItem>> for FeedbackItems {
-    fn from(items: Vec<FeedbackItem>) -> Self {
-        Self(items)
-    }
-}
-
-impl From<FeedbackItems> for Vec<FeedbackItem> {
-    fn from(items: FeedbackItems) -> Self {
-        items.0
-    }
-}
-
-impl FromStr for FeedbackItems {
-    type Err = InvalidRequest;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        serde_json::from_str(s)
-            .map(Self)
-            .map_err(|e| InvalidRequest::new("items", format!("not a JSON list of feedback: {e}")))
     }
 }
 
