@@ -4,7 +4,7 @@
 //! the key tells taxonomies apart, feedback is held to the deployment's, and a taxonomy that
 //! cannot be loaded makes its jobs wait instead of being answered under another.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use fake_provider::FakeProvider;
 use serde_json::{json, Value};
@@ -30,16 +30,6 @@ async fn stored(app: &TestApp, file: &[u8]) -> String {
         .await
         .unwrap()
         .policy_version
-}
-
-/// The same app, its processes configured with `policy_version`.
-fn under(app: &TestApp, policy_version: &str) -> TestApp {
-    let mut config = triage::config::Config::clone(&app.config);
-    config.versions.policy = policy_version.parse().unwrap();
-    TestApp {
-        pool: app.pool.clone(),
-        config: Arc::new(config),
-    }
 }
 
 /// The department and policy of ticket `id`'s result.
@@ -73,7 +63,7 @@ async fn a_77_department_desk_is_answered_in_its_own_departments_and_shares_no_a
         .as_bytes(),
     )
     .await;
-    let (bank_desk, shop_desk) = (under(&app, &bank), under(&app, &shop));
+    let (bank_desk, shop_desk) = (app.under_policy(&bank), app.under_policy(&shop));
 
     // The same text at three desks: three jobs, three keys, three calls.
     let (subject, message) = (
@@ -165,7 +155,7 @@ async fn a_77_department_desk_is_answered_in_its_own_departments_and_shares_no_a
 async fn a_job_whose_taxonomy_cannot_be_loaded_waits_and_is_never_answered_under_another() {
     let fake = FakeProvider::start().await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
-    let gone = under(&app, "gone-0123456789ab");
+    let gone = app.under_policy("gone-0123456789ab");
     let created = gone.post_ticket("Lost", "Where is my parcel?").await;
     assert_eq!(created.status, 201, "{:?}", created.body);
 
@@ -245,7 +235,7 @@ async fn a_desk_is_evaluated_trained_and_cascaded_under_its_own_77_departments()
     })
     .await;
     let bank = stored(&app, &std::fs::read(BANK).unwrap()).await;
-    let desk = under(&app, &bank);
+    let desk = app.under_policy(&bank);
     let dir = tempfile::tempdir().unwrap();
     let set = bank_set(&dir, 3);
 

@@ -61,6 +61,17 @@ pub struct Response {
 }
 
 impl TestApp {
+    /// The same app and database, its processes configured with `policy_version` (a stored
+    /// taxonomy's version, or a built-in policy): what they ingest is under it.
+    pub fn under_policy(&self, policy_version: &str) -> TestApp {
+        let mut config = Config::clone(&self.config);
+        config.versions.policy = policy_version.parse().unwrap();
+        TestApp {
+            pool: self.pool.clone(),
+            config: Arc::new(config),
+        }
+    }
+
     pub fn state(&self) -> AppState {
         AppState {
             pool: self.pool.clone(),

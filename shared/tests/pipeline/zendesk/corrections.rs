@@ -1,11 +1,14 @@
 use std::time::Duration;
 
-use fake_provider::zendesk::{changed_event, ACCOUNT_ID};
+use fake_provider::{
+    zendesk::{changed_event, ACCOUNT_ID},
+    FakeProvider,
+};
 use triage::{domain::ticket::TicketId, pipeline::erase};
 
 use super::{
-    spawn, start_fake,
-    writeback::{answered_under, desk_taxonomy, triaged, GROUPS},
+    spawn, spawn_with_model, start_fake,
+    writeback::{desk_taxonomy, triaged, GROUPS},
     AGENT, API_USER,
 };
 
@@ -13,11 +16,10 @@ const FEEDBACK: &str = "SELECT count(*) FROM ticket_feedback";
 
 #[tokio::test]
 async fn an_agents_regroup_becomes_the_desks_feedback_and_our_own_updates_do_not() {
-    let fake = start_fake().await;
-    let app = spawn(Some(&fake)).await;
-    let version = desk_taxonomy(&app).await;
-    triaged(&app, &fake, 35436, "Invoice shows the wrong amount").await;
-    answered_under(&app, 35436, &version).await;
+    let (fake, model) = (start_fake().await, FakeProvider::start().await);
+    let app = spawn_with_model(&fake, &model).await;
+    let desk = app.under_policy(&desk_taxonomy(&app).await);
+    triaged(&desk, &fake, 35436, "Invoice shows the wrong amount").await;
     app.deliver_all(Duration::from_secs(30)).await;
 
     // Our own write-back comes back as a change event by the connector's API user.

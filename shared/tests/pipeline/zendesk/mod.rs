@@ -17,11 +17,14 @@ mod writeback;
 use std::time::Duration;
 
 use axum::{body::Body, http::Request};
-use fake_provider::zendesk::{self, FakeZendesk};
+use fake_provider::{
+    zendesk::{self, FakeZendesk},
+    FakeProvider,
+};
 use serde_json::Value;
 use triage::{config::Config, secret::Secret};
 
-use crate::helpers::{spawn_app_with, webhooks::fast_delivery, Response, TestApp};
+use crate::helpers::{spawn_app_with, use_fake, webhooks::fast_delivery, Response, TestApp};
 
 pub(crate) const SECRET: &str = "dGhpc19zZWNyZXRfaXNfZm9yX3Rlc3Rpbmdfb25seQ==";
 pub(crate) const EMAIL: &str = "triage@acme.example";
@@ -44,6 +47,18 @@ pub(crate) fn use_zendesk(config: &mut Config, fake: Option<&FakeZendesk>) {
 
 pub(crate) async fn spawn(fake: Option<&FakeZendesk>) -> TestApp {
     spawn_app_with(|config| use_zendesk(config, fake)).await
+}
+
+/// [`spawn`] with `model` as the provider: a desk's own taxonomy needs a model (the offline
+/// rules answer only the built-in policy) and a prompt that frames the ticket as data.
+pub(crate) async fn spawn_with_model(fake: &FakeZendesk, model: &FakeProvider) -> TestApp {
+    let url = model.url();
+    spawn_app_with(|config| {
+        use_fake(config, url);
+        config.versions.prompt = "triage-v6".parse().unwrap();
+        use_zendesk(config, Some(fake));
+    })
+    .await
 }
 
 pub(crate) async fn start_fake() -> FakeZendesk {

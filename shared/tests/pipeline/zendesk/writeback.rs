@@ -1,13 +1,16 @@
 use std::time::Duration;
 
-use fake_provider::zendesk::{created_event, FakeZendesk, Ticket};
+use fake_provider::{
+    zendesk::{created_event, FakeZendesk, Ticket},
+    FakeProvider,
+};
 use serde_json::json;
 use triage::{
     domain::taxonomy::Taxonomy,
     pipeline::{delivery::zendesk::department_tag, taxonomy},
 };
 
-use super::{spawn, start_fake};
+use super::{spawn_with_model, start_fake};
 use crate::helpers::TestApp;
 
 /// The built-in departments as a desk's taxonomy, each routed to a group `3600nn`.
@@ -31,21 +34,6 @@ pub(crate) async fn desk_taxonomy(app: &TestApp) -> String {
         .await
         .unwrap()
         .policy_version
-}
-
-/// The result of Zendesk ticket `id` as if made under `version` (the pipeline's per-job
-/// taxonomy makes it so; here only the group mapping is under test).
-pub(crate) async fn answered_under(app: &TestApp, id: i64, version: &str) {
-    let client = app.pool.get().await.unwrap();
-    client
-        .execute(
-            "UPDATE evaluation_result r SET policy_version = $2
-             FROM ticket_evaluation te JOIN zendesk_ticket z ON z.ticket_id = te.ticket_id
-             WHERE r.idempotency_key = te.idempotency_key AND z.zendesk_id = $1",
-            &[&id, &version],
-        )
-        .await
-        .unwrap();
 }
 
 /// The department and urgency triage answered for Zendesk ticket `id`.
@@ -89,11 +77,11 @@ fn puts(fake: &FakeZendesk, id: i64, status: u16) -> usize {
 
 #[tokio::test]
 async fn a_triaged_ticket_is_written_back_once_through_a_429_and_an_agents_concurrent_edit() {
-    let fake = start_fake().await;
-    let app = spawn(Some(&fake)).await;
-    let version = desk_taxonomy(&app).await;
-    triaged(&app, &fake, 35436, "URGENT: my card was charged twice").await;
-    answered_under(&app, 35436, &version).await;
+    let (fake, model) = (start_fake().await, FakeProvider::start().await);
+    let app = spawn_with_model(&fake, &model).await;
+    // The desk's taxonomy is the deployment's: the ticket is triaged under it.
+    let desk = app.under_policy(&desk_taxonomy(&app).await);
+    triaged(&desk, &fake, 35436, "URGENT: my card was charged twice").await;
     let (department, urgent) = answer(&app, 35436).await;
     // Zendesk is at its limit for the first request, and an agent routes the ticket to a
     // group of their own between the connector's read and its update.
@@ -133,12 +121,12 @@ async fn a_triaged_ticket_is_written_back_once_through_a_429_and_an_agents_concu
 #[tokio::test]
 async fn the_departments_group_is_written_where_no_agent_set_one_and_the_built_in_policy_writes_none(
 ) {
-    let fake = start_fake().await;
-    let app = spawn(Some(&fake)).await;
-    let version = desk_taxonomy(&app).await;
-    triaged(&app, &fake, 1, "Invoice shows the wrong amount").await;
+    let (fake, model) = (start_fake().await, FakeProvider::start().await);
+    let app = spawn_with_model(&fake, &model).await;
+    // Ticket 1 comes in under the desk's taxonomy, ticket 2 under the built-in policy.
+    let desk = app.under_policy(&desk_taxonomy(&app).await);
+    triaged(&desk, &fake, 1, "Invoice shows the wrong amount").await;
     triaged(&app, &fake, 2, "The app crashes when I log in").await;
-    answered_under(&app, 1, &version).await;
     app.deliver_all(Duration::from_secs(30)).await;
 
     assert_eq!(fake.violations(), Vec::<String>::new());
