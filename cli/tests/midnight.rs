@@ -187,12 +187,7 @@ async fn the_day_turns_at_utc_midnight_with_work_in_flight() {
     .await
     .unwrap();
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = processes::free_loopback_address();
     let _api = spawn(&env, &["serve", "--listen", &listen], "serve.log");
     let _sweeper = spawn(&env, &["sweeper"], "sweeper.log");
     let _workers = [

@@ -362,12 +362,7 @@ async fn workers_killed_stopped_and_a_database_crash_lose_nothing_and_pay_twice_
     assert!(migrate.success(), "triage migrate");
     let db = connect(&database_url).await;
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = processes::free_loopback_address();
     let _api = spawn(&env, &["serve", "--listen", &listen], "serve.log");
     let _sweeper = spawn(&env, &["sweeper"], "sweeper.log");
     let mut suite = Suite {

@@ -122,12 +122,7 @@ async fn migrate(bin: &Path, env: &[(&'static str, String)], log: &str) {
 
 /// A `triage serve` on a free loopback port, answering once it does.
 async fn serve(bin: &Path, env: &[(&'static str, String)], log: &str) -> (Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = processes::free_loopback_address();
     let child = spawn(bin, env, &["serve", "--listen", &listen], log);
     let api = format!("http://{listen}");
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -37,6 +37,16 @@ pub fn environment(database_url: &str, provider_url: &str) -> Vec<(&'static str,
     ]
 }
 
+/// A free loopback address (`127.0.0.1:PORT`) for a `triage serve --listen`.
+pub fn free_loopback_address() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
 /// The binary `bin` with `args`, its stderr in `log`, killed when dropped.
 pub fn spawn(bin: &Path, env: &[(&'static str, String)], args: &[&str], log: &Path) -> Child {
     let log = File::create(log).unwrap();

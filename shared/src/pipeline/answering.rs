@@ -70,6 +70,16 @@ impl Policies {
         stored.get(version).cloned()
     }
 
+    /// What a job under `version` is estimated with before its policy is loaded (the budget
+    /// costs a claim before its jobs are processed): its own when this process has it, else
+    /// the `configured` one's (loaded before the first claim), else the built-in one's. The
+    /// call itself is made under its own, loaded first.
+    pub fn for_estimate(&self, version: &str, configured: &str) -> Arc<Answering> {
+        self.loaded(version)
+            .or_else(|| self.loaded(configured))
+            .unwrap_or_else(|| self.built_in.clone())
+    }
+
     /// `version`, loaded from the database the first time: the taxonomy checked against its
     /// version, its rendered prompts against the registry.
     pub async fn get(

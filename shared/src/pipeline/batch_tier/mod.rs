@@ -102,21 +102,12 @@ impl BatchTier {
     }
 
     /// What the daily budget holds for a line until its result is costed: its worst case at
-    /// the batch price.
-    /// A job whose policy this process has not loaded yet is estimated under the built-in
-    /// one's prompts (a line's policy is loaded before its line is started).
+    /// the batch price (a line's policy is loaded before its line is started).
     pub fn estimate_usd(&self, job: &ClaimedJob) -> f64 {
-        let answering = self
-            .policies
-            .loaded(job.policy_version.as_str())
-            .unwrap_or_else(|| self.policies.built_in().clone());
-        let Some(prompt) = answering.prompt(&job.versions.prompt_version) else {
-            // No line is sent for a prompt this build does not know.
-            return 0.0;
-        };
-        let prices = &self.config.provider.prices;
-        job.worst_case_usd(prompt, &answering.policy, prices, Tier::Batch)
+        let policies = (&*self.policies, self.config.versions.policy.as_str());
+        job.worst_case_usd(policies, &self.config.provider.prices, Tier::Batch)
     }
+
     /// Polls the open submissions (at most [`SUBMISSIONS_PER_TICK`], each held under its poll
     /// lease so a worker and the sweeper never tend one together), adopts, collects and, with
     /// the budget spent, cancels; stops before `deadline`. Never submits: that claims.

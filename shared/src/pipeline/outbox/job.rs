@@ -19,7 +19,8 @@ use crate::{
         ticket::TicketId,
         versions::{PolicyVersion, VersionPair},
     },
-    providers::{Evaluation, EvaluationRequest, Policy, PriceTable, Prompt, Tier},
+    pipeline::answering::Policies,
+    providers::{Evaluation, EvaluationRequest, PriceTable, Tier},
 };
 
 /// A claimed job, with what the provider needs to evaluate it.
@@ -110,22 +111,26 @@ WHERE id = $1 AND claim_token = $2 AND status = 'processing'
 "#;
 
 impl ClaimedJob {
-    /// The most this job's call under `prompt` may cost at `tier` (its worst-case input and
-    /// the output cap, at its model's price): what the daily budget holds for it from its
-    /// claim until its usage is known.
+    /// The most this job's call may cost at `tier` (its worst-case input under its prompt and
+    /// policy, and the output cap, at its model's price): what the daily budget holds for it
+    /// from its claim until its usage is known. Its policy as `policies` has it now
+    /// (`Policies::for_estimate`); 0 for a prompt this build does not know (no call is made).
     pub fn worst_case_usd(
         &self,
-        prompt: &Prompt,
-        policy: &Policy,
+        (policies, configured): (&Policies, &str),
         prices: &PriceTable,
         tier: Tier,
     ) -> f64 {
+        let answering = policies.for_estimate(self.policy_version.as_str(), configured);
+        let Some(prompt) = answering.prompt(&self.versions.prompt_version) else {
+            return 0.0;
+        };
         let request = EvaluationRequest {
             subject: &self.subject,
             message: &self.message,
             prompt,
             model: &self.versions.model_version,
-            policy,
+            policy: &answering.policy,
             // A timeout only bounds the call, never its estimate.
             timeout: Duration::ZERO,
             tier,

@@ -49,7 +49,7 @@ use crate::{
     db,
     domain::error::{ConfigError, Result},
     pipeline::{
-        answering::{Answering, Policies},
+        answering::Policies,
         batch_tier::BatchTier,
         limits::{budget, rate_limit::Limiter},
         outbox::ClaimedJob,
@@ -171,17 +171,6 @@ impl<P: Provider> Worker<P> {
             tracing::error!(error = %unusable, "TRIAGE_POLICY_VERSION cannot be loaded: its jobs wait");
         }
         Ok(())
-    }
-
-    /// What `job`'s estimates are made with before its policy is loaded: its own when this
-    /// process has it, else the configured one's (loaded before the first claim), else the
-    /// built-in one's. Its call is made under its own, loaded first (`process`).
-    fn answering_now(&self, job: &ClaimedJob) -> Arc<Answering> {
-        let policies = &self.policies;
-        policies
-            .loaded(job.policy_version.as_str())
-            .or_else(|| policies.loaded(self.config.versions.policy.as_str()))
-            .unwrap_or_else(|| policies.built_in().clone())
     }
 
     /// Refuses a configuration whose lease could expire under a call that is still running.

@@ -228,13 +228,8 @@ impl<P: Provider> Worker<P> {
     /// The most `job`'s call may cost (its worst-case input and the output cap, at its model's
     /// price): what the daily budget holds for it from its claim until its usage is known.
     pub(super) fn estimate_usd(&self, job: &ClaimedJob, tier: Tier) -> f64 {
-        let answering = self.answering_now(job);
-        let Some(prompt) = answering.prompt(&job.versions.prompt_version) else {
-            // No call is made for a prompt this build does not know.
-            return 0.0;
-        };
-        let prices = &self.config.provider.prices;
-        job.worst_case_usd(prompt, &answering.policy, prices, tier)
+        let policies = (&*self.policies, self.config.versions.policy.as_str());
+        job.worst_case_usd(policies, &self.config.provider.prices, tier)
     }
 
     /// The dedup check, the ledger row of the call about to be made and its slot in the
