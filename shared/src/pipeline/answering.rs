@@ -3,7 +3,7 @@
 //! ingested under (docs/taxonomy.md). A process loads each policy once (a taxonomy never
 //! changes under its version), has the prompt registry check the rendered texts, and keeps
 //! them while it runs. A taxonomy that is missing or unreadable is never answered with another
-//! policy: its jobs wait ([`Unusable`]).
+//! policy: its jobs wait ([`taxonomy::Unusable`]).
 
 use std::{
     collections::HashMap,
@@ -18,8 +18,6 @@ use crate::{
     pipeline::{prompt_registry, taxonomy},
     providers::{Policy, Prompt},
 };
-
-pub use taxonomy::Unusable;
 
 /// A policy and every prompt version of this build rendered for it.
 #[derive(Debug)]
@@ -86,7 +84,7 @@ impl Policies {
         &self,
         pool: &Pool,
         version: &str,
-    ) -> Result<std::result::Result<Arc<Answering>, Unusable>> {
+    ) -> Result<std::result::Result<Arc<Answering>, taxonomy::Unusable>> {
         if let Some(answering) = self.loaded(version) {
             return Ok(Ok(answering));
         }
