@@ -199,6 +199,11 @@ pub mod metric {
     pub fn lease_expired(count: i64) {
         counter!("outbox.lease_expired").increment(count.max(0) as u64);
     }
+    /// Rows a renewal found no longer held by their invocation (`outbox::renewal`): it was
+    /// stalled past its lease, and its jobs were fenced out.
+    pub fn leases_lost(count: u64) {
+        counter!("outbox.lease_lost").increment(count);
+    }
     /// One provider call: its latency, tokens in and out, and cost.
     pub fn provider_call(latency: Duration, tokens: (i64, i64), cost_usd: f64) {
         histogram!("provider.latency_ms").record(latency.as_secs_f64() * 1000.0);

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fake_provider::FakeProvider;
+use fake_provider::{Behavior, FakeProvider, Gate};
 use serde_json::{json, Value};
 use testkit::lambda::{self, events, Function, Invocation, RuntimeApi};
 use triage::{
@@ -13,7 +13,7 @@ use triage::{
     telemetry::NAMESPACE,
 };
 
-/// The deadline of each invocation; the lease (60 s) must outlast it, or the worker refuses.
+/// The deadline of each invocation.
 const DEADLINE: Duration = Duration::from_secs(30);
 const API_KEY: &str = "sk-lambda-test";
 
@@ -77,6 +77,22 @@ impl Container {
 
     async fn scheduled(&self, deadline: Duration) -> Invocation {
         self.runtime.invoke(events::scheduled(), deadline).await
+    }
+
+    /// Until `sql` counts `n` (polled; 30 s at most).
+    async fn wait_for_count(&self, sql: &str, n: i64) {
+        let waited = tokio::time::timeout(Duration::from_secs(30), async {
+            while self.count(sql).await != n {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        waited.unwrap_or_else(|_| panic!("never counted {n}: {sql}"));
+    }
+
+    async fn text(&self, sql: &str) -> String {
+        let client = self.pool.get().await.unwrap();
+        client.query_one(sql, &[]).await.unwrap().get(0)
     }
 
     async fn count(&self, sql: &str) -> i64 {
@@ -150,25 +166,39 @@ async fn a_doorbell_from_the_scalers_queue_runs_one_bounded_invocation_like_a_ti
 }
 
 #[tokio::test]
-async fn a_deadline_beyond_the_lease_is_reported_as_config_and_the_next_invocation_is_served() {
+async fn a_call_held_past_the_lease_keeps_its_job_the_lease_renewed_by_the_function() {
     let fake = FakeProvider::start().await;
-    let container = start(&fake).await;
+    let gate = Gate::new();
+    fake.push(Behavior::Classify.held(&gate));
+    // A deadline far beyond the lease: served, the lease renewed while the call runs.
+    let container = start_with(&fake, &[("TRIAGE_LEASE_SECONDS", "2")]).await;
     container.ticket("Invoice", "Wrong amount").await;
 
-    let refused = container.scheduled(Duration::from_secs(120)).await;
-
-    let error = refused
-        .result
-        .expect_err("a deadline beyond the lease is refused");
-    assert_eq!(error.error_type, "Config", "{error:?}");
-    assert!(
-        error.error_message.contains("TRIAGE_LEASE_SECONDS"),
-        "{error:?}"
-    );
-    assert_eq!(fake.calls().len(), 0);
-
-    let served = container.scheduled(DEADLINE).await;
+    let invocation = container.scheduled(Duration::from_secs(120));
+    let meanwhile = async {
+        gate.wait_held(1, Duration::from_secs(30))
+            .await
+            .expect("the call is held");
+        let claimed_until = container
+            .text("SELECT locked_until::text FROM evaluation_outbox")
+            .await;
+        // Past the claim's lease, and still held: renewed by the function, so no claimer or
+        // sweeper can take the job from it.
+        container
+            .wait_for_count(
+                &format!(
+                    "SELECT count(*) FROM evaluation_outbox WHERE status = 'processing'
+                   AND now() > '{claimed_until}'::timestamptz + interval '1 second'
+                   AND locked_until > now()"
+                ),
+                1,
+            )
+            .await;
+        gate.release();
+    };
+    let (served, ()) = tokio::join!(invocation, meanwhile);
     assert_eq!(served.result.expect("the worker answered"), report(1));
+    assert_eq!(fake.billed_calls().len(), 1);
 }
 
 #[tokio::test]

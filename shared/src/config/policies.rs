@@ -89,7 +89,9 @@ impl Default for WorkerPolicy {
         Self {
             batch_size: 10,
             concurrency: 4,
-            lease: Duration::from_secs(300),
+            // Short, and renewed by the invocation while it holds a job
+            // (`pipeline::outbox::renewal`): a crashed invocation's jobs are back within it.
+            lease: Duration::from_secs(15),
             max_attempts: 5,
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),

@@ -252,8 +252,7 @@ impl BatchTier {
             let mut client = db::client(&self.pool).await?;
             let transaction = client.transaction().await?;
             if submission::close(&transaction, open.id, false).await? {
-                let lease_ends = Instant::now() + POLL_LEASE;
-                for (job, call) in submission::jobs(&transaction, open.id, lease_ends).await? {
+                for (job, call) in submission::jobs(&transaction, open.id).await? {
                     let not_sent =
                         ProviderError::new(FailureKind::ConnectFailed, "batch never sent");
                     self.line_failed(&transaction, call, &not_sent).await?;
@@ -284,9 +283,8 @@ impl BatchTier {
             }
         };
         let client = db::client(&self.pool).await?;
-        let lease_ends = Instant::now() + POLL_LEASE;
         let mut jobs: HashMap<OutboxId, (ClaimedJob, Option<CallId>)> =
-            submission::jobs(&client, open.id, lease_ends)
+            submission::jobs(&client, open.id)
                 .await?
                 .into_iter()
                 .map(|(job, call)| (job.id, (job, call)))

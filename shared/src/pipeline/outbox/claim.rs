@@ -3,7 +3,7 @@
 //! counts an attempt, so a crash (lease expiry) is an attempt too. Lanes are claimed one
 //! after the other, interactive first (see [`lanes`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 
@@ -138,7 +138,6 @@ async fn claim_lane(
     let rules = serves == Serves::RulesOnly;
     // Prepared once per connection (deadpool's statement cache), not on every claim.
     let statement = client.prepare_cached(CLAIM).await?;
-    let lease_ends = Instant::now() + lease;
     let rows = client
         .query(
             &statement,
@@ -153,10 +152,7 @@ async fn claim_lane(
             ],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|row| ClaimedJob::from_row(row, lease_ends))
-        .collect())
+    Ok(rows.iter().map(ClaimedJob::from_row).collect())
 }
 
 /// Gives claimed jobs back as if they had never been claimed (the attempt too), inside the

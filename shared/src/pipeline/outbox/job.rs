@@ -3,7 +3,7 @@
 //! `InProgressTask`). Every job runs one of them, so their statements are prepared once per
 //! connection (deadpool's statement cache).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
@@ -33,9 +33,6 @@ pub struct ClaimedJob {
     /// Attempts including this one (the claim counts it).
     pub attempts: i32,
     pub claim_token: Uuid,
-    /// No later than the lease ends, on this process's clock (taken before the claim was
-    /// sent, so never after the database's `locked_until`).
-    pub lease_ends: Instant,
     pub subject: String,
     pub message: String,
     pub lane: Lane,
@@ -141,7 +138,7 @@ impl ClaimedJob {
 
     /// A claimed job from a row of `id, ticket_id, idempotency_key, prompt_version,
     /// model_version, attempts, claim_token, subject, message, lane, policy_version`.
-    pub(super) fn from_row(row: &tokio_postgres::Row, lease_ends: Instant) -> Self {
+    pub(super) fn from_row(row: &tokio_postgres::Row) -> Self {
         Self {
             id: OutboxId(row.get(0)),
             ticket_id: TicketId(row.get(1)),
@@ -152,7 +149,6 @@ impl ClaimedJob {
             },
             attempts: row.get(5),
             claim_token: row.get(6),
-            lease_ends,
             subject: row.get(7),
             message: row.get(8),
             lane: Lane::from_stored(row.get(9)),

@@ -1,8 +1,9 @@
 //! What every claimed row is, whatever the kind of work (River's one executor for every
 //! `kind`): a lease on a row of one of the queue tables, fenced by a claim token. Evaluations
 //! (`evaluation_outbox`) and deliveries (`delivery`) share the columns, so they share the
-//! statements here: the lease a claim takes, the fenced reschedule and dead letter, and the
-//! sweeper's return of expired leases.
+//! statements here: the lease a claim takes, its renewal by the invocation holding the row
+//! ([`super::renewal`]), the fenced reschedule and dead letter, and the return of expired
+//! leases (the sweeper's, and every renewing invocation's).
 
 use std::{sync::LazyLock, time::Duration};
 
@@ -19,6 +20,7 @@ macro_rules! take_lease {
         r#"status = 'processing',
         locked_by = $1,
         locked_until = now() + make_interval(secs => $2),
+        leased_at = now(),
         claim_token = gen_random_uuid(),
         attempts = attempts + 1"#
     };
@@ -53,6 +55,7 @@ impl Queue {
 }
 
 struct Statements {
+    renew: String,
     reschedule: String,
     dead_letter: String,
     return_expired: String,
@@ -63,6 +66,16 @@ impl Statements {
         // Every write after the claim names the token: a late holder changes nothing.
         let fenced = "WHERE id = $1 AND claim_token = $2 AND status = 'processing'";
         Self {
+            // `$1` ids and `$2` their claim tokens, `$3` lease seconds: the rows still held
+            // come back; a row finished, returned or claimed by another is not touched.
+            renew: format!(
+                "UPDATE {table} AS q
+                 SET locked_until = now() + make_interval(secs => $3), leased_at = now()
+                 FROM unnest($1::bigint[], $2::uuid[]) AS held(id, claim_token)
+                 WHERE q.id = held.id AND q.claim_token = held.claim_token
+                   AND q.status = 'processing'
+                 RETURNING q.id"
+            ),
             // Back to the queue after a failure: the attempt is spent, `available_at` follows
             // the backoff.
             reschedule: format!(
@@ -96,6 +109,11 @@ impl Statements {
                                             ELSE format('lease expired (worker %s)', locked_by) END,
                         error_class  = 'lease_expired'
                     WHERE status = 'processing' AND locked_until < now()
+                      -- A lease running when the server (re)started could not be renewed
+                      -- while it was away: it runs again, for its own length, from the start.
+                      AND (leased_at IS NULL
+                           OR leased_at >= pg_postmaster_start_time()
+                           OR pg_postmaster_start_time() + (locked_until - leased_at) < now())
                     RETURNING status
                 )
                 SELECT count(*) FILTER (WHERE status = 'pending'),
@@ -157,6 +175,22 @@ impl Lease {
             .await?;
         Ok(Fencing::from_rows(rows))
     }
+}
+
+/// Renews the leases of `held` rows of `queue` (ids with their claim tokens) for `lease`
+/// from now, in one statement. Answers the ids still held: the others were lost (returned as
+/// expired, or claimed since by another).
+pub async fn renew(
+    client: &impl GenericClient,
+    queue: Queue,
+    (ids, tokens): (&[i64], &[Uuid]),
+    lease: Duration,
+) -> Result<Vec<i64>> {
+    let statement = client.prepare_cached(&queue.statements().renew).await?;
+    let rows = client
+        .query(&statement, &[&ids, &tokens, &lease.as_secs_f64()])
+        .await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
 /// Returns `queue`'s expired leases (the holder died): back to pending, or dead at

@@ -4,6 +4,7 @@
 //! dead letter. Every write after the claim names the claim token; a worker whose lease
 //! expired and was re-claimed changes nothing. [`lease`] holds what every queue table shares
 //! (evaluations and deliveries): the claim's lease, the fenced writes, the expired-lease sweep;
+//! [`renewal`] the short lease an invocation keeps renewing while it holds rows;
 //! [`announce`] the delivery rows a stored result writes in its own statement.
 
 pub(crate) mod announce;
@@ -12,6 +13,7 @@ pub mod claim;
 mod job;
 pub mod lanes;
 pub mod lease;
+pub mod renewal;
 pub mod requeue;
 pub mod submission;
 

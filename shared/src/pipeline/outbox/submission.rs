@@ -4,7 +4,7 @@
 //! their text is deleted. The jobs of a submission stay `processing` under their claim's
 //! token, so every write to them is fenced like any other (see `worker::batch`).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
@@ -270,7 +270,6 @@ pub async fn take_open(
 pub async fn jobs(
     client: &impl GenericClient,
     id: SubmissionId,
-    lease_ends: Instant,
 ) -> Result<Vec<(ClaimedJob, Option<CallId>)>> {
     let rows = client
         .query(
@@ -295,7 +294,7 @@ pub async fn jobs(
     Ok(rows
         .into_iter()
         .map(|row| {
-            let job = ClaimedJob::from_row(&row, lease_ends);
+            let job = ClaimedJob::from_row(&row);
             let call = row.get::<_, Option<i64>>(11).map(|id| CallId {
                 id,
                 started_at: row.get(12),

@@ -53,6 +53,7 @@ impl<P: Provider> Worker<P> {
             return Ok(Claimed::NOTHING);
         }
         let client = db::client(&self.pool).await?;
+        self.expired.return_due(&client).await?;
         let gate = breaker::gate(
             &client,
             self.provider.name(),

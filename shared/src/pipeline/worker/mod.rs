@@ -52,7 +52,11 @@ use crate::{
         answering::Policies,
         batch_tier::BatchTier,
         limits::{budget, rate_limit::Limiter},
-        outbox::ClaimedJob,
+        outbox::{
+            lease::Queue,
+            renewal::{self, Expired, Held, Renewal},
+            ClaimedJob, OutboxId,
+        },
         pause::{self, Paused},
         prompt_registry,
     },
@@ -120,6 +124,8 @@ struct Holds {
     /// The breaker may need a success written: it was not closed and clean at the last claim,
     /// or a call failed since. Otherwise a success writes nothing.
     breaker_counting: AtomicBool,
+    /// The jobs claimed and not yet ended, their leases renewed while they are held.
+    leases: Held,
 }
 
 impl Default for Holds {
@@ -129,6 +135,7 @@ impl Default for Holds {
             database_away: AtomicBool::new(false),
             // Until a claim has read the breaker.
             breaker_counting: AtomicBool::new(true),
+            leases: Held::new(Queue::Evaluation),
         }
     }
 }
@@ -141,7 +148,7 @@ impl Holds {
 
 /// What finished among an invocation's concurrent tasks.
 enum Task {
-    Job(Result<Outcome>),
+    Job(OutboxId, Result<Outcome>),
     Claim(Result<Claimed>),
 }
 
@@ -159,6 +166,16 @@ pub struct Worker<P> {
     batches: Option<BatchTier>,
     /// Claims eval work only ([`Worker::eval_only`]).
     eval_only: bool,
+    /// A crashed worker's jobs, returned before a claim once they expired.
+    expired: Expired,
+}
+
+/// The worker's leases: `TRIAGE_LEASE_SECONDS`, renewed while held.
+fn renewal_of(config: &Config) -> Renewal {
+    Renewal {
+        lease: config.worker.lease,
+        max_attempts: config.worker.max_attempts,
+    }
 }
 
 impl<P: Provider> Worker<P> {
@@ -190,6 +207,7 @@ impl<P: Provider> Worker<P> {
         );
         let limiter = Limiter::new(config.rate_limit);
         let policies = Arc::new(Policies::new());
+        let expired = Expired::new(Queue::Evaluation, renewal_of(&config));
         let batches = BatchTier::new(pool.clone(), config.clone(), id.clone(), policies.clone())?;
         Ok(Self {
             pool,
@@ -201,6 +219,7 @@ impl<P: Provider> Worker<P> {
             limiter,
             batches,
             eval_only: false,
+            expired,
         })
     }
 
@@ -259,15 +278,40 @@ impl<P: Provider> Worker<P> {
     }
 
     /// The online part of an invocation: claims and calls until `deadline`, `stop`, or
-    /// nothing to claim.
+    /// nothing to claim, the claimed jobs' leases renewed meanwhile.
     async fn run_online(
         &self,
         deadline: Instant,
         stop: &CancellationToken,
         paused: Paused,
     ) -> Result<Report> {
-        let concurrency = self.config.worker.concurrency;
         let holds = Holds::default();
+        let renewal = renewal_of(&self.config);
+        let done = CancellationToken::new();
+        let work = async {
+            let report = self.claim_and_call(deadline, stop, paused, &holds).await;
+            done.cancel();
+            report
+        };
+        let renewing = renewal::keep_renewed(&self.pool, &holds.leases, renewal, &done);
+        let (report, ()) = tokio::join!(work, renewing);
+        let mut report = report?;
+        report.paused = holds.provider_paused.load(Ordering::Relaxed);
+        report.database_away = holds.database_away.load(Ordering::Relaxed);
+        if report.claimed > 0 || report.paused || report.database_away || report.budget_exhausted {
+            tracing::info!(?report, "worker invocation finished");
+        }
+        Ok(report)
+    }
+
+    async fn claim_and_call(
+        &self,
+        deadline: Instant,
+        stop: &CancellationToken,
+        paused: Paused,
+        holds: &Holds,
+    ) -> Result<Report> {
+        let concurrency = self.config.worker.concurrency;
         let mut report = Report::default();
         let mut queue: VecDeque<ClaimedJob> = VecDeque::new();
         // The concurrency is of calls (SPEC: concurrent calls per invocation): a job holds one
@@ -290,9 +334,10 @@ impl<P: Provider> Worker<P> {
         loop {
             while jobs_in_flight < concurrency + ahead {
                 let Some(job) = queue.pop_front() else { break };
+                let id = job.id;
                 tasks.push(Either::Left(
-                    self.process(job, deadline, &holds, (&calls, &grant))
-                        .map(Task::Job),
+                    self.process(job, deadline, holds, (&calls, &grant))
+                        .map(move |outcome| Task::Job(id, outcome)),
                 ));
                 jobs_in_flight += 1;
             }
@@ -300,13 +345,14 @@ impl<P: Provider> Worker<P> {
             // busy: it is there when they free up, instead of every slot waiting for a claim
             // round trip after each batch (at most one batch waits, well inside its lease).
             if claiming && !after_a_job && !claim_in_flight && queue.is_empty() {
-                let claim = self.claim_next(deadline, stop, &holds, (&grant, paused));
+                let claim = self.claim_next(deadline, stop, holds, (&grant, paused));
                 tasks.push(Either::Right(claim.map(Task::Claim)));
                 claim_in_flight = true;
             }
             match tasks.next().await {
                 None => break,
-                Some(Task::Job(outcome)) => {
+                Some(Task::Job(id, outcome)) => {
+                    holds.leases.release(id.0);
                     jobs_in_flight -= 1;
                     after_a_job = false;
                     let outcome = outcome?;
@@ -324,6 +370,9 @@ impl<P: Provider> Worker<P> {
                         }
                         claimed => claimed?,
                     };
+                    for job in &claimed.jobs {
+                        holds.leases.hold(job.id.0, job.claim_token);
+                    }
                     report.claimed += claimed.jobs.len() as u32;
                     report.budget_exhausted |= claimed.budget_exhausted;
                     queue.extend(claimed.jobs);
@@ -333,11 +382,6 @@ impl<P: Provider> Worker<P> {
             }
         }
         self.release(&grant).await;
-        report.paused = holds.provider_paused.load(Ordering::Relaxed);
-        report.database_away = holds.database_away.load(Ordering::Relaxed);
-        if report.claimed > 0 || report.paused || report.database_away || report.budget_exhausted {
-            tracing::info!(?report, "worker invocation finished");
-        }
         Ok(report)
     }
 }

@@ -11,7 +11,11 @@ use std::{
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use super::{settle::settle, write::abandoned_unless_written, Holds, Worker, WRITE_MARGIN};
+use super::{
+    settle::{self, settle},
+    write::abandoned_unless_written,
+    Holds, Worker, WRITE_MARGIN,
+};
 use crate::{
     db,
     domain::error::Result,
@@ -107,6 +111,12 @@ impl<P: Provider> Worker<P> {
                 .give_back(&job, deadline, holds, Turn::Unpriced, &reason)
                 .await;
         }
+        // A renewal found the job held by another since (this worker stalled past its lease):
+        // it is theirs to answer, and nothing is spent on it here.
+        if holds.leases.lost(job.id.0) {
+            grant.started(job.id);
+            return Ok(Outcome::Fenced);
+        }
         let begun = self.start(&job, &answering, deadline, holds, calls).await;
         // Its ledger row carries its estimate now, or it has none.
         grant.started(job.id);
@@ -133,7 +143,9 @@ impl<P: Provider> Worker<P> {
             ))
         });
         let latency = started.elapsed();
-        // From here the call is paid for: its writes are retried until the lease runs out.
+        // From here the call is paid for: its writes are retried while the database is away,
+        // the job's lease renewed meanwhile (`settle::hold_until`).
+        let until = settle::hold_until(deadline, self.config.worker.lease);
         let settled = match result {
             Ok(reply) => {
                 // The next call starts while this answer's writes are under way.
@@ -144,7 +156,7 @@ impl<P: Provider> Worker<P> {
                 let (record, checked) =
                     ledger::billed_answer(&job, &reply, latency_tier, policy, prices);
                 let answer = (&reply, tokens, Some(holds));
-                settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
+                settle(&self.pool, until, &holds.database_away, |client| {
                     self.answered(client, &job, call, &record, &checked, answer)
                 })
                 .await?
@@ -157,7 +169,7 @@ impl<P: Provider> Worker<P> {
                 }
                 // A failure keeps its call slot until it is counted: the next call must not
                 // start before a breaker it opens or a hold it begins is known.
-                let failed = settle(&self.pool, job.lease_ends, &holds.database_away, |client| {
+                let failed = settle(&self.pool, until, &holds.database_away, |client| {
                     self.failed(client, &job, (call, tokens), &error, latency, holds)
                 })
                 .await?;

@@ -1,5 +1,5 @@
 //! A result in hand survives a database blink: the writes that end a job's turn are retried
-//! with backoff while the database is unreachable, until the lease would run out (fencing
+//! with backoff while the database is unreachable, for as long as [`hold_until`] says (fencing
 //! still decides who may write). Giving up earlier would throw away a paid answer, and the
 //! job would be evaluated and paid again once its lease expired.
 //!
@@ -23,6 +23,15 @@ use crate::{
 /// minute or two is noticed within a couple of seconds of its end.
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
 const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// How long a result in hand waits for the database: to the invocation's end, and at least one
+/// lease. The job's lease is renewed meanwhile (`outbox::renewal`), and a lease cannot expire
+/// while the server restarts (it runs again from the server's start), so the write goes
+/// through once the database is back; only a database that stays up but out of this worker's
+/// reach for longer than the lease hands the job on (docs/fencing.md).
+pub fn hold_until(deadline: Instant, lease: Duration) -> Instant {
+    deadline.max(Instant::now() + lease)
+}
 
 /// What to do after a write failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

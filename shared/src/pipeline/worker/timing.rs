@@ -1,6 +1,7 @@
-//! Whether the worker's times fit inside each other: lease > invocation > one call plus its
-//! write. Pure checks, tested by tables; a configuration that cannot evaluate anything is
-//! refused with the setting to change named, never run as an empty success.
+//! Whether the worker's times fit inside each other: an invocation > one call plus its write.
+//! The lease no longer has to outlast either: the invocation renews it while it holds a job
+//! (`outbox::renewal`). Pure checks, tested by tables; a configuration that cannot evaluate
+//! anything is refused with the setting to change named, never run as an empty success.
 
 use std::time::Duration;
 
@@ -8,8 +9,8 @@ use crate::{config::WorkerPolicy, domain::error::ConfigError};
 
 pub use crate::pipeline::turn::WRITE_MARGIN;
 
-/// At start: the lease outlasts an invocation (`TRIAGE_INVOCATION_SECONDS`, the CLI's budget
-/// and Lambda's fallback), which fits at least one call and its write.
+/// At start: an invocation (`TRIAGE_INVOCATION_SECONDS`, the CLI's budget and Lambda's
+/// fallback) fits at least one call and its write.
 pub fn check_policy(policy: &WorkerPolicy) -> Result<(), ConfigError> {
     let call = policy.call_timeout + WRITE_MARGIN;
     if policy.invocation_budget <= call {
@@ -21,20 +22,11 @@ pub fn check_policy(policy: &WorkerPolicy) -> Result<(), ConfigError> {
             ),
         ));
     }
-    if policy.lease <= policy.invocation_budget {
-        return Err(ConfigError::invalid(
-            "TRIAGE_LEASE_SECONDS",
-            format!(
-                "the lease ({:?}) must outlast an invocation (TRIAGE_INVOCATION_SECONDS, {:?})",
-                policy.lease, policy.invocation_budget
-            ),
-        ));
-    }
     Ok(())
 }
 
 /// Per invocation, on the time actually left (Lambda: until the function's timeout): it must
-/// fit one call and its write, and a job claimed now must not outlive its lease.
+/// fit one call and its write.
 pub fn check_time_left(left: Duration, policy: &WorkerPolicy) -> Result<(), ConfigError> {
     let call = policy.call_timeout + WRITE_MARGIN;
     if left < call {
@@ -43,15 +35,6 @@ pub fn check_time_left(left: Duration, policy: &WorkerPolicy) -> Result<(), Conf
             format!(
                 "one call and its write ({:?} + {WRITE_MARGIN:?}) do not fit in the {left:?} this invocation has: raise the function timeout or lower TRIAGE_CALL_TIMEOUT_SECONDS",
                 policy.call_timeout
-            ),
-        ));
-    }
-    if left >= policy.lease {
-        return Err(ConfigError::invalid(
-            "TRIAGE_LEASE_SECONDS",
-            format!(
-                "the lease ({:?}) must outlast the invocation ({left:?}): raise the lease or shorten the function timeout",
-                policy.lease
             ),
         ));
     }
@@ -79,7 +62,8 @@ mod tests {
             (300, 2.0, 0.5, None),
             (300, 2.0, 1.5, Some("TRIAGE_INVOCATION_SECONDS")),
             (300, 31.0, 30.0, Some("TRIAGE_INVOCATION_SECONDS")),
-            (60, 60.0, 30.0, Some("TRIAGE_LEASE_SECONDS")),
+            // A lease shorter than the invocation is renewed while a job is held.
+            (15, 60.0, 30.0, None),
             (10, 5.0, 2.0, None),
         ];
         for (lease, invocation, call, named) in table {
@@ -93,7 +77,7 @@ mod tests {
     }
 
     #[test]
-    fn the_time_left_must_fit_one_call_and_stay_inside_the_lease() {
+    fn the_time_left_must_fit_one_call() {
         let policy = policy(300, 60.0, 30.0);
         let secs = Duration::from_secs;
         let table = [
@@ -101,7 +85,7 @@ mod tests {
             (secs(31), None),
             (secs(30), Some("TRIAGE_CALL_TIMEOUT_SECONDS")),
             (Duration::ZERO, Some("TRIAGE_CALL_TIMEOUT_SECONDS")),
-            (secs(300), Some("TRIAGE_LEASE_SECONDS")),
+            (secs(900), None),
         ];
         for (left, named) in table {
             let checked = check_time_left(left, &policy);

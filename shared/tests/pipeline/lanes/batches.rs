@@ -212,8 +212,7 @@ async fn a_large_batch_is_read_for_collection_beside_a_full_ledger_within_the_st
         .await
         .unwrap();
     let id = SubmissionId(app.count("SELECT id FROM batch_submission").await);
-    let lease_ends = Instant::now() + Duration::from_secs(60);
-    let jobs = submission::jobs(&client, id, lease_ends).await.unwrap();
+    let jobs = submission::jobs(&client, id).await.unwrap();
     assert_eq!(jobs.len(), 1003);
     let with_rows = jobs.iter().filter(|(_, call)| call.is_some()).count();
     assert_eq!(

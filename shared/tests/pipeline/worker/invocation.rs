@@ -1,5 +1,5 @@
-//! An invocation's bounds: too short for one call, a lease shorter than it or than its
-//! time left, and a batch of one draining the queue within it.
+//! An invocation's bounds: too short for one call, and a batch of one draining the queue
+//! within it. (A lease shorter than the invocation is renewed: `leases`.)
 
 use std::time::{Duration, Instant};
 
@@ -31,42 +31,6 @@ async fn an_invocation_too_short_for_one_call_is_an_error_naming_the_call_timeou
             .await,
         1,
         "nothing was claimed"
-    );
-}
-
-#[tokio::test]
-async fn the_worker_refuses_a_lease_shorter_than_its_invocation() {
-    let fake = FakeProvider::start().await;
-    let app = spawn_app_with_fake(&fake, |c| c.worker.lease = Duration::from_secs(4)).await;
-    let provider = triage::providers::AnyProvider::from_config(
-        &app.config.provider,
-        app.config.worker.call_timeout,
-    )
-    .unwrap();
-    let refused =
-        triage::pipeline::worker::Worker::new(app.pool.clone(), provider, app.config.clone());
-    let error = refused
-        .err()
-        .expect("the lease is shorter than the invocation");
-    assert!(
-        error.to_string().contains("TRIAGE_LEASE_SECONDS"),
-        "{error}"
-    );
-}
-
-#[tokio::test]
-async fn the_worker_refuses_a_lease_shorter_than_the_time_left_in_its_invocation() {
-    let fake = FakeProvider::start().await;
-    let app = spawn_app_with_fake(&fake, |_| {}).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let error = app
-        .worker()
-        .run_invocation(deadline, &CancellationToken::new())
-        .await
-        .unwrap_err();
-    assert!(
-        error.to_string().contains("TRIAGE_LEASE_SECONDS"),
-        "{error}"
     );
 }
 

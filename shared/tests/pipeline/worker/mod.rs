@@ -5,7 +5,9 @@
 //! - `errors`: the error table: crashes, permanent errors, contract violations and
 //!   truncated answers dead-lettered; transient errors backed off; 429s released.
 //! - `breaker`: provider-wide failures pause claiming, and a probe closes the breaker.
-//! - `invocation`: an invocation's bounds: its call timeout, its lease, its batch.
+//! - `invocation`: an invocation's bounds: its call timeout, its batch.
+//! - `leases`: leases that follow the work: renewed under a long call, a crashed holder's
+//!   jobs claimed again after one lease, a stalled holder fenced out, a server restart.
 //! - `slots`: calls in flight hold no connection, the next batch claimed while slots are
 //!   busy, the worker's statements keep custom plans.
 
@@ -13,6 +15,7 @@ mod billing;
 mod breaker;
 mod errors;
 mod invocation;
+mod leases;
 mod slots;
 
 use crate::helpers::TestApp;
