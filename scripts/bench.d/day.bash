@@ -80,13 +80,38 @@ day_start_deliverer() {
 
 day_kill() { kill -KILL "$1" 2>/dev/null || true; stop_bg "$1"; }
 
+# Leases that follow the work (docs/fencing.md): how long after a worker's kill -9 (at the
+# database's time $2) its jobs are back in the queue, each claimer returning expired leases
+# before it claims. Its jobs are the rows still leased before the kill once every live
+# worker has renewed since (a renewal period, 5 s at the default 15 s lease, plus a second).
+# Runs in the background; one line per kill in $day_out/reclaims.
+day_reclaim() {
+  local who=$1 killed_at=$2 held="" n waited
+  sleep 6
+  for _ in $(seq 240); do
+    n=$(psql "$day_url" -tAc "SELECT count(*) FROM evaluation_outbox
+          WHERE status = 'processing' AND leased_at < '$killed_at'" 2>/dev/null) || { sleep 0.5; continue; }
+    held=${held:-$n}
+    if [ "$n" = 0 ]; then
+      waited=$(psql "$day_url" -tAc "SELECT round(extract(epoch FROM now() - '$killed_at'::timestamptz)::numeric, 1)")
+      echo "$who: its $held jobs back after at most $waited s" >>"$day_out/reclaims"
+      return
+    fi
+    sleep 0.5
+  done
+  echo "$who: $n of its $held jobs not back after 120 s" >>"$day_out/reclaims"
+}
+
 # Runs fault $1 (here, not in a subshell: it starts processes); sets $day_label.
 day_fault() {
   case "$1" in
     kill-worker)
       local i=$(( day_next_kill % day_workers + 1 ))
       day_next_kill=$(( day_next_kill + 1 ))
+      local killed_at
+      killed_at=$(psql "$day_url" -tAc "SELECT now()" 2>/dev/null || true)
       day_kill "${day_worker_pids[$i]}"
+      [ -z "$killed_at" ] || day_reclaim "worker $i killed at $(date -u +%T)" "$killed_at" &
       day_start_worker "$i"
       day_label="worker $i killed" ;;
     crash-deliverer)
@@ -313,6 +338,8 @@ day_summary() {
   echo "  p99 time to result by minute: $(awk '{ printf "%s %s  ", $1, $9 }' "$day_out/rows")"
   echo "  memory MB, first minute: $(head -1 "$day_out/rows" | cut -d'|' -f1 | cut -d' ' -f11-)"
   echo "  memory MB, last minute:  $(tail -1 "$day_out/rows" | cut -d'|' -f1 | cut -d' ' -f11-)"
+  echo "  worker kills (leases that follow the work; target: back within 15 s):"
+  sed 's/^/    /' "$day_out/reclaims" 2>/dev/null || echo "    none measured"
   echo "  targets: 0 lost, 0 dead, billed == unique (asserted); p99 <= 2 s in minutes without a fault," \
     "<= 30 s with one (the outage aside), memory flat within 30% (printed)"
   [ "$lost" = 0 ] || { echo "  FAILED: $lost acknowledged tickets have no result"; ok=1; }
