@@ -29,7 +29,7 @@ pub struct StoredModel {
     pub trained_by: String,
     pub created_at: DateTime<Utc>,
     pub bytes: i32,
-    /// The training window (V34): the span of production data its database sources
+    /// The training window (V35): the span of production data its database sources
     /// (`results:DAYS`, `feedback:DAYS`) could read, from the first read back DAYS days to
     /// when it was stored. `None` when it learnt from labelled sets only.
     pub trained_from: Option<DateTime<Utc>>,
