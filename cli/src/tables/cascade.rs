@@ -1,6 +1,10 @@
-//! `triage train` and `triage models`: the local classifiers a cascade names.
+//! `triage train`, `triage models` and `triage models retire`: the local classifiers a cascade
+//! names.
 
-use triage::{operations::train::Trained, pipeline::cascade::models::StoredModel};
+use triage::{
+    operations::{models::Retirement, train::Trained},
+    pipeline::cascade::models::StoredModel,
+};
 
 use super::{pairs, table};
 
@@ -34,7 +38,9 @@ pub(super) fn models(models: &[StoredModel]) -> String {
         return "no local classifier yet: triage train --from set:evals/tickets.jsonl:dev\n".into();
     }
     table(
-        Some(vec!["version", "trained", "examples", "from", "size", "by"]),
+        Some(vec![
+            "version", "trained", "examples", "from", "window", "erased", "size", "by",
+        ]),
         models.iter().map(|m| {
             let from = m
                 .sources
@@ -47,15 +53,41 @@ pub(super) fn models(models: &[StoredModel]) -> String {
                         .join(", ")
                 })
                 .unwrap_or_default();
+            let window = match (m.trained_from, m.trained_until) {
+                (Some(from), Some(until)) => format!(
+                    "{} to {}",
+                    from.format("%Y-%m-%d %H:%M"),
+                    until.format("%Y-%m-%d %H:%M")
+                ),
+                _ => "sets only".into(),
+            };
             [
                 m.version.clone(),
                 m.created_at.format("%Y-%m-%d %H:%M").to_string(),
                 m.examples.to_string(),
                 from,
+                window,
+                m.erased_tickets.to_string(),
                 format!("{:.2} MB", f64::from(m.bytes) / 1e6),
                 m.trained_by.clone(),
             ]
         }),
-        &[2, 4],
+        &[2, 5, 6],
     )
+}
+
+pub(super) fn retired(r: &Retirement) -> String {
+    let mut out = pairs(&[
+        ("retired", r.retired.version.clone()),
+        ("tickets it recorded", r.retired.tickets.to_string()),
+        (
+            "artefact removed",
+            format!("{:.2} MB", f64::from(r.retired.bytes) / 1e6),
+        ),
+        ("queued jobs naming it", r.queued_jobs.to_string()),
+    ]);
+    if r.queued_jobs > 0 {
+        out += "those jobs are dead-lettered unknown_local_model: reprocess them under another version\n";
+    }
+    out
 }

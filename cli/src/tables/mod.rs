@@ -35,6 +35,7 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::EvalRuns(listing) => eval::running(&listing.running) + &eval::runs(&listing.runs),
         Outcome::Trained(trained) => cascade::trained(trained),
         Outcome::Models(models) => cascade::models(models),
+        Outcome::Retired(retirement) => cascade::retired(retirement),
         Outcome::TaxonomyAdded(added) => taxonomy::added(added),
         Outcome::Taxonomies(listed) => taxonomy::listed(listed),
         Outcome::Taxonomy(shown) => taxonomy::shown(shown),

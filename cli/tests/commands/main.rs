@@ -3,6 +3,7 @@
 //! reason on stderr and nothing stored.
 
 mod cascade;
+mod retire;
 mod taxonomy;
 
 use std::process::Output;
@@ -13,11 +14,17 @@ const TRIAGE: &str = env!("CARGO_BIN_EXE_triage");
 
 /// `triage ARGS` against `database_url`, from the repository's root (where the docs run it).
 pub(crate) async fn triage(database_url: &str, args: &[&str]) -> Output {
+    triage_with(database_url, args, &[]).await
+}
+
+/// [`triage`] with more of SPEC's environment (`TRIAGE_MODEL`, say).
+pub(crate) async fn triage_with(database_url: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     tokio::process::Command::new(TRIAGE)
         .args(args)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .env("DATABASE_URL", database_url)
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .output()
         .await
         .expect("triage runs")

@@ -10,6 +10,7 @@ mod checks;
 mod feedback;
 pub mod fits;
 pub mod import;
+pub mod models;
 pub mod promote;
 pub mod redrive;
 pub mod reprocess;
@@ -30,6 +31,7 @@ use checks::{
     within,
 };
 pub use feedback::{FeedbackItem, FeedbackItems};
+pub use models::ModelsAction;
 pub use request::{HumanDuration, Request, Since, TaxonomyAction, TaxonomyFile};
 
 use crate::{
@@ -103,6 +105,8 @@ pub enum Outcome {
     },
     Trained(train::Trained),
     Models(Vec<StoredModel>),
+    /// `triage models retire`.
+    Retired(models::Retirement),
     TaxonomyAdded(crate::pipeline::taxonomy::Added),
     Taxonomies(Vec<crate::pipeline::taxonomy::Listed>),
     Taxonomy(Box<taxonomy::Shown>),
@@ -410,7 +414,10 @@ async fn execute(
             let columns = columns.as_ref();
             Outcome::Trained(train::train(pool, &policy, &sources, columns, operator).await?)
         }
-        Request::Models => Outcome::Models(train::list(pool).await?),
+        Request::Models { action: None } => Outcome::Models(train::list(pool).await?),
+        Request::Models {
+            action: Some(ModelsAction::Retire { version }),
+        } => Outcome::Retired(models::retire(pool, &config.versions.model, &version).await?),
         Request::Taxonomy { action } => taxonomy::run(pool, action).await?,
         Request::Audit { limit } => {
             let limit = limit.unwrap_or(DEFAULT_AUDIT_ROWS);

@@ -5,7 +5,7 @@
 //! `docs/runbook.md`.
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Pool;
+use deadpool_postgres::{GenericClient, Pool};
 use serde::Serialize;
 
 use crate::quality::{
@@ -83,9 +83,20 @@ pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
     Ok(promotion)
 }
 
-/// The version readers see now: the newest promotion, else the configured one.
+/// The newest promotion: the version readers see now (without one, the configured version).
 const CURRENT: &str =
     "SELECT prompt_version, model_version FROM version_promotion ORDER BY id DESC LIMIT 1";
+
+/// The version promoted last, if any: what `GET /tickets/{id}` shows now.
+pub async fn promoted(client: &impl GenericClient) -> Result<Option<VersionPair>> {
+    Ok(client
+        .query_opt(CURRENT, &[])
+        .await?
+        .map(|row| VersionPair {
+            prompt_version: row.get(0),
+            model_version: row.get(1),
+        }))
+}
 
 /// The quality gate (docs/quality.md): `version` must have an eval run under `policy` on the
 /// test split of the configured set (`TRIAGE_EVAL_SET`, by digest) no worse than the current
@@ -100,13 +111,9 @@ pub async fn quality_gate(
 ) -> Result<Option<String>> {
     let digest = source::configured_digest_now(config.quality.set.as_deref(), policy, pool).await?;
     let client = db::client(pool).await?;
-    let current = match client.query_opt(CURRENT, &[]).await? {
-        Some(row) => VersionPair {
-            prompt_version: row.get(0),
-            model_version: row.get(1),
-        },
-        None => config.versions.pair(),
-    };
+    let current = promoted(&client)
+        .await?
+        .unwrap_or_else(|| config.versions.pair());
     let under = policy.version.as_str();
     let candidate_figures = runs::gate_figures(&client, &digest, version, under).await?;
     let current_figures = runs::gate_figures(&client, &digest, &current, under).await?;

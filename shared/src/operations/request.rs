@@ -10,6 +10,7 @@ use serde_with::{serde_as, DisplayFromStr};
 
 use super::{
     feedback::{FeedbackItem, FeedbackItems},
+    models::ModelsAction,
     train::TrainSource,
 };
 use crate::{
@@ -280,8 +281,13 @@ pub enum Request {
         #[serde_as(as = "Option<DisplayFromStr>")]
         columns: Option<Columns>,
     },
-    /// The local classifiers stored, newest first.
-    Models,
+    /// The local classifiers stored, newest first, each with its training window; `retire`
+    /// removes one.
+    Models {
+        #[command(subcommand)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        action: Option<ModelsAction>,
+    },
     /// The desk's taxonomies (docs/taxonomy.md): store one, list them, show one.
     Taxonomy {
         #[command(subcommand)]
@@ -314,7 +320,7 @@ impl Request {
             Request::Resume { .. } => "resume",
             Request::Feedback { .. } => "feedback",
             Request::Train { .. } => "train",
-            Request::Models => "models",
+            Request::Models { .. } => "models",
             Request::Taxonomy { .. } => "taxonomy",
             Request::Audit { .. } => "audit",
         }

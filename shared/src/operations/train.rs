@@ -5,6 +5,7 @@
 
 use std::{fmt, str::FromStr, time::Instant};
 
+use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
@@ -84,6 +85,16 @@ impl FromStr for TrainSource {
     }
 }
 
+impl TrainSource {
+    /// How many days of production data it reads (`None`: a labelled set, no ticket).
+    fn days(&self) -> Option<u32> {
+        match self {
+            Self::Set(_) => None,
+            Self::Results { days } | Self::Feedback { days } => Some(*days),
+        }
+    }
+}
+
 impl fmt::Display for TrainSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -151,6 +162,21 @@ pub async fn train(
         }
         fits(operator, "from", TRAINING, work, "train from fewer days")?;
     }
+    // The window opens DAYS (the most any source reads) before the first read, by the
+    // database's clock, which the sources' `now()` reads; it closes when the model is stored.
+    let trained_from = match sources.iter().filter_map(TrainSource::days).max() {
+        None => None,
+        Some(days) => {
+            let client = db::client(pool).await?;
+            let row = client
+                .query_one(
+                    "SELECT now() - make_interval(days => $1)",
+                    &[&(days as i32)],
+                )
+                .await?;
+            Some(row.get::<_, DateTime<Utc>>(0))
+        }
+    };
     let mut gathered = Vec::with_capacity(sources.len());
     let mut counts = Vec::with_capacity(sources.len());
     let mut tickets = Vec::new();
@@ -198,7 +224,7 @@ pub async fn train(
     let recorded = serde_json::to_value(&counts).unwrap_or_default();
     // The classifier and the tickets it learnt from, together (erasure reads them).
     let transaction = client.transaction().await?;
-    let new = models::store(&transaction, &model, &recorded, trained_by).await?;
+    let new = models::store(&transaction, &model, &recorded, trained_by, trained_from).await?;
     trained_on::record(&transaction, &model.version(), &tickets).await?;
     transaction.commit().await?;
     let trained = Trained {

@@ -1,6 +1,8 @@
 //! The local classifiers `triage train` made, stored by content (`local_model`, V26): every
 //! function loads the one a cascade's model version names, and keeps it for the life of its
-//! process, since an artefact never changes under its version (its name is its digest).
+//! process, since an artefact never changes under its version (its name is its digest). A
+//! classifier may be retired (`triage models retire`): a kept one is used only while its row
+//! is still stored, so a retired classifier stops answering in every warm process at once.
 
 use std::{
     collections::HashMap,
@@ -27,20 +29,43 @@ pub struct StoredModel {
     pub trained_by: String,
     pub created_at: DateTime<Utc>,
     pub bytes: i32,
+    /// The training window (V35): the span of production data its database sources
+    /// (`results:DAYS`, `feedback:DAYS`) could read, from the first read back DAYS days to
+    /// when it was stored. `None` when it learnt from labelled sets only.
+    pub trained_from: Option<DateTime<Utc>>,
+    pub trained_until: Option<DateTime<Utc>>,
+    /// How many tickets it learnt from were erased since (V29): it still holds what they
+    /// taught it until it is retired.
+    pub erased_tickets: i32,
+}
+
+/// A classifier removed by [`retire`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Retired {
+    pub version: String,
+    /// The production tickets it had recorded learning from (their records went with it).
+    pub tickets: i64,
+    /// Its artefact's size, gone with its row (the row is the classifier's only storage).
+    pub bytes: i32,
 }
 
 /// Stores `model` under its version; a model trained again from the same examples is the same
-/// artefact and is stored once. Answers whether it was new.
+/// artefact and is stored once. `trained_from` starts its training window (`None`: it read no
+/// production data), which ends now, when it is stored. Answers whether it was new.
 pub async fn store(
     client: &impl GenericClient,
     model: &LocalModel,
     sources: &serde_json::Value,
     trained_by: &str,
+    trained_from: Option<DateTime<Utc>>,
 ) -> Result<bool> {
     let stored = client
         .execute(
-            "INSERT INTO local_model (version, artefact, departments, examples, sources, trained_by)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (version) DO NOTHING",
+            "INSERT INTO local_model (version, artefact, departments, examples, sources, trained_by,
+                                      trained_from, trained_until)
+             VALUES ($1, $2, $3, $4, $5, $6, $7,
+                     CASE WHEN $7::timestamptz IS NOT NULL THEN now() END)
+             ON CONFLICT (version) DO NOTHING",
             &[
                 &model.version(),
                 &model.to_bytes(),
@@ -48,6 +73,7 @@ pub async fn store(
                 &(model.examples() as i32),
                 sources,
                 &trained_by,
+                &trained_from,
             ],
         )
         .await?;
@@ -59,7 +85,7 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<StoredModel>> {
     let rows = client
         .query(
             "SELECT version, departments, examples, sources, trained_by, created_at,
-                    octet_length(artefact)
+                    octet_length(artefact), trained_from, trained_until, erased_tickets
              FROM local_model ORDER BY created_at DESC, version",
             &[],
         )
@@ -74,8 +100,47 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<StoredModel>> {
             trained_by: row.get(4),
             created_at: row.get(5),
             bytes: row.get(6),
+            trained_from: row.get(7),
+            trained_until: row.get(8),
+            erased_tickets: row.get(9),
         })
         .collect())
+}
+
+/// Locks the classifier `version`'s row until the end of the caller's transaction, so that
+/// nothing loads it in between a check and [`retire`]; false when no such one is stored.
+pub async fn lock(client: &impl GenericClient, version: &str) -> Result<bool> {
+    Ok(client
+        .query_opt(
+            "SELECT 1 FROM local_model WHERE version = $1 FOR UPDATE",
+            &[&version],
+        )
+        .await?
+        .is_some())
+}
+
+/// Removes the classifier `version`: its row holds its artefact, and its `local_model_ticket`
+/// rows cascade, so no erasure names it again. `None` when no such one is stored.
+pub async fn retire(client: &impl GenericClient, version: &str) -> Result<Option<Retired>> {
+    let row = client
+        .query_opt(
+            r#"
+WITH tickets AS (
+    SELECT count(*) AS n FROM local_model_ticket WHERE version = $1
+)
+DELETE FROM local_model m USING tickets
+WHERE m.version = $1
+RETURNING tickets.n, octet_length(m.artefact)
+"#,
+            &[&version],
+        )
+        .await?;
+    cache().lock().expect("cache poisoned").remove(version);
+    Ok(row.map(|row| Retired {
+        version: version.to_string(),
+        tickets: row.get(0),
+        bytes: row.get(1),
+    }))
 }
 
 fn cache() -> &'static Mutex<HashMap<String, Arc<LocalModel>>> {
@@ -84,10 +149,24 @@ fn cache() -> &'static Mutex<HashMap<String, Arc<LocalModel>>> {
 }
 
 /// The classifier `version`, from this process's cache or else the database; `None` when no
-/// such classifier is stored.
+/// such classifier is stored. A kept one is used only while its row is still there (one
+/// primary-key probe, no artefact read): a retired classifier answers no more, in any process.
 pub async fn load(client: &impl GenericClient, version: &str) -> Result<Option<Arc<LocalModel>>> {
-    if let Some(model) = cache().lock().expect("cache poisoned").get(version) {
-        return Ok(Some(model.clone()));
+    let kept = cache()
+        .lock()
+        .expect("cache poisoned")
+        .get(version)
+        .cloned();
+    if let Some(model) = kept {
+        let stored = client
+            .query_opt("SELECT 1 FROM local_model WHERE version = $1", &[&version])
+            .await?
+            .is_some();
+        if stored {
+            return Ok(Some(model));
+        }
+        cache().lock().expect("cache poisoned").remove(version);
+        return Ok(None);
     }
     let Some(row) = client
         .query_opt(

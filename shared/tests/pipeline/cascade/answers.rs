@@ -265,6 +265,15 @@ async fn erased_tickets_never_train_the_next_classifier_and_the_desks_correction
     .await;
     assert_eq!(after["examples"], 19, "{after}");
     assert_eq!(after["sources"][1]["examples"], 0);
+    // The new classifier recorded the 19 tickets left, and never the erased one.
+    let version = after["version"].as_str().unwrap();
+    let recorded = "SELECT count(*) FROM local_model_ticket WHERE version = ";
+    assert_eq!(app.count(&format!("{recorded}'{version}'")).await, 19);
+    assert_eq!(
+        app.count(&format!("{recorded}'{version}' AND ticket_id = '{id}'"))
+            .await,
+        0
+    );
 }
 
 #[tokio::test]

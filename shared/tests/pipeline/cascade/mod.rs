@@ -7,10 +7,13 @@
 //! - `eval`: an eval of a cascade reports its local share and its costs exactly; promote
 //!   judges it like any version.
 //! - `thresholds`: the threshold sweep on dev, each point an eval run, drawn on the Quality page.
+//! - `retire`: each classifier's training window; `models retire`, refused while a live cascade
+//!   names it; erasure names a retired one no more.
 
 mod answers;
 mod eval;
 mod provisional;
+mod retire;
 mod thresholds;
 
 use std::sync::Arc;
