@@ -128,7 +128,15 @@ async fn an_outage_longer_than_the_lease_costs_at_most_the_calls_in_flight_each_
         4,
         "each abandoned call is visible in the ledger"
     );
-    // The leases have run out: the sweeper hands the jobs on, and they are paid again.
+    // A lease running when the server restarted runs again from its start (docs/fencing.md):
+    // once that has run out too, the sweeper hands the jobs on, and they are paid again.
+    app.wait_until(
+        "SELECT count(*) FROM evaluation_outbox WHERE status = 'processing'
+           AND locked_until < now() AND pg_postmaster_start_time() + interval '4 seconds' < now()",
+        |n| n == 4,
+        "the leases ran out, counted from the restart",
+    )
+    .await;
     let swept = triage::pipeline::sweep::sweep(&app.pool, &app.config)
         .await
         .unwrap();
