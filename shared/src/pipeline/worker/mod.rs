@@ -7,7 +7,8 @@
 //! first stage, [`process`] one job's turn, [`pacing`] its slot in the provider's shared rate
 //! limit, [`settle`] its writes carried through a database blink, [`timing`] the time checks,
 //! [`run`] the long-running loop of `triage worker`, [`batch_submit`] the invocation's turn
-//! with the batch tier. What becomes of a turn is `pipeline::turn`; the daily spend budget
+//! with the batch tier. Its claimed jobs' leases are renewed while it holds them
+//! (`pipeline::outbox::renewal`), and each claim first returns a crashed worker's expired ones. What becomes of a turn is `pipeline::turn`; the daily spend budget
 //! gates the claim (`pipeline::outbox::budgeted`).
 
 mod batch_submit;
