@@ -81,7 +81,7 @@ bench_cascade_bank() {
   echo "== cascade-bank: Banking77 (official split) as the bank desk's 77 departments, fake-provider" \
     "classifier at ${cascade_rate} errors for $cascade_large (prompt $cascade_prompt), prices" \
     "$cascade_prices; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  rm -f "$out"/bank-*
+  rm -rf "$out"/bank-*
   url=$(fresh_db bench_cascade_bank)
 
   note "cascade-bank: the TF-IDF + logistic-regression baseline ($bank_sklearn in $bank_tools)"
