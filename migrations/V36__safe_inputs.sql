@@ -4,9 +4,10 @@
 -- and never trains a classifier, feeds `eval --set feedback`, the agreement figures or the gate.
 -- Labels given before this migration were accepted as the desk's and keep counting (the
 -- CHANGELOG's upgrade note has the SQL to stop counting them). A constant default: no
--- rewrite; it is dropped at once, so every new label says what it is.
+-- rewrite. Then the default becomes false: the previous release, still running while this
+-- one deploys, inserts without the column, and what does not say it is a labeller's is not.
 ALTER TABLE ticket_feedback ADD COLUMN labeller boolean NOT NULL DEFAULT true;
-ALTER TABLE ticket_feedback ALTER COLUMN labeller DROP DEFAULT;
+ALTER TABLE ticket_feedback ALTER COLUMN labeller SET DEFAULT false;
 
 -- A ticket's current label is one per kind of giver: a caller who may not label relabelling
 -- its own ticket supersedes only its own earlier label, never the desk's (nor its matches,
