@@ -174,7 +174,10 @@ async fn the_same_relabels_from_a_labeller_count_for_training_agreement_eval_and
     assert_ne!(after.classifier, before.classifier);
     assert_ne!(after.agreement, before.agreement);
     assert_ne!(after.set["digest"], before.set["digest"]);
-    assert!(before.gate && !after.gate, "the gate wants a run on the new labels");
+    assert!(
+        before.gate && !after.gate,
+        "the gate wants a run on the new labels"
+    );
     let week = after
         .agreement
         .as_array()
@@ -264,4 +267,61 @@ async fn feedback_records_its_givers_and_owners_per_classifier() {
     assert_eq!(givers.values().next().unwrap(), 4);
     assert!(!givers.contains_key(&tenant));
     assert_eq!(feedback["owner_cap"], Value::Null, "one owner: no cap");
+}
+
+/// The `sql` block of docs/labelling.md's "Upgrading", as an operator pastes it.
+fn upgrade_sql() -> String {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/labelling.md"))
+        .unwrap();
+    let upgrading = &doc[doc.find("## Upgrading").unwrap()..];
+    let start = upgrading.find("```sql\n").unwrap() + "```sql\n".len();
+    let end = start + upgrading[start..].find("```").unwrap();
+    upgrading[start..end].to_string()
+}
+
+#[tokio::test]
+async fn the_upgrades_sql_stops_counting_an_api_callers_earlier_labels_and_keeps_the_desks() {
+    let fake = FakeProvider::start().await;
+    // Before V36 every giver counted: the tenant's labels are a labeller's here.
+    let (app, tickets) = desk_labelled(&fake, &[TENANT]).await;
+    for (id, department) in &tickets[..2] {
+        label_as(&app, iam(TENANT), id, other(department)).await;
+    }
+    let desk = "SELECT count(*) FROM ticket_feedback WHERE labeller AND superseded_at IS NULL";
+    assert_eq!(app.count(desk).await, 4);
+    assert_eq!(app.count("SELECT count(*) FROM feedback_match").await, 4);
+
+    // The listed principal in the docs' example is not the tenant.
+    let sql = upgrade_sql();
+    assert!(sql.contains("ARRAY['iam arn:aws:sts::123456789012:assumed-role/desk']"));
+    app.exec(&sql).await;
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM ticket_feedback WHERE NOT labeller AND superseded_at IS NULL"
+        )
+        .await,
+        2,
+        "the tenant's current labels"
+    );
+    // Its matches are gone (and its share of the agreement with them); the operator's stay,
+    // although superseded, until their tickets are labelled again.
+    assert_eq!(app.count("SELECT count(*) FROM feedback_match").await, 2);
+    let stats = op(&app, json!({"op": "stats"})).await;
+    assert_eq!(stats["agreement"][0]["n"], 2, "{stats}");
+
+    // Listed, the tenant keeps its labels.
+    let (app, tickets) = desk_labelled(&fake, &[TENANT]).await;
+    let (status, _) = label_as(&app, iam(TENANT), &tickets[0].0, other(&tickets[0].1)).await;
+    assert_eq!(status, 200);
+    assert_eq!(app.count(desk).await, 4);
+    let listed = sql.replace(
+        "'iam arn:aws:sts::123456789012:assumed-role/desk'",
+        &format!("'iam {TENANT}'"),
+    );
+    app.exec(&listed).await;
+    assert_eq!(
+        app.count("SELECT count(*) FROM ticket_feedback WHERE NOT labeller")
+            .await,
+        0
+    );
 }
