@@ -325,3 +325,56 @@ async fn the_upgrades_sql_stops_counting_an_api_callers_earlier_labels_and_keeps
         0
     );
 }
+
+/// One resource or parameter of template.yaml: from `  NAME:` to the next one.
+fn section<'a>(template: &'a str, name: &str) -> &'a str {
+    let rest = template
+        .split(&format!("\n  {name}:\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{name} in template.yaml"));
+    let end = rest
+        .match_indices("\n  ")
+        .find(|(i, _)| !rest[i + 3..].starts_with(' '))
+        .map_or(rest.len(), |(i, _)| i);
+    &rest[..end]
+}
+
+#[test]
+fn the_deployed_api_gets_the_labellers_and_the_ops_function_the_owner_share_from_parameters() {
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let api = section(&template, "ApiFunction");
+    assert!(
+        api.contains("TRIAGE_LABELLERS: !If [HasLabellers, !Ref Labellers, !Ref AWS::NoValue]"),
+        "{api}"
+    );
+    assert!(template.contains("HasLabellers: !Not [!Equals [!Ref Labellers, \"\"]]"));
+    let ops = section(&template, "OpsFunction");
+    assert!(
+        ops.contains("TRIAGE_TRAIN_OWNER_SHARE: !Ref TrainOwnerShare"),
+        "{ops}"
+    );
+    let share = section(&template, "TrainOwnerShare");
+    assert!(share.contains("Default: \"0.2\""), "{share}");
+    // What the functions read from them.
+    let config = triage::config::Config::from_lookup(|name| match name {
+        "TRIAGE_LABELLERS" => Some(format!(" {TENANT} , https://issuer.example desk,")),
+        "TRIAGE_TRAIN_OWNER_SHARE" => Some("0.25".into()),
+        _ => None,
+    })
+    .unwrap();
+    assert_eq!(
+        config.labelling.labellers,
+        [TENANT.to_string(), "https://issuer.example desk".into()]
+    );
+    assert_eq!(config.labelling.owner_share, 0.25);
+    let defaults = triage::config::Config::from_lookup(|_| None).unwrap();
+    assert_eq!(defaults.labelling.owner_share, 0.2);
+    assert!(defaults.labelling.labellers.is_empty());
+    for bad in ["0", "1.5", "x"] {
+        let refused = triage::config::Config::from_lookup(|name| {
+            (name == "TRIAGE_TRAIN_OWNER_SHARE").then(|| bad.to_string())
+        });
+        assert!(refused.is_err(), "{bad}");
+    }
+}
