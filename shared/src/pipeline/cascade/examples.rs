@@ -29,7 +29,7 @@ pub const MAX_EXAMPLES_PER_SOURCE: i64 = 300_000;
 /// `$2` turns the answer's `is_urgent` into a label. A classifier learns one taxonomy.
 const RESULTS: &str = r#"
 SELECT t.subject, t.message, r.department, r.is_urgent >= $2 AS is_urgent, t.id,
-       t.owner, r.model_version AS giver, r.computed_at AS at, r.idempotency_key AS tiebreak
+       coalesce(t.owner, '(none)') AS owner, r.model_version AS giver, r.computed_at AS at, r.idempotency_key AS tiebreak
 FROM evaluation_result r
 JOIN ticket t ON t.id = r.ticket_id AND t.workload = 'production'
 WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'model'
@@ -41,14 +41,15 @@ WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'mod
 /// who gave them. Feedback from a giver who may not label never trains (docs/labelling.md).
 const FEEDBACK: &str = r#"
 SELECT t.subject, t.message, f.department, f.is_urgent, t.id,
-       t.owner, f.given_by AS giver, f.created_at AS at, f.id::text AS tiebreak
+       coalesce(t.owner, '(none)') AS owner, f.given_by AS giver, f.created_at AS at, f.id::text AS tiebreak
 FROM ticket_feedback f
 JOIN ticket t ON t.id = f.ticket_id
 WHERE f.superseded_at IS NULL AND f.labeller AND f.created_at > now() - make_interval(days => $1)
   AND f.department = ANY ($2::text[])
 "#;
 
-/// How many of a source's rows each owner has.
+/// How many of a source's rows each owner has (tickets stored before owners were, V8, are
+/// one owner, `(none)`).
 fn per_owner(source: &str) -> String {
     format!("SELECT owner, count(*) FROM ({source}) AS s GROUP BY owner")
 }
