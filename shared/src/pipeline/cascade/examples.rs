@@ -41,7 +41,7 @@ WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'mod
 /// who gave them. Feedback from a giver who may not label never trains (docs/labelling.md).
 const FEEDBACK: &str = r#"
 SELECT t.subject, t.message, f.department, f.is_urgent, t.id,
-       coalesce(t.owner, '(none)') AS owner, f.given_by AS giver, f.created_at AS at, f.id::text AS tiebreak
+       coalesce(t.owner, '(none)') AS owner, f.given_by AS giver, f.created_at AS at, f.id AS tiebreak
 FROM ticket_feedback f
 JOIN ticket t ON t.id = f.ticket_id
 WHERE f.superseded_at IS NULL AND f.labeller AND f.created_at > now() - make_interval(days => $1)
@@ -54,8 +54,8 @@ fn per_owner(source: &str) -> String {
     format!("SELECT owner, count(*) FROM ({source}) AS s GROUP BY owner")
 }
 
-/// A source's rows, at most `$n` (the owner cap) of each owner's, the newest first and at
-/// most `$n+1` in all.
+/// A source of `params` parameters read capped: at most the next parameter's (the owner cap)
+/// rows of each owner, its newest, and at most the one after's rows in all, the newest first.
 fn capped(source: &str, params: usize) -> String {
     let (cap, limit) = (params + 1, params + 2);
     format!(
