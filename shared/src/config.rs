@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use env::Env;
 pub use policies::{
-    DeliveryPolicy, FleetConfig, Limits, QualityGate, RateLimitPolicy, RetentionPolicy, Tolerance,
-    WorkerPolicy, DEFAULT_BULK_SHARE,
+    DeliveryPolicy, FleetConfig, Labelling, Limits, QualityGate, RateLimitPolicy, RetentionPolicy,
+    Tolerance, WorkerPolicy, DEFAULT_BULK_SHARE, DEFAULT_TRAIN_OWNER_SHARE,
 };
 
 use crate::{
@@ -40,6 +40,7 @@ pub struct Config {
     pub quality: QualityGate,
     pub delivery: DeliveryPolicy,
     pub zendesk: ZendeskConfig,
+    pub labelling: Labelling,
 }
 
 impl Config {
@@ -145,6 +146,22 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
+        let owner_share = env.number("TRIAGE_TRAIN_OWNER_SHARE", DEFAULT_TRAIN_OWNER_SHARE)?;
+        if owner_share.is_nan() || owner_share <= 0.0 || owner_share > 1.0 {
+            return Err(ConfigError::invalid(
+                "TRIAGE_TRAIN_OWNER_SHARE",
+                format!("{owner_share} is not a share above 0 and at most 1"),
+            ));
+        }
+        let labelling = Labelling {
+            labellers: env
+                .string("TRIAGE_LABELLERS", "")
+                .split(',')
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())
+                .collect(),
+            owner_share,
+        };
         let tls = match env.string("TRIAGE_DB_TLS", "").as_str() {
             "" => None,
             "disable" => Some(DbTls::Disable),
@@ -274,6 +291,7 @@ impl Config {
                 secret_arn: env.optional("TRIAGE_ZENDESK_SECRET_ARN"),
                 requests_per_minute: env.limit("TRIAGE_ZENDESK_RPM")?,
             },
+            labelling,
         })
     }
 

@@ -43,6 +43,31 @@ impl Default for Limits {
     }
 }
 
+/// Who may label, and how training from the database is bounded (docs/labelling.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Labelling {
+    /// `TRIAGE_LABELLERS`: principals whose feedback trains and judges (an IAM caller's ARN,
+    /// an assumed role without its session; a JWT's `ISSUER SUBJECT`). JWT callers with
+    /// `triage/label`, the Zendesk connector and operators may label whatever it says.
+    pub labellers: Vec<String>,
+    /// `TRIAGE_TRAIN_OWNER_SHARE`: the most of a database source's training examples one
+    /// ticket owner may give, once several owners give some (`pipeline::cascade::examples`).
+    pub owner_share: f64,
+}
+
+/// `TRIAGE_TRAIN_OWNER_SHARE`'s default: no caller gives more than a fifth of a training set
+/// once five or more give to it (with fewer, no more than an equal share).
+pub const DEFAULT_TRAIN_OWNER_SHARE: f64 = 0.2;
+
+impl Default for Labelling {
+    fn default() -> Self {
+        Self {
+            labellers: Vec::new(),
+            owner_share: DEFAULT_TRAIN_OWNER_SHARE,
+        }
+    }
+}
+
 /// `TRIAGE_DEDUP_HOLD_SECONDS`'s default: about what a fresh interactive evaluation takes
 /// (the doorbell, a claim, one provider call).
 pub const DEFAULT_DEDUP_HOLD: Duration = Duration::from_secs(8);

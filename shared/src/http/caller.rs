@@ -21,6 +21,10 @@ pub const SUBSCRIPTIONS_WRITE_SCOPE: &str = "triage/subscriptions.write";
 pub const SUBSCRIPTIONS_READ_SCOPE: &str = "triage/subscriptions.read";
 /// The JWT scope of the help desk's feedback on a ticket (`POST /tickets/{id}/feedback`).
 pub const FEEDBACK_SCOPE: &str = "triage/feedback.write";
+/// The JWT scope of a labeller: the desk's tool, whose feedback trains the classifier every
+/// caller gets and judges versions (docs/labelling.md). Without it (or a place in
+/// `TRIAGE_LABELLERS`), feedback is stored but counts for nothing beyond the caller's ticket.
+pub const LABEL_SCOPE: &str = "triage/label";
 
 /// The authenticated principal, or the local server's caller. A request that came through API
 /// Gateway names its principal, or is a 401.
@@ -86,6 +90,28 @@ impl Caller {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// Whether this caller's feedback is the desk's (docs/labelling.md): a JWT with
+    /// [`LABEL_SCOPE`], a principal in `labellers` (`TRIAGE_LABELLERS`: an IAM caller's ARN
+    /// as [`Caller::from_extensions`] keeps it, a JWT's `ISSUER SUBJECT`), or the local
+    /// server's caller (one owner, whose guard decides).
+    pub fn may_label(&self, labellers: &[String]) -> bool {
+        let Some(principal) = &self.principal else {
+            return true;
+        };
+        if self
+            .scopes
+            .as_ref()
+            .is_some_and(|scopes| scopes.iter().any(|s| s == LABEL_SCOPE))
+        {
+            return true;
+        }
+        let named = principal
+            .strip_prefix("iam ")
+            .or_else(|| principal.strip_prefix("jwt "))
+            .unwrap_or(principal);
+        labellers.iter().any(|l| l == named)
     }
 
     /// From the request context lambda_http attaches to each request:
@@ -251,6 +277,46 @@ mod tests {
         };
         assert_eq!(support.reads(), None);
         assert_eq!(Caller::LOCAL.reads().as_deref(), Some("local"));
+    }
+
+    #[test]
+    fn only_listed_principals_the_label_scope_and_the_local_caller_may_label() {
+        let listed = vec![
+            "arn:aws:sts::1:assumed-role/desk".to_string(),
+            "https://issuer.example agent-7".to_string(),
+        ];
+        let caller = |principal: &str, scopes: Option<&[&str]>| Caller {
+            principal: Some(principal.into()),
+            read_all: false,
+            scopes: scopes.map(|s| s.iter().map(|s| s.to_string()).collect()),
+        };
+        let cases = [
+            (caller("iam arn:aws:sts::1:assumed-role/desk", None), true),
+            (caller("iam arn:aws:iam::1:user/tenant", None), false),
+            (
+                caller("jwt https://issuer.example agent-7", Some(&[])),
+                true,
+            ),
+            (
+                caller("jwt https://issuer.example tenant", Some(&[])),
+                false,
+            ),
+            (
+                caller("jwt https://issuer.example tenant", Some(&[FEEDBACK_SCOPE])),
+                false,
+            ),
+            (
+                caller("jwt https://issuer.example tenant", Some(&[LABEL_SCOPE])),
+                true,
+            ),
+            // The list names principals, not their stored digests nor prefixed forms.
+            (caller("iam desk", None), false),
+            (Caller::LOCAL, true),
+        ];
+        for (caller, may) in cases {
+            assert_eq!(caller.may_label(&listed), may, "{caller:?}");
+        }
+        assert!(!caller("iam arn:aws:iam::1:user/tenant", None).may_label(&[]));
     }
 
     #[test]

@@ -187,6 +187,7 @@ pub async fn give_feedback(
         given_by: &given_by,
         urgent_threshold: policy.urgent_threshold,
         history: state.config.limits.feedback_history,
+        labeller: caller.may_label(&state.config.labelling.labellers),
     };
     match feedback::give(&state.pool, id, &labels, giver).await? {
         Some(given) => Ok(Json(given).into_response()),

@@ -89,6 +89,8 @@ pub(super) async fn give_batch(
             given_by: operator.as_str(),
             urgent_threshold: policy.urgent_threshold,
             history: config.limits.feedback_history,
+            // An operator's batch is the desk's, as its audit records (docs/labelling.md).
+            labeller: true,
         };
         match feedback::give(pool, item.ticket_id, &labels, giver).await? {
             Some(stored) => given.push(stored),

@@ -412,7 +412,9 @@ async fn execute(
             within("from", sources.len() as i64, fits::MAX_TRAIN_SOURCES)?;
             let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
             let columns = columns.as_ref();
-            Outcome::Trained(train::train(pool, &policy, &sources, columns, operator).await?)
+            let share = config.labelling.owner_share;
+            let trained = train::train(pool, &policy, &sources, columns, operator, share).await?;
+            Outcome::Trained(trained)
         }
         Request::Models { action: None } => Outcome::Models(train::list(pool).await?),
         Request::Models {

@@ -128,17 +128,34 @@ pub struct Trained {
     pub sources: Vec<SourceCount>,
     pub bytes: usize,
     pub seconds: f64,
+    /// Each source's window, owner cap and examples per giver and owner
+    /// (`local_model.provenance`, docs/labelling.md).
+    pub provenance: Vec<SourceProvenance>,
+}
+
+/// Where one source's examples came from, as read (before a ticket both the model and the desk
+/// labelled is counted once).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceProvenance {
+    pub source: String,
+    /// The days of production data it read; `None` for a labelled set.
+    pub days: Option<u32>,
+    pub examples: usize,
+    #[serde(flatten)]
+    pub from: examples::Provenance,
 }
 
 /// Builds a classifier from `sources` and stores it. In the ops Lambda, what the database
 /// sources hold is counted first and a training that would not fit the function's memory is
-/// refused before anything is read (`fits`).
+/// refused before anything is read (`fits`). Each database source gives each ticket owner at
+/// most `owner_share` of its examples (`TRIAGE_TRAIN_OWNER_SHARE`, docs/labelling.md).
 pub async fn train(
     pool: &Pool,
     policy: &Policy,
     sources: &[TrainSource],
     columns: Option<&Columns>,
     operator: &Operator,
+    owner_share: f64,
 ) -> Result<Trained> {
     let started = Instant::now();
     let trained_by = operator.as_str();
@@ -149,10 +166,10 @@ pub async fn train(
             let (rows, bytes) = match source {
                 TrainSource::Set(_) => continue,
                 TrainSource::Results { days } => {
-                    examples::results_size(&client, *days as i32, policy).await?
+                    examples::results_size(&client, *days as i32, policy, owner_share).await?
                 }
                 TrainSource::Feedback { days } => {
-                    examples::feedback_size(&client, *days as i32, policy).await?
+                    examples::feedback_size(&client, *days as i32, policy, owner_share).await?
                 }
             };
             work = work.and(Work {
@@ -180,9 +197,16 @@ pub async fn train(
     let mut gathered = Vec::with_capacity(sources.len());
     let mut counts = Vec::with_capacity(sources.len());
     let mut tickets = Vec::new();
+    let mut provenance = Vec::with_capacity(sources.len());
     for source in sources {
-        let read = examples_of(pool, policy, source, columns).await?;
+        let read = examples_of(pool, policy, source, columns, owner_share).await?;
         let of_set = matches!(source, TrainSource::Set(_));
+        provenance.push(SourceProvenance {
+            source: source.to_string(),
+            days: source.days(),
+            examples: read.examples.len(),
+            from: read.provenance,
+        });
         counts.push(SourceCount {
             source: source.to_string(),
             columns: columns.filter(|_| of_set).map(Columns::to_string),
@@ -222,9 +246,16 @@ pub async fn train(
         .map_err(|e| InvalidRequest::new("from", e.to_string()))?;
     let mut client = db::client(pool).await?;
     let recorded = serde_json::to_value(&counts).unwrap_or_default();
+    let from = serde_json::to_value(&provenance).unwrap_or_default();
     // The classifier and the tickets it learnt from, together (erasure reads them).
     let transaction = client.transaction().await?;
-    let new = models::store(&transaction, &model, &recorded, trained_by, trained_from).await?;
+    let stored = models::Stored {
+        sources: &recorded,
+        provenance: &from,
+        trained_by,
+        trained_from,
+    };
+    let new = models::store(&transaction, &model, stored).await?;
     trained_on::record(&transaction, &model.version(), &tickets).await?;
     transaction.commit().await?;
     let trained = Trained {
@@ -234,6 +265,7 @@ pub async fn train(
         sources: counts,
         bytes: model.to_bytes().len(),
         seconds: started.elapsed().as_secs_f64(),
+        provenance,
     };
     tracing::info!(version = %trained.version, examples = trained.examples, seconds = trained.seconds, "local classifier trained");
     Ok(trained)
@@ -245,6 +277,7 @@ async fn examples_of(
     policy: &Policy,
     source: &TrainSource,
     columns: Option<&Columns>,
+    owner_share: f64,
 ) -> Result<FromTickets> {
     Ok(match source {
         TrainSource::Set(set) => FromTickets {
@@ -261,15 +294,15 @@ async fn examples_of(
                     weight: 1.0,
                 })
                 .collect(),
-            tickets: Vec::new(),
+            ..FromTickets::default()
         },
         TrainSource::Results { days } => {
             let client = db::client(pool).await?;
-            examples::results(&client, *days as i32, policy).await?
+            examples::results(&client, *days as i32, policy, owner_share).await?
         }
         TrainSource::Feedback { days } => {
             let client = db::client(pool).await?;
-            examples::feedback(&client, *days as i32, policy).await?
+            examples::feedback(&client, *days as i32, policy, owner_share).await?
         }
     })
 }

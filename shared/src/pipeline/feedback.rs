@@ -8,6 +8,11 @@
 //! which [`agreement`] reads the 7- and 30-day figures in a few rows, never a scan. Erasing a
 //! ticket erases its feedback and, through the same trigger, its share of the totals; eval
 //! tickets take no feedback.
+//!
+//! Only a labeller's feedback is the desk's (docs/labelling.md): feedback from a giver who may
+//! not label is stored, and supersedes only that kind's earlier label, but is matched against
+//! nothing, so it moves no agreement figure, and is read by neither `triage eval --set
+//! feedback` ([`labelled`]) nor training (`cascade::examples`).
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Pool};
@@ -37,6 +42,8 @@ pub struct Given {
     pub replaced: bool,
     /// The versions whose answer for the ticket it was matched against.
     pub versions_matched: i64,
+    /// Its giver may label: it trains and judges. False: stored, counted for nothing.
+    pub labeller: bool,
 }
 
 /// Two feedbacks on one ticket are stored one after the other: a lock on the ticket's id for
@@ -48,11 +55,12 @@ const ONE_AT_A_TIME: &str =
 const TICKET: &str = "SELECT 1 FROM ticket WHERE id = $1 AND workload = 'production' \
                       AND ($2::text IS NULL OR owner = $2)";
 
-/// The current feedback steps aside: its matches (and so its share of the totals) go.
+/// The current feedback of the same kind (a labeller's or not, `$2`) steps aside: its matches
+/// (and so its share of the totals) go.
 const SUPERSEDE: &str = r#"
 WITH old AS (
     UPDATE ticket_feedback SET superseded_at = now()
-    WHERE ticket_id = $1 AND superseded_at IS NULL
+    WHERE ticket_id = $1 AND superseded_at IS NULL AND labeller = $2
     RETURNING id
 ), gone AS (
     DELETE FROM feedback_match WHERE feedback_id IN (SELECT id FROM old)
@@ -68,8 +76,9 @@ WHERE ticket_id = $1 AND superseded_at IS NOT NULL
   AND id NOT IN (SELECT id FROM ticket_feedback WHERE ticket_id = $1 ORDER BY id DESC LIMIT $2)
 "#;
 
-const INSERT: &str = "INSERT INTO ticket_feedback (ticket_id, department, is_urgent, given_by) \
-                      VALUES ($1, $2, $3, $4) RETURNING id, created_at";
+const INSERT: &str =
+    "INSERT INTO ticket_feedback (ticket_id, department, is_urgent, given_by, labeller) \
+     VALUES ($1, $2, $3, $4, $5) RETURNING id, created_at";
 
 /// Each version's answer for the ticket's content against the desk's labels, on the day the
 /// feedback was given; an answer is urgent at the policy's threshold (`$5`).
@@ -94,6 +103,8 @@ pub struct Giver<'a> {
     pub urgent_threshold: f64,
     /// Labels kept per ticket, the current one included.
     pub history: usize,
+    /// The giver may label (docs/labelling.md): its feedback trains and judges.
+    pub labeller: bool,
 }
 
 /// Stores `labels` for `ticket` as `giver` gives them; `None` when the ticket does not exist,
@@ -109,6 +120,7 @@ pub async fn give(
         given_by,
         urgent_threshold,
         history,
+        labeller,
     } = giver;
     let mut client = db::client(pool).await?;
     let transaction = client.transaction().await?;
@@ -120,29 +132,42 @@ pub async fn give(
     {
         return Ok(None);
     }
-    let replaced: i64 = transaction.query_one(SUPERSEDE, &[&ticket.0]).await?.get(0);
+    let replaced: i64 = transaction
+        .query_one(SUPERSEDE, &[&ticket.0, &labeller])
+        .await?
+        .get(0);
     let row = transaction
         .query_one(
             INSERT,
-            &[&ticket.0, &labels.department, &labels.is_urgent, &given_by],
+            &[
+                &ticket.0,
+                &labels.department,
+                &labels.is_urgent,
+                &given_by,
+                &labeller,
+            ],
         )
         .await?;
     let (id, given_at): (i64, DateTime<Utc>) = (row.get(0), row.get(1));
     let kept = i64::try_from(history.max(1)).unwrap_or(i64::MAX);
     transaction.execute(PRUNE, &[&ticket.0, &kept]).await?;
-    let matched = transaction
-        .execute(
-            MATCH,
-            &[
-                &id,
-                &given_at,
-                &labels.department,
-                &labels.is_urgent,
-                &urgent_threshold,
-                &ticket.0,
-            ],
-        )
-        .await?;
+    let matched = if !labeller {
+        0
+    } else {
+        transaction
+            .execute(
+                MATCH,
+                &[
+                    &id,
+                    &given_at,
+                    &labels.department,
+                    &labels.is_urgent,
+                    &urgent_threshold,
+                    &ticket.0,
+                ],
+            )
+            .await?
+    };
     transaction.commit().await?;
     Ok(Some(Given {
         ticket_id: ticket,
@@ -151,6 +176,7 @@ pub async fn give(
         given_at,
         replaced: replaced > 0,
         versions_matched: matched as i64,
+        labeller,
     }))
 }
 
@@ -164,13 +190,14 @@ pub struct LabelledTicket {
     pub is_urgent: bool,
 }
 
-/// The tickets whose current feedback was given in the last `days` days, in ticket order.
+/// The tickets whose current labeller's feedback was given in the last `days` days, in ticket
+/// order.
 pub async fn labelled(client: &impl GenericClient, days: u32) -> Result<Vec<LabelledTicket>> {
     let rows = client
         .query(
             "SELECT t.id, t.subject, t.message, f.department, f.is_urgent \
              FROM ticket_feedback f JOIN ticket t ON t.id = f.ticket_id \
-             WHERE f.superseded_at IS NULL AND t.workload = 'production' \
+             WHERE f.superseded_at IS NULL AND f.labeller AND t.workload = 'production' \
                AND f.created_at > now() - make_interval(days => $1) \
              ORDER BY t.id",
             &[&(days as i32)],

@@ -14,6 +14,7 @@ mod feedback;
 mod helpers;
 mod ingest;
 mod injection;
+mod labelling;
 mod lambda_events;
 mod lanes;
 mod ledger_partitions;

@@ -34,6 +34,9 @@ pub struct StoredModel {
     /// when it was stored. `None` when it learnt from labelled sets only.
     pub trained_from: Option<DateTime<Utc>>,
     pub trained_until: Option<DateTime<Utc>>,
+    /// Per source (V36): its window in days, the owner cap applied, and its examples per giver
+    /// and per ticket owner (docs/labelling.md). `None` for classifiers stored before.
+    pub provenance: Option<serde_json::Value>,
     /// How many tickets it learnt from were erased since (V29): it still holds what they
     /// taught it until it is retired.
     pub erased_tickets: i32,
@@ -49,22 +52,38 @@ pub struct Retired {
     pub bytes: i32,
 }
 
+/// What is recorded with a classifier beside its artefact.
+#[derive(Debug, Clone, Copy)]
+pub struct Stored<'a> {
+    /// `[{"source": "set:…", "examples": n}, …]`.
+    pub sources: &'a serde_json::Value,
+    /// Per source: window, owner cap, examples per giver and owner.
+    pub provenance: &'a serde_json::Value,
+    pub trained_by: &'a str,
+    /// Starts its training window (`None`: it read no production data).
+    pub trained_from: Option<DateTime<Utc>>,
+}
+
 /// Stores `model` under its version; a model trained again from the same examples is the same
-/// artefact and is stored once. `trained_from` starts its training window (`None`: it read no
-/// production data), which ends now, when it is stored. Answers whether it was new.
+/// artefact and is stored once. Its training window ends now, when it is stored. Answers
+/// whether it was new.
 pub async fn store(
     client: &impl GenericClient,
     model: &LocalModel,
-    sources: &serde_json::Value,
-    trained_by: &str,
-    trained_from: Option<DateTime<Utc>>,
+    with: Stored<'_>,
 ) -> Result<bool> {
+    let Stored {
+        sources,
+        provenance,
+        trained_by,
+        trained_from,
+    } = with;
     let stored = client
         .execute(
             "INSERT INTO local_model (version, artefact, departments, examples, sources, trained_by,
-                                      trained_from, trained_until)
+                                      trained_from, trained_until, provenance)
              VALUES ($1, $2, $3, $4, $5, $6, $7,
-                     CASE WHEN $7::timestamptz IS NOT NULL THEN now() END)
+                     CASE WHEN $7::timestamptz IS NOT NULL THEN now() END, $8)
              ON CONFLICT (version) DO NOTHING",
             &[
                 &model.version(),
@@ -74,6 +93,7 @@ pub async fn store(
                 sources,
                 &trained_by,
                 &trained_from,
+                provenance,
             ],
         )
         .await?;
@@ -85,7 +105,8 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<StoredModel>> {
     let rows = client
         .query(
             "SELECT version, departments, examples, sources, trained_by, created_at,
-                    octet_length(artefact), trained_from, trained_until, erased_tickets
+                    octet_length(artefact), trained_from, trained_until, erased_tickets,
+                    provenance
              FROM local_model ORDER BY created_at DESC, version",
             &[],
         )
@@ -103,6 +124,7 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<StoredModel>> {
             trained_from: row.get(7),
             trained_until: row.get(8),
             erased_tickets: row.get(9),
+            provenance: row.get(10),
         })
         .collect())
 }

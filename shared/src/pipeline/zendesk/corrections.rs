@@ -26,7 +26,7 @@ const TICKET: &str =
 const ANSWER: &str = r#"
 SELECT r.department, r.policy_version,
        (SELECT department FROM ticket_feedback
-        WHERE ticket_id = $1 AND superseded_at IS NULL)
+        WHERE ticket_id = $1 AND superseded_at IS NULL AND labeller)
 FROM ticket_evaluation te JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
 WHERE te.ticket_id = $1
 ORDER BY te.created_at
@@ -91,6 +91,8 @@ pub async fn apply(desk: Desk<'_>, event: &TicketEvent) -> Result<Received> {
         given_by: &desk_owner,
         urgent_threshold: mapping.urgent_threshold,
         history: desk.limits.feedback_history,
+        // The desk's agents: their corrections are the labels (docs/labelling.md).
+        labeller: true,
     };
     if feedback::give(desk.pool, TicketId(ticket), &labels, giver)
         .await?

@@ -40,7 +40,7 @@ async fn an_agents_regroup_becomes_the_desks_feedback_and_our_own_updates_do_not
         "Zendesk's retry adds nothing"
     );
     let row = app
-        .row("SELECT department, is_urgent, given_by, superseded_at IS NULL FROM ticket_feedback")
+        .row("SELECT department, is_urgent, given_by, labeller FROM ticket_feedback")
         .await;
     assert_eq!(row.get::<_, String>(0), "technical");
     assert!(row.get::<_, bool>(1));
@@ -48,6 +48,9 @@ async fn an_agents_regroup_becomes_the_desks_feedback_and_our_own_updates_do_not
         row.get::<_, String>(2),
         triage::pipeline::zendesk::owner(ACCOUNT_ID)
     );
+    // The desk's agents label, with no TRIAGE_LABELLERS set (docs/labelling.md).
+    assert!(app.config.labelling.labellers.is_empty());
+    assert!(row.get::<_, bool>(3), "a labeller's");
     assert_eq!(app.count(FEEDBACK).await, 1);
     // The correction is matched against the answer, as POST /tickets/{id}/feedback's is.
     assert_eq!(app.count("SELECT count(*) FROM feedback_match").await, 1);
