@@ -339,7 +339,7 @@ mod tests {
     fn defaults_are_the_articles_numbers() {
         let c = Config::local("postgres://x");
         // Not the article's 300 s: the lease is renewed while a job is held (docs/fencing.md).
-        assert_eq!(c.worker.lease, Duration::from_secs(15));
+        assert_eq!(c.worker.lease, Duration::from_secs(10));
         assert_eq!(c.worker.max_attempts, 5);
         assert_eq!(c.worker.backoff_max, Duration::from_secs(300));
         assert_eq!(c.worker.jitter_max, Duration::from_secs(30));

@@ -116,7 +116,7 @@ impl Default for WorkerPolicy {
             concurrency: 4,
             // Short, and renewed by the invocation while it holds a job
             // (`pipeline::outbox::renewal`): a crashed invocation's jobs are back within it.
-            lease: Duration::from_secs(15),
+            lease: Duration::from_secs(10),
             max_attempts: 5,
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
