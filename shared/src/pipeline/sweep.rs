@@ -29,7 +29,6 @@ use crate::{
         reads::report::{self, Health},
     },
     providers::Tier,
-    telemetry::metric,
 };
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -127,8 +126,7 @@ pub async fn return_expired_leases(pool: &Pool, policy: &WorkerPolicy) -> Result
     };
     if report != LeaseReport::default() {
         tracing::warn!(?report, "expired leases swept");
-        metric::lease_expired(report.leases_returned + report.leases_dead_lettered);
-        metric::dead_letters("lease_expired", report.leases_dead_lettered);
+        lease::count_expired(report.leases_returned, report.leases_dead_lettered);
     }
     Ok(report)
 }

@@ -11,7 +11,7 @@ use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::Fencing;
-use crate::domain::error::Result;
+use crate::{domain::error::Result, telemetry::metric};
 
 /// The `SET` list of a claim: `$1` who, `$2` lease seconds. A fresh token per claim, and the
 /// claim counts the attempt, so a crash (lease expiry) is an attempt too.
@@ -204,6 +204,13 @@ pub async fn return_expired(
         .query_one(&queue.statements().return_expired, &[&max_attempts])
         .await?;
     Ok((row.get(0), row.get(1)))
+}
+
+/// The metrics of evaluation leases returned as expired, whoever returned them (the sweeper, or
+/// a claimer before its claim): `returned` back to pending, `dead` at the last attempt.
+pub(crate) fn count_expired(returned: i64, dead: i64) {
+    metric::lease_expired(returned + dead);
+    metric::dead_letters("lease_expired", dead);
 }
 
 /// `last_error` is bounded, as in the article.

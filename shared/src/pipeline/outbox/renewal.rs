@@ -163,8 +163,7 @@ impl Expired {
             lease::return_expired(client, self.queue, self.renewal.max_attempts).await?;
         if returned + dead > 0 {
             tracing::warn!(returned, dead, "expired leases returned before a claim");
-            metric::lease_expired(returned + dead);
-            metric::dead_letters("lease_expired", dead);
+            lease::count_expired(returned, dead);
         }
         Ok(())
     }
