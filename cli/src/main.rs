@@ -352,7 +352,7 @@ async fn serve(
         console: console.map(admin::Guard::new),
     };
     let pool = db::pool(&config.database)?;
-    let state = http::AppState { pool, config };
+    let state = http::AppState::new(pool, config);
     let shutdown = async move { stop.cancelled().await };
     match tls {
         None => http::serve(listener, state, server, shutdown).await?,

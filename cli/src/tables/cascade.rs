@@ -1,9 +1,9 @@
-//! `triage train`, `triage models` and `triage models retire`: the local classifiers a cascade
+//! `triage train`, `triage models`, `triage models retire` and `triage models switch`: the local classifiers a cascade
 //! names.
 
 use triage::{
     operations::{models::Retirement, train::Trained},
-    pipeline::cascade::models::StoredModel,
+    pipeline::cascade::{models::StoredModel, switch::Switch},
 };
 
 use super::{pairs, table};
@@ -74,6 +74,24 @@ pub(super) fn models(models: &[StoredModel]) -> String {
         }),
         &[2, 5, 6],
     )
+}
+
+pub(super) fn switched(s: &Switch) -> String {
+    pairs(&[
+        ("switched to", s.local_version.clone()),
+        (
+            "replacing",
+            s.previous
+                .clone()
+                .unwrap_or_else(|| "the configured cascade's own".to_string()),
+        ),
+        ("by", s.switched_by.clone()),
+        ("reason", s.reason.clone()),
+        (
+            "new tickets",
+            "keyed under it within 30 s in every process".to_string(),
+        ),
+    ])
 }
 
 pub(super) fn retired(r: &Retirement) -> String {

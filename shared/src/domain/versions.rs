@@ -95,6 +95,16 @@ impl ModelVersion {
             large: Self::from_stored(large),
         })
     }
+    /// This cascade answered by the classifier `local` instead (the threshold and the large
+    /// model kept as written); `None` when this version is not a cascade.
+    pub fn with_local(&self, local: &str) -> Option<ModelVersion> {
+        let inner = self.text.strip_prefix(Cascade::PREFIX)?;
+        let (_, rest) = inner.split_once(',')?;
+        Some(Self::from_stored(&format!(
+            "{}{local},{rest}",
+            Cascade::PREFIX
+        )))
+    }
     pub fn is_rules(&self) -> bool {
         self.model() == "rules"
     }
@@ -400,6 +410,12 @@ mod tests {
         ] {
             assert!(bad.parse::<ModelVersion>().is_err(), "{bad:?}");
         }
+        // The same cascade answered by another classifier: only LOCAL changes.
+        assert_eq!(
+            v.with_local("local-0b1c2d").unwrap().as_str(),
+            "cascade(local-0b1c2d,0.92,org/gpt-6-luna@high)"
+        );
+        assert!(cascade.large.with_local("local-0b1c2d").is_none());
         // In a version spec, a prompt and then the cascade.
         let spec: VersionSpec = "triage-v5/cascade(local-3f,0.9,gpt@high)".parse().unwrap();
         assert_eq!(

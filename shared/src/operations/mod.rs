@@ -107,6 +107,7 @@ pub enum Outcome {
     Models(Vec<StoredModel>),
     /// `triage models retire`.
     Retired(models::Retirement),
+    Switched(crate::pipeline::cascade::switch::Switch),
     TaxonomyAdded(crate::pipeline::taxonomy::Added),
     Taxonomies(Vec<crate::pipeline::taxonomy::Listed>),
     Taxonomy(Box<taxonomy::Shown>),
@@ -420,6 +421,13 @@ async fn execute(
         Request::Models {
             action: Some(ModelsAction::Retire { version }),
         } => Outcome::Retired(models::retire(pool, &config.versions.model, &version).await?),
+        Request::Models {
+            action: Some(ModelsAction::Switch { version, reason }),
+        } => {
+            let by = operator.as_str();
+            let configured = &config.versions.model;
+            Outcome::Switched(models::switch_to(pool, configured, &version, by, &reason).await?)
+        }
         Request::Taxonomy { action } => taxonomy::run(pool, action).await?,
         Request::Audit { limit } => {
             let limit = limit.unwrap_or(DEFAULT_AUDIT_ROWS);

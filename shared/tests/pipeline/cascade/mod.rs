@@ -9,11 +9,13 @@
 //! - `thresholds`: the threshold sweep on dev, each point an eval run, drawn on the Quality page.
 //! - `retire`: each classifier's training window; `models retire`, refused while a live cascade
 //!   names it; erasure names a retired one no more.
+//! - `retrain`: `models switch` and the gated `retrain` keep a configured cascade fresh.
 
 mod answers;
 mod eval;
 mod provisional;
 mod retire;
+mod retrain;
 mod thresholds;
 
 use std::sync::Arc;
