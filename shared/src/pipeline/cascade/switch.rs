@@ -1,5 +1,5 @@
 //! The cascade kept fresh (docs/cascade.md, "Kept fresh"): a configured cascade answers new
-//! tickets with the classifier switched to last (`cascade_switch`, V37), so a retrain that
+//! tickets with the classifier switched to last (`cascade_switch`, V38), so a retrain that
 //! passes its gate takes effect without a deploy. Keys stay derived from content: a ticket is
 //! keyed under the cascade naming the classifier that will answer it, so a switch gives new
 //! keys, as a new version does. Each process reads the switch at most once per [`REFRESH`]:
