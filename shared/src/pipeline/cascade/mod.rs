@@ -9,6 +9,7 @@
 pub mod examples;
 pub mod models;
 pub mod provisional;
+pub mod targets;
 pub mod trained_on;
 
 use std::sync::Arc;
