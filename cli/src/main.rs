@@ -262,9 +262,11 @@ async fn operate(
     let pool = db::pool(&config.database)?;
     let operator = operations::Operator::os_user();
     let outcome = match &request {
-        operations::Request::Eval { list: false, .. } => {
-            eval::run(&pool, &config, request, &operator, stop).await?
-        }
+        operations::Request::Eval {
+            list: false,
+            by_time: false,
+            ..
+        } => eval::run(&pool, &config, request, &operator, stop).await?,
         _ => operations::run(&pool, &config, request, &operator).await?,
     };
     if json {

@@ -2,6 +2,7 @@
 //! [`eval`] has the eval reports', [`cascade`] the local classifiers', [`taxonomy`] the
 //! desk's taxonomies'.
 
+mod by_time;
 mod cascade;
 mod eval;
 mod taxonomy;
@@ -32,6 +33,7 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::Audit(entries) => audit(entries),
         Outcome::Eval(report) => eval::report(report),
         Outcome::Sweep(sweep) => eval::sweep(sweep),
+        Outcome::ByTime(report) => by_time::report(report),
         Outcome::EvalRuns(listing) => eval::running(&listing.running) + &eval::runs(&listing.runs),
         Outcome::Trained(trained) => cascade::trained(trained),
         Outcome::Models(models) => cascade::models(models),

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 
 use super::error::InvalidRequest;
+pub use super::threshold::Threshold;
 
 /// A prompt version, e.g. `triage-v3` (a file in `prompts/`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -37,7 +38,7 @@ pub struct ModelVersion {
 pub struct Cascade {
     /// `local-<hex>`: a trained classifier, stored by `triage train`.
     pub local: String,
-    pub threshold: f64,
+    pub threshold: Threshold,
     pub large: ModelVersion,
 }
 
@@ -91,7 +92,7 @@ impl ModelVersion {
         let (local, threshold, large) = (parts.next()?, parts.next()?, parts.next()?);
         Some(Cascade {
             local: local.to_string(),
-            threshold: threshold.parse().ok()?,
+            threshold: Threshold::parse(threshold)?,
             large: Self::from_stored(large),
         })
     }
@@ -162,13 +163,11 @@ impl ModelVersion {
                 "{local:?} is not local-<hex> (see triage models)"
             )));
         }
-        let threshold: f64 = match threshold.parse() {
-            Ok(t) if (0.0..=1.0).contains(&t) => t,
-            _ => {
-                return Err(invalid(format!(
-                    "{threshold:?} is not a threshold in [0, 1]"
-                )))
-            }
+        let Some(threshold) = Threshold::parse(threshold) else {
+            return Err(invalid(format!(
+                "{threshold:?} is neither a threshold in [0, 1] nor a target precision \
+                 p(0, 1] (e.g. p0.97)"
+            )));
         };
         let large: ModelVersion = large
             .parse()
@@ -388,7 +387,10 @@ mod tests {
         assert_eq!((v.model(), v.effort()), ("org/gpt-6-luna", "high"));
         let cascade = v.cascade().unwrap();
         assert_eq!(
-            (cascade.local.as_str(), cascade.threshold),
+            (
+                cascade.local.as_str(),
+                cascade.threshold.confidence().unwrap()
+            ),
             ("local-3f2a9c", 0.92)
         );
         assert_eq!(cascade.large.as_str(), "org/gpt-6-luna@high");
@@ -420,8 +422,16 @@ mod tests {
         let spec: VersionSpec = "triage-v5/cascade(local-3f,0.9,gpt@high)".parse().unwrap();
         assert_eq!(
             spec.model_version.unwrap().cascade().unwrap().threshold,
-            0.9
+            Threshold::Confidence(0.9)
         );
+        // A target precision: the classifier's derived thresholds (`triage train --precision`).
+        let v: ModelVersion = "cascade(local-3f,p0.970,gpt@high)".parse().unwrap();
+        assert_eq!(v.as_str(), "cascade(local-3f,p0.97,gpt@high)");
+        assert_eq!(v.cascade().unwrap().threshold, Threshold::Target(0.97));
+        for bad in ["p0", "p1.5", "p", "pNaN", "q0.9"] {
+            let text = format!("cascade(local-3f,{bad},gpt@high)");
+            assert!(text.parse::<ModelVersion>().is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod audit;
 mod checks;
+mod eval;
 mod feedback;
 pub mod fits;
 pub mod import;
@@ -17,6 +18,7 @@ pub mod reprocess;
 mod request;
 pub mod shadow;
 pub mod taxonomy;
+mod times;
 pub mod train;
 
 use std::time::{Duration, Instant};
@@ -27,12 +29,12 @@ use serde::Serialize;
 
 pub use audit::Operator;
 use checks::{
-    chosen_policy, confirmed, confirmed_eval, known_to_this_build, no_local_files, priced, usable,
-    within,
+    chosen_policy, confirmed, known_to_this_build, no_local_files, priced, usable, within,
 };
 pub use feedback::{FeedbackItem, FeedbackItems};
 pub use models::ModelsAction;
-pub use request::{HumanDuration, Request, Since, TaxonomyAction, TaxonomyFile};
+pub use request::{Request, TaxonomyAction, TaxonomyFile};
+pub use times::{HumanDuration, Since};
 
 use crate::{
     config::Config,
@@ -89,6 +91,8 @@ pub enum Outcome {
     Eval(Box<quality::Report>),
     /// `triage eval --thresholds`.
     Sweep(Box<quality::thresholds::Sweep>),
+    /// `triage eval --by-time`.
+    ByTime(Box<quality::by_time::Report>),
     EvalRuns(quality::Listing),
     Deliveries(delivery::status::DeliveriesReport),
     ReplayDeliveries {
@@ -245,88 +249,7 @@ async fn execute(
                 ..promote::promote(pool, &version).await?
             })
         }
-        Request::Eval { list: true, .. } => {
-            // Runs whose answers are all in are concluded first, so the list is current.
-            let running = quality::tend(pool).await?;
-            let client = crate::db::client(pool).await?;
-            let runs = quality::runs::list(&client, LISTED_EVAL_RUNS).await?;
-            Outcome::EvalRuns(quality::Listing { running, runs })
-        }
-        Request::Eval {
-            set,
-            columns,
-            days,
-            split,
-            versions,
-            list: false,
-            thresholds,
-            lane: chosen,
-            policy_version,
-            confirm,
-        } => {
-            let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
-            let source = match (set, days) {
-                (None, _) => {
-                    let needed = "--set shipped|s3://BUCKET/KEY|PATH|feedback is needed";
-                    return Err(InvalidRequest::new("set", needed.into()).into());
-                }
-                (Some(quality::source::SetSource::Feedback { .. }), Some(days)) => {
-                    within("days", days.into(), 366)?;
-                    quality::source::SetSource::Feedback { days }
-                }
-                (Some(_), Some(_)) => {
-                    let only = "--days goes with --set feedback only".into();
-                    return Err(InvalidRequest::new("days", only).into());
-                }
-                (Some(source), None) => source,
-            };
-            within(
-                "versions",
-                versions.len().max(1) as i64,
-                fits::MAX_EVAL_VERSIONS,
-            )?;
-            let configured = &config.versions.model;
-            let versions: Vec<VersionPair> = if versions.is_empty() {
-                vec![config.versions.pair()]
-            } else {
-                versions
-                    .into_iter()
-                    .map(|v| v.resolve(configured))
-                    .collect()
-            };
-            if thresholds {
-                quality::thresholds::check(split, &versions)?;
-            }
-            for version in &versions {
-                known_to_this_build(&version.prompt_version, &policy)?;
-                usable(pool, config, &version.model_version, &policy).await?;
-            }
-            let set =
-                quality::set::LabelledSet::load(&source, columns.as_ref(), &policy, pool).await?;
-            let plan = quality::Plan {
-                source,
-                set,
-                split,
-                versions,
-                policy,
-                lane: lane(chosen),
-            };
-            let (rows, text_bytes) = quality::preview::held(&plan);
-            let work = fits::Work { rows, text_bytes };
-            fits::fits(operator, "set", fits::EVAL, work, "evaluate a smaller set")?;
-            if !confirm {
-                confirmed_eval(quality::preview::billed_jobs(pool, &plan).await?)?;
-            }
-            if thresholds {
-                let sweep =
-                    quality::thresholds::sweep(pool, &plan, operator.as_str(), watch).await?;
-                Outcome::Sweep(Box::new(sweep))
-            } else {
-                Outcome::Eval(Box::new(
-                    quality::run(pool, &plan, operator.as_str(), watch).await?,
-                ))
-            }
-        }
+        request @ Request::Eval { .. } => eval::run(pool, config, request, operator, watch).await?,
         Request::Redrive {
             reason,
             since,
@@ -409,12 +332,14 @@ async fn execute(
             sources,
             policy_version,
             columns,
+            precision,
         } => {
             within("from", sources.len() as i64, fits::MAX_TRAIN_SOURCES)?;
             let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
             let columns = columns.as_ref();
             let share = config.labelling.owner_share;
-            let trained = train::train(pool, &policy, &sources, columns, operator, share).await?;
+            let trained =
+                train::train(pool, &policy, &sources, columns, operator, share, precision).await?;
             Outcome::Trained(trained)
         }
         Request::Models { action: None } => Outcome::Models(train::list(pool).await?),

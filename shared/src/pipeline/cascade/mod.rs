@@ -11,6 +11,7 @@ pub mod examples;
 pub mod models;
 pub mod provisional;
 pub mod switch;
+pub mod targets;
 pub mod trained_on;
 
 use std::sync::Arc;
