@@ -2,7 +2,7 @@
 //! names.
 
 use triage::{
-    operations::{models::Retirement, train::Trained},
+    operations::{models::Retirement, retrain::Retrained, train::Trained},
     pipeline::cascade::{models::StoredModel, switch::Switch},
     providers::classifier::target::Thresholds,
 };
@@ -107,6 +107,49 @@ pub(super) fn models(models: &[StoredModel]) -> String {
         }),
         &[2, 6, 7],
     )
+}
+
+pub(super) fn retrained(r: &Retrained) -> String {
+    let share = |s: f64| format!("{:.1}%", 100.0 * s);
+    let precision = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.3}"));
+    pairs(&[
+        ("switched", r.switched.to_string()),
+        ("reason", r.reason.clone()),
+        ("candidate", r.candidate.clone()),
+        ("live", r.live.clone()),
+        ("target precision", r.target_precision.to_string()),
+        (
+            "learnt from",
+            format!(
+                "{} to {}: {} examples",
+                r.trained_from, r.judged_from, r.examples
+            ),
+        ),
+        (
+            "judged on",
+            format!(
+                "{} to {}: {} tickets",
+                r.judged_from, r.judged_until, r.judged
+            ),
+        ),
+        (
+            "candidate",
+            format!(
+                "{} local, precision {}",
+                share(r.candidate_local_share),
+                precision(r.candidate_precision)
+            ),
+        ),
+        (
+            "live",
+            format!(
+                "{} local, precision {}",
+                share(r.live_local_share),
+                precision(r.live_precision)
+            ),
+        ),
+        ("runs in a row not switched", r.failing_runs.to_string()),
+    ])
 }
 
 pub(super) fn switched(s: &Switch) -> String {

@@ -39,6 +39,7 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::Models(models) => cascade::models(models),
         Outcome::Retired(retirement) => cascade::retired(retirement),
         Outcome::Switched(switch) => cascade::switched(switch),
+        Outcome::Retrained(run) => cascade::retrained(run),
         Outcome::TaxonomyAdded(added) => taxonomy::added(added),
         Outcome::Taxonomies(listed) => taxonomy::listed(listed),
         Outcome::Taxonomy(shown) => taxonomy::shown(shown),

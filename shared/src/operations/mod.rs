@@ -16,6 +16,7 @@ pub mod promote;
 pub mod redrive;
 pub mod reprocess;
 mod request;
+pub mod retrain;
 pub mod shadow;
 pub mod taxonomy;
 mod times;
@@ -112,6 +113,7 @@ pub enum Outcome {
     /// `triage models retire`.
     Retired(models::Retirement),
     Switched(crate::pipeline::cascade::switch::Switch),
+    Retrained(retrain::Retrained),
     TaxonomyAdded(crate::pipeline::taxonomy::Added),
     Taxonomies(Vec<crate::pipeline::taxonomy::Listed>),
     Taxonomy(Box<taxonomy::Shown>),
@@ -341,6 +343,13 @@ async fn execute(
             let trained =
                 train::train(pool, &policy, &sources, columns, operator, share, precision).await?;
             Outcome::Trained(trained)
+        }
+        Request::Retrain { days, holdout_days } => {
+            let policy = chosen_policy(pool, config, None).await?;
+            let days = days.unwrap_or(retrain::DEFAULT_DAYS);
+            let holdout = holdout_days.unwrap_or(retrain::DEFAULT_HOLDOUT_DAYS);
+            let run = retrain::retrain(pool, config, &policy, (days, holdout), operator).await?;
+            Outcome::Retrained(run)
         }
         Request::Models { action: None } => Outcome::Models(train::list(pool).await?),
         Request::Models {

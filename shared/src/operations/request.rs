@@ -307,6 +307,19 @@ pub enum Request {
         #[serde(default)]
         precision: Option<f64>,
     },
+    /// Keep the configured cascade fresh: train a candidate on the DAYS days before the last
+    /// HOLDOUT_DAYS, judge it beside the live classifier on those, and switch to it only when it
+    /// keeps the cascade's target precision and its local share (docs/cascade.md "Kept fresh").
+    Retrain {
+        /// Days of results and feedback the candidate learns from (default 30).
+        #[arg(long)]
+        #[serde(default)]
+        days: Option<u32>,
+        /// The most recent days, which it is judged on and does not learn from (default 3).
+        #[arg(long)]
+        #[serde(default)]
+        holdout_days: Option<u32>,
+    },
     /// The local classifiers stored, newest first, each with its training window; `retire`
     /// removes one.
     Models {
@@ -346,6 +359,7 @@ impl Request {
             Request::Resume { .. } => "resume",
             Request::Feedback { .. } => "feedback",
             Request::Train { .. } => "train",
+            Request::Retrain { .. } => "retrain",
             Request::Models { .. } => "models",
             Request::Taxonomy { .. } => "taxonomy",
             Request::Audit { .. } => "audit",
