@@ -25,9 +25,9 @@ pub(super) fn lead(split: Option<&StoredTimeSplit>) -> Markup {
     };
     let r = &stored.report;
     let cost = |x: Option<f64>| x.map_or("–".to_string(), usd);
-    let row = |name: &str, s: &Slice| {
+    let row = |key: &str, name: &str, s: &Slice| {
         html! {
-            tr data-truth=(name) {
+            tr data-truth=(key) {
                 th scope="row" { (name) }
                 td.num data-stat="n" { (s.n) }
                 td.num data-stat="local_share" { (format!("{:.3}", s.local_share)) }
@@ -60,9 +60,9 @@ pub(super) fn lead(split: Option<&StoredTimeSplit>) -> Markup {
                              th.num scope="col" { "Large model accuracy" } th.num scope="col" { "Difference [95% CI]" }
                              th.num scope="col" { "Cost per ticket (cascade / large)" } th.num scope="col" { "Per correct triage" } } }
                 tbody {
-                    (row("all", &r.all))
-                    (row("the desk's label", &r.desk))
-                    (row("the large model's answer", &r.model))
+                    (row("all", "all", &r.all))
+                    (row("desk", "the desk's label", &r.desk))
+                    (row("model", "the large model's answer", &r.model))
                 }
             }
             p.muted { "Where no labeller labelled a ticket, the truth is the large model's own answer: there it is right by definition, and the row says how often the cascade agrees with it. Run "

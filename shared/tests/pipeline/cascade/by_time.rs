@@ -57,7 +57,8 @@ async fn a_time_split_trains_before_the_split_judges_after_it_and_calls_no_provi
     let fake = FakeProvider::start().await;
     let labels = desk_set(0, 30, "dev") + &desk_set(200, 8, "test");
     fake.classify_from_labels(Classifier::from_jsonl(&labels, 0.2).unwrap());
-    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    // A small pool: a loaded machine times out a burst of new connections.
+    let app = spawn_app_with_fake(&fake, |c| c.database.pool_size = 4).await;
     let texts = |rows: &[(String, String, String, bool)]| -> Vec<(String, String)> {
         rows.iter()
             .map(|(s, m, _, _)| (s.clone(), m.clone()))
@@ -156,6 +157,30 @@ async fn a_time_split_trains_before_the_split_judges_after_it_and_calls_no_provi
     op(&app, json!({"op": "erase", "ticket_ids": [erased]})).await;
     let after_erasure = op(&app, split(json!({"threshold": 0.5}))).await;
     assert_eq!(after_erasure["from_results"], 149, "{after_erasure}");
+
+    // The Quality page leads with the newest split: its figures per truth, and the
+    // risk–coverage curves (on the judged tickets; with a target, out of fold too).
+    let page = crate::console::console_page(&app, "/admin/quality").await;
+    let stored = after_erasure["stored"].as_i64().unwrap();
+    let lead = page.find("Judged as production runs").unwrap();
+    assert!(lead < page.find("Cascade thresholds").unwrap(), "it leads");
+    assert!(
+        page.contains(&format!(r#"data-time-split="{stored}""#)),
+        "{page}"
+    );
+    for truth in ["all", "desk", "model"] {
+        assert!(
+            page.contains(&format!(r#"data-truth="{truth}""#)),
+            "{truth}: {page}"
+        );
+    }
+    assert!(
+        page.contains("Risk–coverage on the judged tickets"),
+        "{page}"
+    );
+    op(&app, split(json!({"precision": 0.9}))).await;
+    let page = crate::console::console_page(&app, "/admin/quality").await;
+    assert!(page.contains("Risk–coverage out of fold"), "{page}");
 
     // No production answer after the split: refused, saying so.
     let empty = triage_refusal(&app, split(json!({"at": "2000-01-01T00:00:00Z"}))).await;

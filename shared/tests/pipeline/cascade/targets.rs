@@ -29,7 +29,8 @@ async fn answered_by(app: &TestApp, subject: &str, message: &str, model_version:
 #[tokio::test]
 async fn a_cascade_named_by_a_target_precision_answers_locally_where_the_derived_thresholds_say() {
     let fake = FakeProvider::start().await;
-    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    // A small pool: a loaded machine times out a burst of new connections.
+    let app = spawn_app_with_fake(&fake, |c| c.database.pool_size = 4).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("desk.jsonl");
     std::fs::write(&path, desk_set(0, 40, "dev")).unwrap();
