@@ -143,23 +143,24 @@ async fn attempt(
         owner_share: config.labelling.owner_share,
     };
     let learnt = window::learn(&client, &plan).await?;
-    let tickets = window::read(&client, &plan).await?;
-    let candidate = judged(&window::judge(
-        &tickets,
-        &plan,
-        &learnt.model,
-        learnt.thresholds.as_ref(),
-    ));
-    // The live classifier under its own thresholds for the target; retired or without them,
-    // it answers nothing locally.
-    let live_rows = match models::load(&client, &live).await? {
-        Some(model) => {
-            let thresholds = targets::load(&client, &live, target).await?;
-            window::judge(&tickets, &plan, &model, thresholds.as_deref())
-        }
-        None => tickets.iter().map(|ticket| ticket.row.clone()).collect(),
+    // The live classifier under its own thresholds for the target (retired, or without them,
+    // it answers nothing locally), on the same tickets as the candidate.
+    let live_model = models::load(&client, &live).await?;
+    let live_thresholds = match &live_model {
+        Some(_) => targets::load(&client, &live, target).await?,
+        None => None,
     };
-    let live_judged = judged(&live_rows);
+    let judges = [
+        (Some(&learnt.model), learnt.thresholds.as_ref()),
+        (live_model.as_deref(), live_thresholds.as_deref()),
+    ];
+    let [candidate, live_judged]: [Judged; 2] = window::judge(&client, &plan, &judges)
+        .await?
+        .iter()
+        .map(|rows| judged(rows))
+        .collect::<Vec<_>>()
+        .try_into()
+        .expect("one list of rows per judge");
     let version = learnt.model.version();
     let (switched, reason) = if version == live {
         (
@@ -189,7 +190,7 @@ async fn attempt(
         judged_from: plan.at,
         judged_until: plan.until,
         examples: learnt.model.examples(),
-        judged: tickets.len(),
+        judged: candidate.n(),
         candidate_local_share: candidate.local_share(),
         candidate_precision: candidate.precision(),
         live_local_share: live_judged.local_share(),

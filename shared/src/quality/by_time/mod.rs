@@ -100,8 +100,8 @@ pub struct Report {
 pub async fn run(pool: &Pool, plan: &Plan, operator: &str) -> Result<Report> {
     let client = db::client(pool).await?;
     let learnt = window::learn(&client, plan).await?;
-    let judged = window::read(&client, plan).await?;
-    let rows = window::judge(&judged, plan, &learnt.model, learnt.thresholds.as_ref());
+    let candidate = (Some(&learnt.model), learnt.thresholds.as_ref());
+    let rows = window::judge(&client, plan, &[candidate]).await?.remove(0);
     let (model, thresholds) = (learnt.model, learnt.thresholds);
     let (from_results, from_feedback) = (learnt.from_results, learnt.from_feedback);
     let (policy, large, rule) = (&plan.policy, plan.version.model_version.as_str(), plan.rule);

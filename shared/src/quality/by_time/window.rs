@@ -1,11 +1,12 @@
 //! The two halves of a time split: what a candidate learns from before the split, and the
 //! tickets after it, each with its truth and the large model's stored answer, judged by any
-//! classifier (`triage eval --by-time` judges the candidate; `triage retrain` the candidate
-//! and the live classifier on the same rows).
+//! classifiers at once (`triage eval --by-time` judges the candidate; `triage retrain` the
+//! candidate and the live classifier on the same rows).
 
 use std::collections::HashSet;
 
 use deadpool_postgres::GenericClient;
+use futures::TryStreamExt;
 
 use super::{JudgedRow, Plan, Rule};
 use crate::{
@@ -82,13 +83,10 @@ pub async fn learn(client: &impl GenericClient, plan: &Plan) -> Result<Learnt> {
     })
 }
 
-/// One ticket after the split, before any classifier answers it.
-pub struct Ticket {
-    pub subject: String,
-    pub message: String,
-    /// Its truth, the large model's answer and its cost; `local` and `answered_locally` unset.
-    pub row: JudgedRow,
-}
+/// A classifier judged on the window: it answers under `plan.rule`, at `thresholds` for a
+/// target (none derived: it answers none locally); `None`, a classifier no longer stored,
+/// answers none either.
+pub type Judge<'a> = (Option<&'a LocalModel>, Option<&'a Thresholds>);
 
 /// The tickets created in `[$1, $2)` with the newest answer a model gave under the policy `$3`
 /// and the prompt `$4`, the current labeller's label in the policy's departments (`$5`) and
@@ -109,9 +107,15 @@ ORDER BY t.created_at, t.id, r.computed_at DESC
 LIMIT $6
 "#;
 
-/// The production tickets of `[plan.at, plan.until)` the large model answered, with their truth:
-/// the desk's label where a labeller gave one, else the large model's answer.
-pub async fn read(client: &impl GenericClient, plan: &Plan) -> Result<Vec<Ticket>> {
+/// The production tickets of `[plan.at, plan.until)` the large model answered, with their truth
+/// (the desk's label where a labeller gave one, else the large model's answer), as each of
+/// `judges` answers them: one list of rows per judge, in the tickets' order. Streamed: a
+/// ticket's text is held only while the judges read it.
+pub async fn judge(
+    client: &impl GenericClient,
+    plan: &Plan,
+    judges: &[Judge<'_>],
+) -> Result<Vec<Vec<JudgedRow>>> {
     let policy = &plan.policy;
     let large = plan.version.model_version.as_str();
     let window: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
@@ -122,9 +126,12 @@ pub async fn read(client: &impl GenericClient, plan: &Plan) -> Result<Vec<Ticket
         &policy.departments,
         &MAX_JUDGED,
     ];
+    let statement = client.prepare(JUDGED).await?;
+    let rows = client.query_raw(&statement, window).await?;
+    futures::pin_mut!(rows);
     let (mut seen, mut costed) = (HashSet::new(), HashSet::new());
-    let mut tickets = Vec::new();
-    for row in client.query(JUDGED, &window).await? {
+    let mut judged = vec![Vec::new(); judges.len()];
+    while let Some(row) = rows.try_next().await? {
         let answered_by = ModelVersion::from_stored(row.get(5));
         let called = format!("{}@{}", answered_by.model(), answered_by.effort());
         let ticket: uuid::Uuid = row.get(0);
@@ -145,70 +152,67 @@ pub async fn read(client: &impl GenericClient, plan: &Plan) -> Result<Vec<Ticket
                 large_answer.is_urgent >= policy.urgent_threshold,
             ),
         };
-        tickets.push(Ticket {
-            subject: row.get(1),
-            message: row.get(2),
-            row: JudgedRow {
-                // Taken by the first ticket of a content: its duplicates share the one answer.
-                cost_usd: if costed.insert(key.clone()) {
-                    row.get(9)
-                } else {
-                    0.0
-                },
-                family: key,
-                department,
-                is_urgent,
-                desk: desk.is_some(),
-                large: large_answer,
-                local: None,
-                answered_locally: false,
+        let truth = JudgedRow {
+            // Taken by the first ticket of a content: its duplicates share the one answer.
+            cost_usd: if costed.insert(key.clone()) {
+                row.get(9)
+            } else {
+                0.0
             },
-        });
+            family: key,
+            department,
+            is_urgent,
+            desk: desk.is_some(),
+            large: large_answer,
+            local: None,
+            answered_locally: false,
+        };
+        let (subject, message): (&str, &str) = (row.get(1), row.get(2));
+        for (rows, judge) in judged.iter_mut().zip(judges) {
+            rows.push(answered(plan, *judge, subject, message, truth.clone()));
+        }
     }
-    if tickets.is_empty() {
+    if seen.is_empty() {
         let why = format!(
             "no production ticket from {} to {} has an answer of {} under {}",
             plan.at, plan.until, plan.version, policy.version
         );
         return Err(InvalidRequest::new("at", why).into());
     }
-    Ok(tickets)
+    Ok(judged)
 }
 
-/// `tickets` as `model` answers them under `plan.rule` (with a target: at `thresholds`; none
-/// derived, it answers none).
-pub fn judge(
-    tickets: &[Ticket],
+/// `truth`'s ticket as `judge` answers it.
+fn answered(
     plan: &Plan,
-    model: &LocalModel,
-    thresholds: Option<&Thresholds>,
-) -> Vec<JudgedRow> {
-    let departments = &plan.policy.departments;
-    tickets
-        .iter()
-        .map(|ticket| {
-            let local = model
-                .predict_among(&ticket.subject, &ticket.message, departments)
-                .map(|a| {
-                    let answer = Prediction {
-                        department: a.department,
-                        is_urgent: a.urgent_p,
-                    };
-                    (answer, a.confidence)
-                });
-            let answered_locally =
-                local
-                    .as_ref()
-                    .is_some_and(|(answer, confidence)| match (plan.rule, thresholds) {
-                        (Rule::Threshold(t), _) => *confidence >= t,
-                        (Rule::Precision(_), Some(t)) => t.answers(&answer.department, *confidence),
-                        (Rule::Precision(_), None) => false,
-                    });
-            JudgedRow {
-                local,
-                answered_locally,
-                ..ticket.row.clone()
-            }
-        })
-        .collect()
+    (model, thresholds): Judge<'_>,
+    subject: &str,
+    message: &str,
+    truth: JudgedRow,
+) -> JudgedRow {
+    let Some(model) = model else {
+        return truth;
+    };
+    let local = model
+        .predict_among(subject, message, &plan.policy.departments)
+        .map(|a| {
+            let answer = Prediction {
+                department: a.department,
+                is_urgent: a.urgent_p,
+            };
+            (answer, a.confidence)
+        });
+    let answered_locally =
+        local
+            .as_ref()
+            .is_some_and(|(answer, confidence)| match (plan.rule, thresholds) {
+                (Rule::Threshold(t), _) => *confidence >= t,
+                (Rule::Precision(_), Some(t)) => t.answers(&answer.department, *confidence),
+                (Rule::Precision(_), None) => false,
+            });
+    JudgedRow {
+        local,
+        answered_locally,
+        ..truth
+    }
 }

@@ -86,7 +86,7 @@ fn rows(recent: bool) -> Vec<(String, String)> {
     SHIPPED_SET
         .lines()
         .enumerate()
-        .filter(|(i, _)| (i % 3 == 0) == recent)
+        .filter(|(i, _)| i.is_multiple_of(3) == recent)
         .map(|(_, line)| {
             let row = serde_json::from_str::<Value>(line).unwrap();
             let text = |f: &str| row[f].as_str().unwrap().to_string();
