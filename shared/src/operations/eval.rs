@@ -66,6 +66,10 @@ pub(super) async fn run(
             .collect()
     };
     if by_time {
+        if set.is_some() || split.is_some() || thresholds {
+            let alone = "--by-time judges production traffic: no --set, --split or --thresholds";
+            return Err(InvalidRequest::new("by_time", alone.into()).into());
+        }
         let [version] = &versions[..] else {
             let one = "--by-time judges one version: the large model's stored answers, or a \
                        cascade's (its large model's answers, its threshold)";

@@ -15,6 +15,12 @@ use crate::{domain::error::Result, providers::classifier::target::Thresholds};
 
 type Kept = HashMap<(String, u64), Arc<Thresholds>>;
 
+/// A target as stored and looked up: to the sixth decimal, so `0.97` read from a payload and
+/// from `p0.97` find the same row however each parser rounded.
+fn key(target: f64) -> f64 {
+    (target * 1e6).round() / 1e6
+}
+
 fn cache() -> &'static Mutex<Kept> {
     static CACHE: OnceLock<Mutex<Kept>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
@@ -34,7 +40,7 @@ pub async fn store(
             "INSERT INTO local_model_target (version, target, derived, derived_by)
              VALUES ($1, $2, $3, $4)
              ON CONFLICT (version, target) DO NOTHING",
-            &[&version, &thresholds.target, &derived, &derived_by],
+            &[&version, &key(thresholds.target), &derived, &derived_by],
         )
         .await?;
     Ok(())
@@ -47,8 +53,9 @@ pub async fn load(
     version: &str,
     target: f64,
 ) -> Result<Option<Arc<Thresholds>>> {
-    let key = (version.to_string(), target.to_bits());
-    if let Some(kept) = cache().lock().expect("cache poisoned").get(&key) {
+    let target = key(target);
+    let kept_as = (version.to_string(), target.to_bits());
+    if let Some(kept) = cache().lock().expect("cache poisoned").get(&kept_as) {
         return Ok(Some(kept.clone()));
     }
     let Some(row) = client
@@ -68,7 +75,7 @@ pub async fn load(
     cache()
         .lock()
         .expect("cache poisoned")
-        .insert(key, thresholds.clone());
+        .insert(kept_as, thresholds.clone());
     Ok(Some(thresholds))
 }
 

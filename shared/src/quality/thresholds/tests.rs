@@ -110,6 +110,9 @@ fn only_one_cascade_on_the_dev_split_is_swept() {
     assert!(check(None, &[pair("gpt-6-luna@medium")]).is_err());
     assert!(check(None, &[cascade.clone(), cascade]).is_err());
     assert!(check(None, &[]).is_err());
+    // A target's thresholds were derived with its classifier: nothing to sweep.
+    let target = pair("cascade(local-0a1b2c,p0.97,gpt-6-luna@medium)");
+    assert!(check(None, &[target]).is_err());
 }
 
 #[test]

@@ -102,7 +102,7 @@ const WORDS: [(&str, [&str; 8]); 5] = [
 fn desk_ticket(d: usize, i: usize) -> (String, String, String, bool) {
     let (department, words) = WORDS[d];
     let pick = |k: usize| words[(i * 7 + k * 3) % words.len()];
-    let urgent = i % 4 == 0;
+    let urgent = i.is_multiple_of(4);
     let message = format!(
         "{} {} {} and {} again, ticket {i}{}",
         pick(0),
