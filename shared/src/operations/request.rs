@@ -139,17 +139,17 @@ pub enum Request {
         by_time: bool,
         /// With `--by-time`: where to split, an RFC 3339 time or a duration back from now
         /// (default: --days back).
-        #[arg(long, requires = "by_time")]
+        #[arg(long)]
         #[serde(default)]
         #[serde_as(as = "Option<DisplayFromStr>")]
         at: Option<Since>,
         /// With `--by-time`: the precision local answers must keep (e.g. 0.97): thresholds
         /// derived by cross-fitting on the training window, per department.
-        #[arg(long, requires = "by_time", conflicts_with = "threshold")]
+        #[arg(long, conflicts_with = "threshold")]
         #[serde(default)]
         precision: Option<f64>,
         /// With `--by-time`: one confidence threshold instead (default: the cascade's).
-        #[arg(long, requires = "by_time")]
+        #[arg(long)]
         #[serde(default)]
         threshold: Option<f64>,
         /// Only this split: dev (for tuning prompts) or test (only reported).

@@ -185,6 +185,11 @@ async fn a_time_split_trains_before_the_split_judges_after_it_and_calls_no_provi
     // No production answer after the split: refused, saying so.
     let empty = triage_refusal(&app, split(json!({"at": "2000-01-01T00:00:00Z"}))).await;
     assert!(empty.contains("train"), "{empty}");
+    // The split's flags go with --by-time only, and --by-time judges no labelled set.
+    let stray = json!({"op": "eval", "set": "shipped", "precision": 0.9});
+    assert!(triage_refusal(&app, stray).await.contains("--by-time"));
+    let with_set = triage_refusal(&app, split(json!({"set": "shipped"}))).await;
+    assert!(with_set.contains("--set"), "{with_set}");
 }
 
 async fn triage_refusal(app: &TestApp, payload: Value) -> String {
