@@ -262,9 +262,11 @@ async fn operate(
     let pool = db::pool(&config.database)?;
     let operator = operations::Operator::os_user();
     let outcome = match &request {
-        operations::Request::Eval { list: false, .. } => {
-            eval::run(&pool, &config, request, &operator, stop).await?
-        }
+        operations::Request::Eval {
+            list: false,
+            by_time: false,
+            ..
+        } => eval::run(&pool, &config, request, &operator, stop).await?,
         _ => operations::run(&pool, &config, request, &operator).await?,
     };
     if json {
@@ -352,7 +354,7 @@ async fn serve(
         console: console.map(admin::Guard::new),
     };
     let pool = db::pool(&config.database)?;
-    let state = http::AppState { pool, config };
+    let state = http::AppState::new(pool, config);
     let shutdown = async move { stop.cancelled().await };
     match tls {
         None => http::serve(listener, state, server, shutdown).await?,

@@ -149,3 +149,48 @@ fn pause_and_resume_take_one_lane_or_none() {
         "{refused}"
     );
 }
+
+#[test]
+fn eval_by_time_takes_a_split_and_a_precision_or_a_threshold_and_train_a_precision() {
+    let Request::Eval {
+        by_time,
+        at,
+        days,
+        precision,
+        set,
+        ..
+    } = operation(&[
+        "eval",
+        "--by-time",
+        "--at",
+        "2026-11-01T00:00:00Z",
+        "--days",
+        "14",
+        "--precision",
+        "0.97",
+    ])
+    .unwrap()
+    else {
+        panic!("not an eval");
+    };
+    assert!(by_time && set.is_none());
+    assert_eq!(at.unwrap().to_string(), "2026-11-01T00:00:00Z");
+    assert_eq!((days, precision), (Some(14), Some(0.97)));
+    let both = [
+        "eval",
+        "--by-time",
+        "--precision",
+        "0.9",
+        "--threshold",
+        "0.5",
+    ];
+    assert!(operation(&both).is_err(), "a precision or a threshold");
+    // Without --by-time a precision parses, and the operation refuses it (operations::eval).
+    assert!(operation(&["eval", "--by-time", "--set", "shipped"]).is_err());
+    let Request::Train { precision, .. } =
+        operation(&["train", "--from", "results:30", "--precision", "0.97"]).unwrap()
+    else {
+        panic!("not a training");
+    };
+    assert_eq!(precision, Some(0.97));
+}

@@ -192,6 +192,11 @@ pub mod metric {
     pub fn taxonomy_unusable() {
         counter!("outbox.taxonomy_unusable").increment(1);
     }
+    /// A retrain ended: `failing_runs` is how many in a row (this one included) did not switch
+    /// (`RetrainFailingAlarm` at 3); 0 after one that switched.
+    pub fn retrain(failing_runs: i64) {
+        gauge!("models.retrain_failing_runs").set(failing_runs as f64);
+    }
     /// A worker invocation refused because its times do not fit (`setting` is the one to change).
     pub fn invocation_refused(setting: &str) {
         counter!("worker.invocation_refused", "setting" => setting.to_string()).increment(1);

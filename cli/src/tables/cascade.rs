@@ -1,9 +1,10 @@
-//! `triage train`, `triage models` and `triage models retire`: the local classifiers a cascade
+//! `triage train`, `triage models`, `triage models retire` and `triage models switch`: the local classifiers a cascade
 //! names.
 
 use triage::{
-    operations::{models::Retirement, train::Trained},
-    pipeline::cascade::models::StoredModel,
+    operations::{models::Retirement, retrain::Retrained, train::Trained},
+    pipeline::cascade::{models::StoredModel, switch::Switch},
+    providers::classifier::target::Thresholds,
 };
 
 use super::{pairs, table};
@@ -27,10 +28,37 @@ pub(super) fn trained(t: &Trained) -> String {
         ("size", format!("{:.2} MB", t.bytes as f64 / 1e6)),
         ("took", format!("{:.1}s", t.seconds)),
         ("", stored.into()),
-    ]) + &format!(
-        "use it in a cascade: TRIAGE_MODEL='cascade({},0.9,MODEL@EFFORT)'; choose the threshold with triage eval --thresholds\n",
-        t.version
-    )
+    ]) + &match &t.thresholds {
+        Some(derived) => thresholds(derived) + &format!(
+            "use it in a cascade: TRIAGE_MODEL='cascade({},p{},MODEL@EFFORT)': these thresholds, per department\n",
+            t.version, derived.target
+        ),
+        None => format!(
+            "use it in a cascade: TRIAGE_MODEL='cascade({},0.9,MODEL@EFFORT)'; choose the threshold with triage eval --thresholds, or train with --precision P\n",
+            t.version
+        ),
+    }
+}
+
+/// The thresholds derived for a target, per department, and what they keep out of fold.
+pub(super) fn thresholds(t: &Thresholds) -> String {
+    let at = |t: Option<f64>| t.map_or("never local".to_string(), |t| format!("{t:.3}"));
+    let precision = t.precision.map_or("–".into(), |p| format!("{p:.3}"));
+    let mut out = format!(
+        "target precision {}: cross-fitted over {} folds, {} examples answered out of fold; \
+         {:.1}% would be answered locally, at precision {precision}\n",
+        t.target,
+        t.folds,
+        t.rows,
+        100.0 * t.coverage
+    );
+    let rows = t
+        .departments
+        .iter()
+        .map(|(d, own)| [d.clone(), at(*own)])
+        .chain(std::iter::once(["(every other)".to_string(), at(t.global)]));
+    out += &table(Some(vec!["department", "threshold"]), rows, &[1]);
+    out
 }
 
 pub(super) fn models(models: &[StoredModel]) -> String {
@@ -39,7 +67,7 @@ pub(super) fn models(models: &[StoredModel]) -> String {
     }
     table(
         Some(vec![
-            "version", "trained", "examples", "from", "window", "erased", "size", "by",
+            "version", "trained", "examples", "from", "window", "targets", "erased", "size", "by",
         ]),
         models.iter().map(|m| {
             let from = m
@@ -67,13 +95,79 @@ pub(super) fn models(models: &[StoredModel]) -> String {
                 m.examples.to_string(),
                 from,
                 window,
+                m.targets
+                    .iter()
+                    .map(|t| format!("p{}", t.target))
+                    .collect::<Vec<_>>()
+                    .join(" "),
                 m.erased_tickets.to_string(),
                 format!("{:.2} MB", f64::from(m.bytes) / 1e6),
                 m.trained_by.clone(),
             ]
         }),
-        &[2, 5, 6],
+        &[2, 6, 7],
     )
+}
+
+pub(super) fn retrained(r: &Retrained) -> String {
+    let share = |s: f64| format!("{:.1}%", 100.0 * s);
+    let precision = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.3}"));
+    pairs(&[
+        ("switched", r.switched.to_string()),
+        ("reason", r.reason.clone()),
+        ("candidate", r.candidate.clone()),
+        ("live", r.live.clone()),
+        ("target precision", r.target_precision.to_string()),
+        (
+            "learnt from",
+            format!(
+                "{} to {}: {} examples",
+                r.trained_from, r.judged_from, r.examples
+            ),
+        ),
+        (
+            "judged on",
+            format!(
+                "{} to {}: {} tickets",
+                r.judged_from, r.judged_until, r.judged
+            ),
+        ),
+        (
+            "candidate",
+            format!(
+                "{} local, precision {}",
+                share(r.candidate_local_share),
+                precision(r.candidate_precision)
+            ),
+        ),
+        (
+            "live",
+            format!(
+                "{} local, precision {}",
+                share(r.live_local_share),
+                precision(r.live_precision)
+            ),
+        ),
+        ("runs in a row not switched", r.failing_runs.to_string()),
+    ])
+}
+
+pub(super) fn switched(s: &Switch) -> String {
+    pairs(&[
+        ("switched to", s.local_version.clone()),
+        (
+            "replacing",
+            s.previous
+                .clone()
+                .unwrap_or_else(|| "the configured cascade's own".to_string()),
+        ),
+        ("by", s.switched_by.clone()),
+        ("reason", s.reason.clone()),
+        (
+            "new tickets",
+            "keyed under it within 30 s in every process".to_string(),
+        ),
+    ])
 }
 
 pub(super) fn retired(r: &Retirement) -> String {

@@ -2,6 +2,7 @@
 //! [`eval`] has the eval reports', [`cascade`] the local classifiers', [`taxonomy`] the
 //! desk's taxonomies'.
 
+mod by_time;
 mod cascade;
 mod eval;
 mod taxonomy;
@@ -32,10 +33,13 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::Audit(entries) => audit(entries),
         Outcome::Eval(report) => eval::report(report),
         Outcome::Sweep(sweep) => eval::sweep(sweep),
+        Outcome::ByTime(report) => by_time::report(report),
         Outcome::EvalRuns(listing) => eval::running(&listing.running) + &eval::runs(&listing.runs),
         Outcome::Trained(trained) => cascade::trained(trained),
         Outcome::Models(models) => cascade::models(models),
         Outcome::Retired(retirement) => cascade::retired(retirement),
+        Outcome::Switched(switch) => cascade::switched(switch),
+        Outcome::Retrained(run) => cascade::retrained(run),
         Outcome::TaxonomyAdded(added) => taxonomy::added(added),
         Outcome::Taxonomies(listed) => taxonomy::listed(listed),
         Outcome::Taxonomy(shown) => taxonomy::shown(shown),

@@ -10,9 +10,6 @@ async fn main() -> Result<(), lambda_http::Error> {
     let metrics = telemetry::lambda_metrics("api")?;
     let config = config_from_env().await?;
     let pool = db::pool(&config.database)?;
-    let router = http::router(http::AppState {
-        pool,
-        config: Arc::new(config),
-    });
+    let router = http::router(http::AppState::new(pool, Arc::new(config)));
     metrics_cloudwatch_embedded::lambda::service::run_http(metrics, router).await
 }

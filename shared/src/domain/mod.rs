@@ -7,5 +7,6 @@ pub mod error;
 pub mod key;
 pub mod rows;
 pub mod taxonomy;
+pub mod threshold;
 pub mod ticket;
 pub mod versions;

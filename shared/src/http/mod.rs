@@ -29,12 +29,24 @@ pub use caller::{Caller, READ_ALL_SCOPE, SUBSCRIPTIONS_READ_SCOPE, SUBSCRIPTIONS
 pub use problem::Problem;
 pub use tls_listener::{TlsFiles, TlsListener, TlsSetupError};
 
-use crate::config::Config;
+use crate::{config::Config, pipeline::cascade::switch};
 
 #[derive(Clone)]
 pub struct AppState {
     pub pool: Pool,
     pub config: Arc<Config>,
+    /// The classifier a configured cascade was switched to, as this process last read it.
+    pub live: Arc<switch::Live>,
+}
+
+impl AppState {
+    pub fn new(pool: Pool, config: Arc<Config>) -> Self {
+        Self {
+            pool,
+            config,
+            live: Default::default(),
+        }
+    }
 }
 
 fn api_routes(state: &AppState) -> Router<AppState> {

@@ -54,8 +54,9 @@ pub async fn create(
         rate_per_minute: config.limits.caller_rpm,
         dedup_hold: config.limits.dedup_hold,
     };
+    let versions = state.live.versions(&state.pool, &config.versions).await?;
     let outcome = match request_key {
-        None => ingest::create_ticket(&state.pool, &config.versions, &ticket, submitter).await?,
+        None => ingest::create_ticket(&state.pool, &versions, &ticket, submitter).await?,
         Some(key) => {
             // Counted before the key is looked up: a replay counts too.
             rate::count(&state, &caller).await?;
@@ -65,7 +66,7 @@ pub async fn create(
             };
             ingest::create_ticket_keyed(
                 &state.pool,
-                &config.versions,
+                &versions,
                 &ticket,
                 submitter,
                 &caller.scope(key),
@@ -137,7 +138,11 @@ pub async fn show(
     let id = ticket_id(id)?;
     // Another caller's ticket is answered like one that does not exist: 404, never 403.
     let owner = caller.reads();
-    match read::find(&state.pool, &state.config.versions, id, owner.as_deref()).await? {
+    let versions = state
+        .live
+        .versions(&state.pool, &state.config.versions)
+        .await?;
+    match read::find(&state.pool, &versions, id, owner.as_deref()).await? {
         Some(view) => Ok(Json(view).into_response()),
         None => Err(Problem::not_found(format!("no ticket with id {id}"))),
     }

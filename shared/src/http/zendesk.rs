@@ -44,9 +44,10 @@ pub async fn events(
         )
     })?;
     let event = events::parse(&body).map_err(Problem::unprocessable)?;
+    let versions = state.live.versions(&state.pool, &config.versions).await?;
     let desk = Desk {
         pool: &state.pool,
-        versions: &config.versions,
+        versions: &versions,
         limits: &config.limits,
         write_back: config.zendesk.url.is_some(),
     };

@@ -7,6 +7,7 @@
 
 pub mod audit;
 mod checks;
+mod eval;
 mod feedback;
 pub mod fits;
 pub mod import;
@@ -15,8 +16,10 @@ pub mod promote;
 pub mod redrive;
 pub mod reprocess;
 mod request;
+pub mod retrain;
 pub mod shadow;
 pub mod taxonomy;
+mod times;
 pub mod train;
 
 use std::time::{Duration, Instant};
@@ -27,12 +30,12 @@ use serde::Serialize;
 
 pub use audit::Operator;
 use checks::{
-    chosen_policy, confirmed, confirmed_eval, known_to_this_build, no_local_files, priced, usable,
-    within,
+    chosen_policy, confirmed, known_to_this_build, no_local_files, priced, usable, within,
 };
 pub use feedback::{FeedbackItem, FeedbackItems};
 pub use models::ModelsAction;
-pub use request::{HumanDuration, Request, Since, TaxonomyAction, TaxonomyFile};
+pub use request::{Request, TaxonomyAction, TaxonomyFile};
+pub use times::{HumanDuration, Since};
 
 use crate::{
     config::Config,
@@ -89,6 +92,8 @@ pub enum Outcome {
     Eval(Box<quality::Report>),
     /// `triage eval --thresholds`.
     Sweep(Box<quality::thresholds::Sweep>),
+    /// `triage eval --by-time`.
+    ByTime(Box<quality::by_time::Report>),
     EvalRuns(quality::Listing),
     Deliveries(delivery::status::DeliveriesReport),
     ReplayDeliveries {
@@ -107,6 +112,8 @@ pub enum Outcome {
     Models(Vec<StoredModel>),
     /// `triage models retire`.
     Retired(models::Retirement),
+    Switched(crate::pipeline::cascade::switch::Switch),
+    Retrained(retrain::Retrained),
     TaxonomyAdded(crate::pipeline::taxonomy::Added),
     Taxonomies(Vec<crate::pipeline::taxonomy::Listed>),
     Taxonomy(Box<taxonomy::Shown>),
@@ -244,88 +251,7 @@ async fn execute(
                 ..promote::promote(pool, &version).await?
             })
         }
-        Request::Eval { list: true, .. } => {
-            // Runs whose answers are all in are concluded first, so the list is current.
-            let running = quality::tend(pool).await?;
-            let client = crate::db::client(pool).await?;
-            let runs = quality::runs::list(&client, LISTED_EVAL_RUNS).await?;
-            Outcome::EvalRuns(quality::Listing { running, runs })
-        }
-        Request::Eval {
-            set,
-            columns,
-            days,
-            split,
-            versions,
-            list: false,
-            thresholds,
-            lane: chosen,
-            policy_version,
-            confirm,
-        } => {
-            let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
-            let source = match (set, days) {
-                (None, _) => {
-                    let needed = "--set shipped|s3://BUCKET/KEY|PATH|feedback is needed";
-                    return Err(InvalidRequest::new("set", needed.into()).into());
-                }
-                (Some(quality::source::SetSource::Feedback { .. }), Some(days)) => {
-                    within("days", days.into(), 366)?;
-                    quality::source::SetSource::Feedback { days }
-                }
-                (Some(_), Some(_)) => {
-                    let only = "--days goes with --set feedback only".into();
-                    return Err(InvalidRequest::new("days", only).into());
-                }
-                (Some(source), None) => source,
-            };
-            within(
-                "versions",
-                versions.len().max(1) as i64,
-                fits::MAX_EVAL_VERSIONS,
-            )?;
-            let configured = &config.versions.model;
-            let versions: Vec<VersionPair> = if versions.is_empty() {
-                vec![config.versions.pair()]
-            } else {
-                versions
-                    .into_iter()
-                    .map(|v| v.resolve(configured))
-                    .collect()
-            };
-            if thresholds {
-                quality::thresholds::check(split, &versions)?;
-            }
-            for version in &versions {
-                known_to_this_build(&version.prompt_version, &policy)?;
-                usable(pool, config, &version.model_version, &policy).await?;
-            }
-            let set =
-                quality::set::LabelledSet::load(&source, columns.as_ref(), &policy, pool).await?;
-            let plan = quality::Plan {
-                source,
-                set,
-                split,
-                versions,
-                policy,
-                lane: lane(chosen),
-            };
-            let (rows, text_bytes) = quality::preview::held(&plan);
-            let work = fits::Work { rows, text_bytes };
-            fits::fits(operator, "set", fits::EVAL, work, "evaluate a smaller set")?;
-            if !confirm {
-                confirmed_eval(quality::preview::billed_jobs(pool, &plan).await?)?;
-            }
-            if thresholds {
-                let sweep =
-                    quality::thresholds::sweep(pool, &plan, operator.as_str(), watch).await?;
-                Outcome::Sweep(Box::new(sweep))
-            } else {
-                Outcome::Eval(Box::new(
-                    quality::run(pool, &plan, operator.as_str(), watch).await?,
-                ))
-            }
-        }
+        request @ Request::Eval { .. } => eval::run(pool, config, request, operator, watch).await?,
         Request::Redrive {
             reason,
             since,
@@ -408,18 +334,34 @@ async fn execute(
             sources,
             policy_version,
             columns,
+            precision,
         } => {
             within("from", sources.len() as i64, fits::MAX_TRAIN_SOURCES)?;
             let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
             let columns = columns.as_ref();
             let share = config.labelling.owner_share;
-            let trained = train::train(pool, &policy, &sources, columns, operator, share).await?;
+            let trained =
+                train::train(pool, &policy, &sources, columns, operator, share, precision).await?;
             Outcome::Trained(trained)
+        }
+        Request::Retrain { days, holdout_days } => {
+            let policy = chosen_policy(pool, config, None).await?;
+            let days = days.unwrap_or(retrain::DEFAULT_DAYS);
+            let holdout = holdout_days.unwrap_or(retrain::DEFAULT_HOLDOUT_DAYS);
+            let run = retrain::retrain(pool, config, &policy, (days, holdout), operator).await?;
+            Outcome::Retrained(run)
         }
         Request::Models { action: None } => Outcome::Models(train::list(pool).await?),
         Request::Models {
             action: Some(ModelsAction::Retire { version }),
         } => Outcome::Retired(models::retire(pool, &config.versions.model, &version).await?),
+        Request::Models {
+            action: Some(ModelsAction::Switch { version, reason }),
+        } => {
+            let by = operator.as_str();
+            let configured = &config.versions.model;
+            Outcome::Switched(models::switch_to(pool, configured, &version, by, &reason).await?)
+        }
         Request::Taxonomy { action } => taxonomy::run(pool, action).await?,
         Request::Audit { limit } => {
             let limit = limit.unwrap_or(DEFAULT_AUDIT_ROWS);

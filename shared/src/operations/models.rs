@@ -16,7 +16,10 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::{ModelVersion, VersionPair},
     },
-    pipeline::cascade::models::{self as local, Retired},
+    pipeline::cascade::{
+        models::{self as local, Retired},
+        switch::{self, Switch},
+    },
 };
 
 /// What `triage models` does besides listing. In the ops payload: `{"op": "models"}` lists,
@@ -30,6 +33,15 @@ pub enum ModelsAction {
     Retire {
         /// As `triage models` lists it, e.g. local-3f2a9c1b0d4e.
         version: String,
+    },
+    /// Answer a configured cascade's new tickets with this stored classifier, at once, without
+    /// a deploy (what `triage retrain` does when its candidate passes; by hand, a rollback).
+    Switch {
+        /// As `triage models` lists it, e.g. local-3f2a9c1b0d4e.
+        version: String,
+        /// Why, for the audit and the switch's history.
+        #[arg(long)]
+        reason: String,
     },
 }
 
@@ -63,7 +75,8 @@ pub async fn retire(pool: &Pool, configured: &ModelVersion, version: &str) -> Re
         return Err(unknown(version).into());
     }
     let promoted = promote::promoted(&transaction).await?;
-    if let Some(why) = named_by(version, configured, promoted.as_ref()) {
+    let live = switch::live(&transaction).await?;
+    if let Some(why) = named_by(version, configured, promoted.as_ref(), live.as_deref()) {
         return Err(InvalidRequest::new("version", why).into());
     }
     let queued_jobs = queued(&transaction, version).await?;
@@ -90,14 +103,43 @@ fn unknown(version: &str) -> InvalidRequest {
     )
 }
 
+/// Switches a configured cascade to the stored classifier `version` (see [`switch`]).
+pub async fn switch_to(
+    pool: &Pool,
+    configured: &ModelVersion,
+    version: &str,
+    by: &str,
+    reason: &str,
+) -> Result<Switch> {
+    if configured.cascade().is_none() {
+        return Err(InvalidRequest::new(
+            "version",
+            format!(
+                "the configured model version {configured} (TRIAGE_MODEL) is not a cascade: \
+                 there is nothing to switch"
+            ),
+        )
+        .into());
+    }
+    let client = db::client(pool).await?;
+    switch::switch(&client, version, by, reason).await
+}
+
 /// Why `version` may not be retired: a live cascade names it (the configured model version,
-/// or the version promoted last). `None`: nothing live does.
+/// the classifier it is switched to, or the version promoted last). `None`: nothing live does.
 pub fn named_by(
     version: &str,
     configured: &ModelVersion,
     promoted: Option<&VersionPair>,
+    live: Option<&str>,
 ) -> Option<String> {
     let names = |model: &ModelVersion| model.cascade().is_some_and(|c| c.local == version);
+    if configured.cascade().is_some() && live == Some(version) {
+        return Some(format!(
+            "the configured cascade is switched to {version}, which answers new tickets: \
+             `triage models switch` to another classifier, then retire it"
+        ));
+    }
     if names(configured) {
         return Some(format!(
             "{version} is named by the configured model version {configured} (TRIAGE_MODEL): \
@@ -136,14 +178,18 @@ mod tests {
             (model(&naming), Some(pair(other)), true),
             (plain.clone(), Some(pair(&naming)), true),
         ] {
-            let why = named_by(it, &configured, promoted.as_ref());
+            let why = named_by(it, &configured, promoted.as_ref(), None);
             assert_eq!(why.is_some(), refused, "{configured} {promoted:?}: {why:?}");
         }
-        let why = named_by(it, &model(&naming), None).unwrap();
+        let why = named_by(it, &model(&naming), None, None).unwrap();
         assert!(why.contains("TRIAGE_MODEL") && why.contains(it), "{why}");
-        let why = named_by(it, &plain, Some(&pair(&naming))).unwrap();
+        let why = named_by(it, &plain, Some(&pair(&naming)), None).unwrap();
         assert!(why.contains("promoted"), "{why}");
         // A prefix of another classifier's name is not its name.
-        assert!(named_by("local-3f2a", &model(&naming), None).is_none());
+        assert!(named_by("local-3f2a", &model(&naming), None, None).is_none());
+        // The classifier a configured cascade is switched to answers its new tickets.
+        let why = named_by(it, &model(other), None, Some(it)).unwrap();
+        assert!(why.contains("switched"), "{why}");
+        assert!(named_by(it, &plain, None, Some(it)).is_none());
     }
 }

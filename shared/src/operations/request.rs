@@ -2,20 +2,19 @@
 //! (clap) and the ops Lambda's JSON payload (`{"op": "reprocess", ...}`, serde), so flags,
 //! fields and their help cannot drift apart. Defaults live in [`super::run`], once.
 
-use std::{fmt, str::FromStr, time::Duration};
+use std::str::FromStr;
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_with::{serde_as, DisplayFromStr};
 
 use super::{
     feedback::{FeedbackItem, FeedbackItems},
     models::ModelsAction,
+    times::{HumanDuration, Since},
     train::TrainSource,
 };
 use crate::{
     domain::{
-        error::InvalidRequest,
         ticket::TicketId,
         versions::{ModelVersion, PolicyVersion, PromptVersion, VersionSpec},
     },
@@ -113,7 +112,7 @@ pub enum Request {
         /// The labelled set (JSONL, or CSV: see --columns): `shipped` (built into the binary,
         /// evals/tickets.jsonl), `s3://BUCKET/KEY`, a file's path, or `feedback`: the
         /// production tickets the help desk labelled (see --days).
-        #[arg(long, required_unless_present = "list")]
+        #[arg(long, required_unless_present_any = ["list", "by_time"])]
         #[serde(default)]
         #[serde_as(as = "Option<DisplayFromStr>")]
         set: Option<SetSource>,
@@ -127,10 +126,32 @@ pub enum Request {
         #[serde(default)]
         #[serde_as(as = "Option<DisplayFromStr>")]
         columns: Option<Columns>,
-        /// With `--set feedback`: how many days of the desk's labels (default 30).
+        /// With `--set feedback`: how many days of the desk's labels (default 30). With
+        /// `--by-time`: how many days after the split are judged (default 7).
         #[arg(long)]
         #[serde(default)]
         days: Option<u32>,
+        /// Judge the deployment's own traffic split by time (docs/quality.md): a classifier
+        /// trained on the 30 days of results and feedback before the split answers the tickets
+        /// after it, beside the large model's stored answers. No provider call.
+        #[arg(long, conflicts_with_all = ["list", "thresholds", "set", "split"])]
+        #[serde(default)]
+        by_time: bool,
+        /// With `--by-time`: where to split, an RFC 3339 time or a duration back from now
+        /// (default: --days back).
+        #[arg(long)]
+        #[serde(default)]
+        #[serde_as(as = "Option<DisplayFromStr>")]
+        at: Option<Since>,
+        /// With `--by-time`: the precision local answers must keep (e.g. 0.97): thresholds
+        /// derived by cross-fitting on the training window, per department.
+        #[arg(long, conflicts_with = "threshold")]
+        #[serde(default)]
+        precision: Option<f64>,
+        /// With `--by-time`: one confidence threshold instead (default: the cascade's).
+        #[arg(long)]
+        #[serde(default)]
+        threshold: Option<f64>,
         /// Only this split: dev (for tuning prompts) or test (only reported).
         #[arg(long)]
         #[serde(default)]
@@ -280,6 +301,24 @@ pub enum Request {
         #[serde(default)]
         #[serde_as(as = "Option<DisplayFromStr>")]
         columns: Option<Columns>,
+        /// Also derive the thresholds that keep this precision (e.g. 0.97), per department,
+        /// cross-fitted on the same examples; a cascade names them `p0.97`.
+        #[arg(long)]
+        #[serde(default)]
+        precision: Option<f64>,
+    },
+    /// Keep the configured cascade fresh: train a candidate on the DAYS days before the last
+    /// HOLDOUT_DAYS, judge it beside the live classifier on those, and switch to it only when it
+    /// keeps the cascade's target precision and its local share (docs/cascade.md "Kept fresh").
+    Retrain {
+        /// Days of results and feedback the candidate learns from (default 30).
+        #[arg(long)]
+        #[serde(default)]
+        days: Option<u32>,
+        /// The most recent days, which it is judged on and does not learn from (default 3).
+        #[arg(long)]
+        #[serde(default)]
+        holdout_days: Option<u32>,
     },
     /// The local classifiers stored, newest first, each with its training window; `retire`
     /// removes one.
@@ -320,6 +359,7 @@ impl Request {
             Request::Resume { .. } => "resume",
             Request::Feedback { .. } => "feedback",
             Request::Train { .. } => "train",
+            Request::Retrain { .. } => "retrain",
             Request::Models { .. } => "models",
             Request::Taxonomy { .. } => "taxonomy",
             Request::Audit { .. } => "audit",
@@ -360,73 +400,5 @@ impl FromStr for TaxonomyFile {
     type Err = std::convert::Infallible;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(TaxonomyFile::Path(s.into()))
-    }
-}
-
-/// A point in time as RFC 3339 (`2026-11-01T00:00:00Z`), or a duration back from now (`90s`,
-/// `30m`, `2h`, `1d`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Since {
-    At(DateTime<Utc>),
-    Ago(Duration),
-}
-
-impl Since {
-    pub fn resolve(self, now: DateTime<Utc>) -> DateTime<Utc> {
-        match self {
-            Since::At(at) => at,
-            Since::Ago(ago) => chrono::Duration::from_std(ago)
-                .ok()
-                .and_then(|ago| now.checked_sub_signed(ago))
-                // Further back than any ticket.
-                .unwrap_or(DateTime::UNIX_EPOCH),
-        }
-    }
-}
-
-impl FromStr for Since {
-    type Err = InvalidRequest;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if let Ok(at) = DateTime::parse_from_rfc3339(s) {
-            return Ok(Since::At(at.with_timezone(&Utc)));
-        }
-        s.parse::<HumanDuration>()
-            .map(|d| Since::Ago(d.0))
-            .map_err(|_| {
-                InvalidRequest::new(
-                    "since",
-                    format!("{s:?} is neither an RFC 3339 time (2026-11-01T00:00:00Z) nor a duration (90s, 30m, 2h, 1d)"),
-                )
-            })
-    }
-}
-
-impl fmt::Display for Since {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Since::At(at) => f.write_str(&at.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
-            Since::Ago(ago) => HumanDuration(*ago).fmt(f),
-        }
-    }
-}
-
-/// A duration as people write it: `90s`, `30m`, `2h`, `1d`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HumanDuration(pub Duration);
-
-impl FromStr for HumanDuration {
-    type Err = InvalidRequest;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        humantime::parse_duration(s)
-            .map(HumanDuration)
-            .map_err(|e| {
-                InvalidRequest::new("duration", format!("{s:?}: {e} (e.g. 90s, 30m, 2h, 1d)"))
-            })
-    }
-}
-
-impl fmt::Display for HumanDuration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        humantime::format_duration(self.0).fmt(f)
     }
 }

@@ -26,13 +26,25 @@ use crate::{
     pipeline::cascade::{
         examples::{self, FromTickets},
         models::{self, StoredModel},
-        trained_on,
+        targets, trained_on,
     },
     providers::{
-        classifier::{Example, LocalModel},
+        classifier::{
+            target::{self, Thresholds},
+            Example, LocalModel, TrainError,
+        },
         Policy,
     },
 };
+
+/// A target precision an operator may ask for: in (0, 1].
+pub fn target_precision(p: f64) -> Result<(), InvalidRequest> {
+    if p > 0.0 && p <= 1.0 {
+        return Ok(());
+    }
+    let why = format!("{p} is not a precision in (0, 1] (e.g. 0.97)");
+    Err(InvalidRequest::new("precision", why))
+}
 
 /// What a classifier learns from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +143,9 @@ pub struct Trained {
     /// Each source's window, owner cap and examples per giver and owner
     /// (`local_model.provenance`, docs/labelling.md).
     pub provenance: Vec<SourceProvenance>,
+    /// With `--precision P`: the thresholds keeping P, cross-fitted on these examples and
+    /// stored with the classifier (a cascade names them `p<P>`).
+    pub thresholds: Option<Thresholds>,
 }
 
 /// Where one source's examples came from, as read (before a ticket both the model and the desk
@@ -156,8 +171,12 @@ pub async fn train(
     columns: Option<&Columns>,
     operator: &Operator,
     owner_share: f64,
+    precision: Option<f64>,
 ) -> Result<Trained> {
     let started = Instant::now();
+    if let Some(p) = precision {
+        target_precision(p)?;
+    }
     let trained_by = operator.as_str();
     if operator.lambda_host().is_some() {
         let client = db::client(pool).await?;
@@ -240,10 +259,15 @@ pub async fn train(
     }
     let departments = policy.departments.clone();
     // Seconds of arithmetic: off the async workers.
-    let model = tokio::task::spawn_blocking(move || LocalModel::train(&examples, &departments))
-        .await
-        .expect("training does not panic")
-        .map_err(|e| InvalidRequest::new("from", e.to_string()))?;
+    // The thresholds for a target are cross-fitted on the same examples (folds of them).
+    let (model, thresholds) = tokio::task::spawn_blocking(move || {
+        let model = LocalModel::train(&examples, &departments)?;
+        let derived = precision.map(|p| target::derive(&examples, &departments, p));
+        Ok::<_, TrainError>((model, derived))
+    })
+    .await
+    .expect("training does not panic")
+    .map_err(|e| InvalidRequest::new("from", e.to_string()))?;
     let mut client = db::client(pool).await?;
     let recorded = serde_json::to_value(&counts).unwrap_or_default();
     let from = serde_json::to_value(&provenance).unwrap_or_default();
@@ -257,6 +281,9 @@ pub async fn train(
     };
     let new = models::store(&transaction, &model, stored).await?;
     trained_on::record(&transaction, &model.version(), &tickets).await?;
+    if let Some(thresholds) = &thresholds {
+        targets::store(&transaction, &model.version(), thresholds, trained_by).await?;
+    }
     transaction.commit().await?;
     let trained = Trained {
         version: model.version(),
@@ -266,6 +293,7 @@ pub async fn train(
         bytes: model.to_bytes().len(),
         seconds: started.elapsed().as_secs_f64(),
         provenance,
+        thresholds,
     };
     tracing::info!(version = %trained.version, examples = trained.examples, seconds = trained.seconds, "local classifier trained");
     Ok(trained)
@@ -343,6 +371,17 @@ pub async fn stored_if_cascade(pool: &Pool, model: &ModelVersion, policy: &Polic
             ),
         )
         .into());
+    }
+    // A target names thresholds derived with the classifier: none derived, none to use.
+    if let Some(p) = cascade.threshold.target() {
+        if targets::load(&client, &cascade.local, p).await?.is_none() {
+            let why = format!(
+                "{} has no thresholds for the target precision {p}: train it with \
+                 --precision {p} (triage models lists the targets each classifier has)",
+                cascade.local
+            );
+            return Err(InvalidRequest::new("model_version", why).into());
+        }
     }
     Ok(())
 }

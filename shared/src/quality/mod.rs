@@ -12,6 +12,7 @@
 //! Stopping (Ctrl-C) leaves only queued jobs, stored answers and the pending run: the
 //! sweeper concludes it once the workers are done, and a rerun queues nothing new.
 
+pub mod by_time;
 pub mod gate;
 pub mod metrics;
 pub mod pending;

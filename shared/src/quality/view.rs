@@ -3,6 +3,10 @@
 //! figures' types, whatever file of `quality` holds them.
 
 pub use super::{
+    by_time::{
+        store::{newest as newest_time_split, StoredTimeSplit},
+        Report as TimeSplit, Slice,
+    },
     metrics::{confusions, ClassFigures, NO_ANSWER},
     runs::{baseline, eval_ticket_texts, newest_per_version, StoredRun},
     set::Split,

@@ -285,7 +285,7 @@ async fn logs_never_contain_ticket_text_or_secrets_even_at_rust_log_trace() {
 }
 
 #[tokio::test]
-async fn worker_and_sweeper_emit_embedded_metric_format() {
+async fn worker_sweeper_and_retrain_emit_embedded_metric_format() {
     static COLLECTOR: std::sync::OnceLock<&'static metrics_cloudwatch_embedded::Collector> =
         std::sync::OnceLock::new();
     let collector = *COLLECTOR.get_or_init(|| triage::telemetry::lambda_metrics("test").unwrap());
@@ -296,6 +296,9 @@ async fn worker_and_sweeper_emit_embedded_metric_format() {
     app.post_ticket("broken", "m").await;
     app.drain(&app.worker(), Duration::from_secs(10)).await;
     sweep::sweep(&app.pool, &app.config).await.unwrap();
+    // A retrain that cannot run (no cascade configured) still counts as one that did not switch.
+    let refused = crate::helpers::operations::try_op(&app, serde_json::json!({"op": "retrain"}));
+    assert!(refused.await.is_err());
 
     let mut out = Vec::new();
     collector.flush(&mut out).unwrap();
@@ -322,6 +325,7 @@ async fn worker_and_sweeper_emit_embedded_metric_format() {
         "outbox.oldest_claimable_age_seconds",
         "outbox.depth",
         "provider.breaker_open",
+        "models.retrain_failing_runs",
     ] {
         assert!(
             names.contains(expected),

@@ -244,6 +244,17 @@ async fn the_documented_roles_steps_work_on_an_rds_shaped_cluster_first_time_and
             .status,
         200
     );
+    // Under a configured cascade it also reads which classifier the cascade is switched to.
+    let mut cascaded = Config::clone(&api.config);
+    cascaded.versions.model = "cascade(local-0123456789ab,0.9,gpt-6-luna@medium)"
+        .parse()
+        .unwrap();
+    let cascaded = TestApp {
+        pool: api.pool.clone(),
+        config: Arc::new(cascaded),
+    };
+    let created = cascaded.post_ticket("c", "d").await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
     let client = connect(&api_url).await.unwrap();
     assert_refused(
         &client,

@@ -7,6 +7,7 @@
 //! `read`), db and the domain, as the CLI does; nothing uses it but `http::serve`. Ticket text
 //! appears on the one-ticket page and, for eval tickets only, on the Quality page.
 
+mod by_time;
 mod charts;
 mod classes;
 mod dead_letters;

@@ -4,7 +4,8 @@
 //! figures per department ([`super::classes`], `?sort=support|f1`), its confusion as a heat map
 //! (or its top confusions when the departments are many), and its misclassified tickets with
 //! their text; and the newest
-//! threshold sweep of each cascade on the set ([`super::thresholds`]). Like the ticket
+//! threshold sweep of each cascade on the set ([`super::thresholds`]). It leads with the newest
+//! time split over production traffic ([`super::by_time`], `triage eval --by-time`). Like the ticket
 //! page, this page shows ticket text: eval tickets only (`runs::eval_ticket_texts`).
 
 use axum::{
@@ -16,7 +17,7 @@ use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::{
-    charts,
+    by_time, charts,
     classes::{self, Order},
     layout::{html_response, optional, page, usd, PageError, Section},
     thresholds, ConsoleState,
@@ -100,7 +101,9 @@ pub(super) async fn show(
     let live = feedback::agreement(&client).await?;
     let baseline = quality::baseline(&client, &digest, split).await?;
     let sweeps = quality::newest_per_cascade(&client, &digest).await?;
+    let time_split = quality::newest_time_split(&client, configured_policy).await?;
     let body = html! {
+        (by_time::lead(time_split.as_ref()))
         p {
             "Set " code data-set=(digest) { (&digest[..12]) }
             @if digest == configured { " (the set " code { "promote" } " checks)" }

@@ -52,7 +52,12 @@ pub(super) async fn show(
 ) -> Result<Response, PageError> {
     let id = parse(&id)?;
     let pool = &state.app.pool;
-    let Some(view) = read::find(pool, &state.app.config.versions, id, None).await? else {
+    let versions = state
+        .app
+        .live
+        .versions(pool, &state.app.config.versions)
+        .await?;
+    let Some(view) = read::find(pool, &versions, id, None).await? else {
         return Err(PageError::not_found(format!("no ticket {id}")));
     };
     let (jobs, calls) = queries::ledger(pool, id).await?;

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use tokio_postgres::types::ToSql;
@@ -229,6 +230,52 @@ pub async fn feedback_size(
 ) -> Result<(i64, i64)> {
     let params: [&(dyn ToSql + Sync); 2] = [&days, &policy.departments];
     size_of(client, FEEDBACK, &params, share).await
+}
+
+/// A source (its `days` parameter first) read over the window `[until - days, until)` only:
+/// what a classifier trained at `until` would have read (`triage eval --by-time`).
+fn before(source: &str, params: usize) -> String {
+    let (until, days) = (params + 1, params + 2);
+    format!(
+        "SELECT * FROM ({source}) AS w \
+         WHERE w.at < ${until} AND w.at >= ${until} - make_interval(days => ${days})"
+    )
+}
+
+/// Days back from now that reach any window [`before`] reads (`$1` of the sources).
+const ANY_WINDOW: i32 = 366 * 100;
+
+/// [`results`] as they stood at `until`: the model's answers of the `days` days before it.
+pub async fn results_before(
+    client: &impl GenericClient,
+    until: DateTime<Utc>,
+    days: i32,
+    policy: &Policy,
+    share: f64,
+) -> Result<FromTickets> {
+    let threshold = policy.urgent_threshold;
+    let params: [&(dyn ToSql + Sync); 5] =
+        [&ANY_WINDOW, &threshold, &policy.version, &until, &days];
+    read(client, &before(RESULTS, 3), &params, share, 1.0).await
+}
+
+/// [`feedback`] as it stood at `until`: labellers' labels of the `days` days before it.
+pub async fn feedback_before(
+    client: &impl GenericClient,
+    until: DateTime<Utc>,
+    days: i32,
+    policy: &Policy,
+    share: f64,
+) -> Result<FromTickets> {
+    let params: [&(dyn ToSql + Sync); 4] = [&ANY_WINDOW, &policy.departments, &until, &days];
+    read(
+        client,
+        &before(FEEDBACK, 2),
+        &params,
+        share,
+        FEEDBACK_WEIGHT,
+    )
+    .await
 }
 
 fn example(row: &tokio_postgres::Row, weight: f32) -> Example {

@@ -4,11 +4,14 @@
 //! large model is called as for any version. [`models`] stores and loads the classifiers,
 //! [`examples`] gathers what trains them, [`trained_on`] records which tickets did (for
 //! erasure's report), [`provisional`] gives new tickets the local answer
-//! while the large model cannot be asked now.
+//! while the large model cannot be asked now, [`switch`] keeps a configured cascade on the
+//! classifier a retrain switched to.
 
 pub mod examples;
 pub mod models;
 pub mod provisional;
+pub mod switch;
+pub mod targets;
 pub mod trained_on;
 
 use std::sync::Arc;

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::{
     domain::error::{ConfigError, Result},
-    providers::classifier::LocalModel,
+    providers::classifier::{target::Thresholds, LocalModel},
 };
 
 /// A stored classifier, as `triage models` lists it.
@@ -40,6 +40,9 @@ pub struct StoredModel {
     /// How many tickets it learnt from were erased since (V29): it still holds what they
     /// taught it until it is retired.
     pub erased_tickets: i32,
+    /// The thresholds derived for each target precision (V37, `triage train --precision`),
+    /// which a cascade names as `p0.97`.
+    pub targets: Vec<Thresholds>,
 }
 
 /// A classifier removed by [`retire`].
@@ -106,8 +109,10 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<StoredModel>> {
         .query(
             "SELECT version, departments, examples, sources, trained_by, created_at,
                     octet_length(artefact), trained_from, trained_until, erased_tickets,
-                    provenance
-             FROM local_model ORDER BY created_at DESC, version",
+                    provenance,
+                    (SELECT coalesce(jsonb_agg(t.derived ORDER BY t.target), '[]')
+                     FROM local_model_target t WHERE t.version = m.version)
+             FROM local_model m ORDER BY created_at DESC, version",
             &[],
         )
         .await?;
@@ -125,6 +130,7 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<StoredModel>> {
             trained_until: row.get(8),
             erased_tickets: row.get(9),
             provenance: row.get(10),
+            targets: serde_json::from_value(row.get(11)).unwrap_or_default(),
         })
         .collect())
 }

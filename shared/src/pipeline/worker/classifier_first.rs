@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use super::{Report, Worker};
 use crate::{
     db,
-    domain::error::Result,
+    domain::{error::Result, versions::Threshold},
     pipeline::{
         answering::Answering,
-        cascade::{self, models, provisional},
+        cascade::{self, models, provisional, targets},
         outbox::ClaimedJob,
         turn::{carry_out, Outcome, Turn},
     },
@@ -52,12 +52,25 @@ impl<P: Provider> Worker<P> {
             .await?;
             return Ok(Some(outcome));
         };
+        // A target's thresholds are read once per process (`targets`); none derived (the
+        // cascade was refused where it was named): the large model answers.
+        let derived = match cascade.threshold {
+            Threshold::Confidence(_) => None,
+            Threshold::Target(p) => targets::load(&client, &cascade.local, p).await?,
+        };
         let request = self.request(job, (prompt, &answering.policy), deadline);
         let started = Instant::now();
         let answer = cascade::ask(model, request).await;
-        let sure = answer
-            .as_ref()
-            .is_some_and(|answer| answer.confidence >= cascade.threshold);
+        let sure = answer.as_ref().is_some_and(|answer| {
+            let department = answer.evaluation.department.as_str();
+            match (cascade.threshold, &derived) {
+                (Threshold::Confidence(threshold), _) => answer.confidence >= threshold,
+                (Threshold::Target(_), Some(derived)) => {
+                    derived.answers(department, answer.confidence)
+                }
+                (Threshold::Target(_), None) => false,
+            }
+        });
         metric::local_answer(started.elapsed(), sure);
         let Some(answer) = answer.filter(|_| sure) else {
             return Ok(None);

@@ -15,6 +15,7 @@ mod artefact;
 mod calibrate;
 mod features;
 mod fit;
+pub mod target;
 
 #[cfg(test)]
 mod synthetic;

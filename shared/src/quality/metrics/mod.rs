@@ -22,7 +22,7 @@ pub use self::{
     families::{
         family_table, paired_difference, FamilyCounts, FamilyTable, Gated, PairedDifference,
     },
-    paired::{mcnemar_exact, paired, Paired},
+    paired::{accuracy_difference, mcnemar_exact, paired, Paired},
 };
 
 /// Bootstrap resamples for confidence intervals and the paired test.

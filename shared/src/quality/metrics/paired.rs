@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    intervals::{groups, percentiles, resample_groups},
+    intervals::{bootstrap_interval, groups, percentiles, resample_groups},
     is_correct, macro_f1, Interval, Scored,
 };
 
@@ -61,6 +61,20 @@ pub fn paired(baseline: &[Scored], other: &[Scored]) -> Paired {
         bootstrap_p,
         significant: mcnemar_p < 0.05 && bootstrap_p < 0.05,
     }
+}
+
+/// The other's department accuracy minus the baseline's on the same rows, with its 95%
+/// paired bootstrap interval over families (the same families drawn for both).
+pub fn accuracy_difference(baseline: &[Scored], other: &[Scored]) -> (f64, Interval) {
+    assert_eq!(baseline.len(), other.len(), "paired rows");
+    let diff_of = |sample: &[usize]| {
+        let n = sample.len().max(1) as f64;
+        let right = |rows: &[Scored]| sample.iter().filter(|&&i| is_correct(&rows[i])).count();
+        (right(other) as f64 - right(baseline) as f64) / n
+    };
+    let all: Vec<usize> = (0..baseline.len()).collect();
+    let families = groups(baseline.iter().map(|r| r.family.as_str()));
+    (diff_of(&all), bootstrap_interval(&families, diff_of))
 }
 
 /// Two-sided exact binomial test of `b` against `c` at p = 1/2.

@@ -136,6 +136,14 @@ pub fn check(
                 .into(),
         )
     })?;
+    if cascade.threshold.confidence().is_none() {
+        return Err(InvalidRequest::new(
+            "version",
+            "--thresholds sweeps a cascade with a threshold (0.9); a target's (p0.97) \
+             thresholds and risk-coverage curve come with the classifier (triage models)"
+                .into(),
+        ));
+    }
     Ok((Split::Dev, cascade))
 }
 
@@ -315,12 +323,8 @@ pub async fn sweep(pool: &Pool, plan: &Plan, operator: &str, watch: &Watch) -> R
         });
     }
     let threshold = plan.policy.urgent_threshold;
-    sweep.points = points(
-        &sweep_rows,
-        &grid(cascade.threshold),
-        cascade.threshold,
-        threshold,
-    );
+    let named = cascade.threshold.confidence().unwrap_or(1.0);
+    sweep.points = points(&sweep_rows, &grid(named), named, threshold);
     let new = sweeps::NewSweep {
         version: swept,
         set_digest: &plan.set.digest,

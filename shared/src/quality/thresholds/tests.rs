@@ -99,7 +99,10 @@ fn only_one_cascade_on_the_dev_split_is_swept() {
     };
     let cascade = pair("cascade(local-0a1b2c,0.9,gpt-6-luna@medium)");
     let (split, swept) = check(None, std::slice::from_ref(&cascade)).unwrap();
-    assert_eq!((split, swept.threshold), (Split::Dev, 0.9));
+    assert_eq!(
+        (split, swept.threshold.confidence()),
+        (Split::Dev, Some(0.9))
+    );
     assert!(check(Some(Split::Dev), std::slice::from_ref(&cascade)).is_ok());
     let refused = check(Some(Split::Test), std::slice::from_ref(&cascade)).unwrap_err();
     assert_eq!(refused.field, "split");
@@ -107,6 +110,9 @@ fn only_one_cascade_on_the_dev_split_is_swept() {
     assert!(check(None, &[pair("gpt-6-luna@medium")]).is_err());
     assert!(check(None, &[cascade.clone(), cascade]).is_err());
     assert!(check(None, &[]).is_err());
+    // A target's thresholds were derived with its classifier: nothing to sweep.
+    let target = pair("cascade(local-0a1b2c,p0.97,gpt-6-luna@medium)");
+    assert!(check(None, &[target]).is_err());
 }
 
 #[test]

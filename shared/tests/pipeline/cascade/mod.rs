@@ -9,11 +9,18 @@
 //! - `thresholds`: the threshold sweep on dev, each point an eval run, drawn on the Quality page.
 //! - `retire`: each classifier's training window; `models retire`, refused while a live cascade
 //!   names it; erasure names a retired one no more.
+//! - `retrain`: `models switch` and the gated `retrain` keep a configured cascade fresh.
+//! - `targets`: a target precision (`train --precision`, `cascade(…,p0.9,…)`): thresholds
+//!   derived per department, stored with the classifier, used by the worker.
+//! - `by_time`: `eval --by-time`, the cascade judged on production traffic split by time.
 
 mod answers;
+mod by_time;
 mod eval;
 mod provisional;
 mod retire;
+mod retrain;
+mod targets;
 mod thresholds;
 
 use std::sync::Arc;
@@ -46,4 +53,99 @@ fn configured(app: &TestApp, model: &str, adjust: impl FnOnce(&mut Config)) -> T
         pool: app.pool.clone(),
         config: Arc::new(config),
     }
+}
+
+/// Words of each of policy-v1's departments for [`desk_ticket`]: a desk whose tickets a
+/// classifier can learn.
+const WORDS: [(&str, [&str; 8]); 5] = [
+    (
+        "billing",
+        [
+            "invoice", "refund", "charged", "payment", "receipt", "vat", "card", "twice",
+        ],
+    ),
+    (
+        "technical",
+        [
+            "error", "crash", "timeout", "bug", "api", "server", "broken", "500",
+        ],
+    ),
+    (
+        "account",
+        [
+            "password", "login", "username", "locked", "profile", "email", "2fa", "reset",
+        ],
+    ),
+    (
+        "sales",
+        [
+            "pricing", "quote", "discount", "plan", "upgrade", "demo", "seats", "trial",
+        ],
+    ),
+    (
+        "general",
+        [
+            "hello",
+            "question",
+            "office",
+            "hours",
+            "feedback",
+            "thanks",
+            "newsletter",
+            "info",
+        ],
+    ),
+];
+
+/// The `i`th ticket of department `d` (an index of [`WORDS`]): its subject, message, department
+/// and urgency (one in four is urgent, and says so).
+fn desk_ticket(d: usize, i: usize) -> (String, String, String, bool) {
+    let (department, words) = WORDS[d];
+    let pick = |k: usize| words[(i * 7 + k * 3) % words.len()];
+    let urgent = i.is_multiple_of(4);
+    let message = format!(
+        "{} {} {} and {} again, ticket {i}{}",
+        pick(0),
+        pick(1),
+        pick(2),
+        pick(3),
+        if urgent {
+            ": urgent, everything is down now"
+        } else {
+            ""
+        }
+    );
+    (
+        format!("{} {}", pick(4), pick(5)),
+        message,
+        department.to_string(),
+        urgent,
+    )
+}
+
+/// `per_department` tickets of each department from the `from`th on, as JSONL rows of `split`.
+fn desk_set(from: usize, per_department: usize, split: &str) -> String {
+    let mut out = String::new();
+    for i in from..from + per_department {
+        for d in 0..WORDS.len() {
+            let (subject, message, department, is_urgent) = desk_ticket(d, i);
+            let row = json!({"id": format!("{department}-{i}"), "subject": subject,
+                             "message": message, "department": department,
+                             "is_urgent": is_urgent, "split": split});
+            out += &format!("{row}\n");
+        }
+    }
+    out
+}
+
+/// Tickets no department's words describe: a classifier is unsure of them.
+fn vague_tickets(n: usize) -> Vec<(String, String)> {
+    (0..n)
+        .map(|i| {
+            (
+                format!("Note {i}"),
+                format!("Something came up with item {i}, see the attached."),
+            )
+        })
+        .collect()
 }

@@ -28,7 +28,7 @@ fn tickets() -> Vec<(String, String)> {
 }
 
 /// A classifier distilled from the model's answers of the last day, to the tickets ingested.
-async fn distilled(app: &TestApp) -> String {
+pub(super) async fn distilled(app: &TestApp) -> String {
     app.ingest_many(&tickets()).await;
     app.drain(&app.worker(), Duration::from_secs(20)).await;
     let trained = op(app, json!({"op": "train", "from": ["results:1"]})).await;

@@ -73,10 +73,7 @@ impl TestApp {
     }
 
     pub fn state(&self) -> AppState {
-        AppState {
-            pool: self.pool.clone(),
-            config: self.config.clone(),
-        }
+        AppState::new(self.pool.clone(), self.config.clone())
     }
 
     /// Sends a request through the router (the same one the Lambda and `triage serve` run).

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 
 use super::error::InvalidRequest;
+pub use super::threshold::Threshold;
 
 /// A prompt version, e.g. `triage-v3` (a file in `prompts/`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -37,7 +38,7 @@ pub struct ModelVersion {
 pub struct Cascade {
     /// `local-<hex>`: a trained classifier, stored by `triage train`.
     pub local: String,
-    pub threshold: f64,
+    pub threshold: Threshold,
     pub large: ModelVersion,
 }
 
@@ -91,9 +92,19 @@ impl ModelVersion {
         let (local, threshold, large) = (parts.next()?, parts.next()?, parts.next()?);
         Some(Cascade {
             local: local.to_string(),
-            threshold: threshold.parse().ok()?,
+            threshold: Threshold::parse(threshold)?,
             large: Self::from_stored(large),
         })
+    }
+    /// This cascade answered by the classifier `local` instead (the threshold and the large
+    /// model kept as written); `None` when this version is not a cascade.
+    pub fn with_local(&self, local: &str) -> Option<ModelVersion> {
+        let inner = self.text.strip_prefix(Cascade::PREFIX)?;
+        let (_, rest) = inner.split_once(',')?;
+        Some(Self::from_stored(&format!(
+            "{}{local},{rest}",
+            Cascade::PREFIX
+        )))
     }
     pub fn is_rules(&self) -> bool {
         self.model() == "rules"
@@ -152,13 +163,11 @@ impl ModelVersion {
                 "{local:?} is not local-<hex> (see triage models)"
             )));
         }
-        let threshold: f64 = match threshold.parse() {
-            Ok(t) if (0.0..=1.0).contains(&t) => t,
-            _ => {
-                return Err(invalid(format!(
-                    "{threshold:?} is not a threshold in [0, 1]"
-                )))
-            }
+        let Some(threshold) = Threshold::parse(threshold) else {
+            return Err(invalid(format!(
+                "{threshold:?} is neither a threshold in [0, 1] nor a target precision \
+                 p(0, 1] (e.g. p0.97)"
+            )));
         };
         let large: ModelVersion = large
             .parse()
@@ -356,73 +365,4 @@ impl fmt::Display for VersionSpec {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_model_version_needs_both_model_and_effort() {
-        let v: ModelVersion = "org/gpt-6-luna@high".parse().unwrap();
-        assert_eq!((v.model(), v.effort()), ("org/gpt-6-luna", "high"));
-        for bad in ["gpt-6-luna", "gpt-6-luna@", "@high", "", " gpt@high"] {
-            assert!(bad.parse::<ModelVersion>().is_err(), "{bad:?}");
-        }
-        assert!(ModelVersion::rules().is_rules());
-    }
-
-    #[test]
-    fn a_cascade_is_a_model_version_written_canonically_and_called_as_its_large_model() {
-        let v: ModelVersion = "cascade(local-3f2a9c,0.920,org/gpt-6-luna@high)"
-            .parse()
-            .unwrap();
-        assert_eq!(v.as_str(), "cascade(local-3f2a9c,0.92,org/gpt-6-luna@high)");
-        assert_eq!((v.model(), v.effort()), ("org/gpt-6-luna", "high"));
-        let cascade = v.cascade().unwrap();
-        assert_eq!(
-            (cascade.local.as_str(), cascade.threshold),
-            ("local-3f2a9c", 0.92)
-        );
-        assert_eq!(cascade.large.as_str(), "org/gpt-6-luna@high");
-        assert_eq!(ModelVersion::from_stored(v.as_str()), v);
-        assert!("gpt-6-luna@high"
-            .parse::<ModelVersion>()
-            .unwrap()
-            .cascade()
-            .is_none());
-        for bad in [
-            "cascade(local-3f2a9c,0.92)",
-            "cascade(local-3f2a9c,1.5,gpt@high)",
-            "cascade(local-XYZ,0.9,gpt@high)",
-            "cascade(model,0.9,gpt@high)",
-            "cascade(local-3f,0.9,gpt)",
-            "cascade(local-3f,0.9,rules@offline)",
-            "cascade(local-3f,0.9,cascade(local-3f,0.9,gpt@high))",
-            "cascade(local-3f,NaN,gpt@high)",
-        ] {
-            assert!(bad.parse::<ModelVersion>().is_err(), "{bad:?}");
-        }
-        // In a version spec, a prompt and then the cascade.
-        let spec: VersionSpec = "triage-v5/cascade(local-3f,0.9,gpt@high)".parse().unwrap();
-        assert_eq!(
-            spec.model_version.unwrap().cascade().unwrap().threshold,
-            0.9
-        );
-    }
-
-    #[test]
-    fn a_spec_is_a_prompt_or_a_prompt_and_a_model() {
-        let configured: ModelVersion = "gpt-6-luna@medium".parse().unwrap();
-        let spec: VersionSpec = "triage-v4/org/m@high".parse().unwrap();
-        assert_eq!(
-            spec.resolve(&configured).to_string(),
-            "triage-v4/org/m@high"
-        );
-        let spec: VersionSpec = "triage-v4".parse().unwrap();
-        assert_eq!(
-            spec.resolve(&configured).to_string(),
-            "triage-v4/gpt-6-luna@medium"
-        );
-        for bad in ["", "/m@e", "triage-v4/", "triage-v4/gpt"] {
-            assert!(bad.parse::<VersionSpec>().is_err(), "{bad:?}");
-        }
-    }
-}
+mod tests;

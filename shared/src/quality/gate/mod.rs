@@ -6,7 +6,9 @@
 //! bootstrap over the families both runs scored says the loss is not noise (its 95% interval
 //! lies below 0); otherwise the gate passes and says "no significant difference". Runs stored
 //! before per-family counts cannot be paired: the figures alone decide, as before, and the
-//! refusal says so.
+//! refusal says so. [`switch`] is the gate on a retrain's switch of a cascade's classifier.
+
+pub mod switch;
 
 use serde::Serialize;
 

@@ -1,0 +1,169 @@
+//! The gate on a retrain's switch (docs/cascade.md, "Kept fresh"): a pure decision over the
+//! candidate classifier and the live one, both judged on the same most recent tickets, which
+//! the candidate did not learn from. The candidate passes when its local answers keep the
+//! cascade's target precision and it answers locally no fewer of the tickets than the live
+//! one, beyond noise. Precision is a promise to the desk, so it is held as a point estimate
+//! over enough answers; the local share is what the switch is for, so only a loss the paired
+//! test finds beyond noise keeps a candidate out.
+
+use serde::Serialize;
+
+/// Fewer local answers than this in the window judge no precision: the candidate is kept out.
+pub const MIN_LOCAL_ANSWERS: usize = 30;
+
+/// One classifier's answers over the judged window, row by row in the window's order.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Judged {
+    /// For each row: answered locally, and (when so) whether the answer was right.
+    #[serde(skip)]
+    pub rows: Vec<Option<bool>>,
+}
+
+impl Judged {
+    pub fn n(&self) -> usize {
+        self.rows.len()
+    }
+    pub fn local(&self) -> usize {
+        self.rows.iter().filter(|r| r.is_some()).count()
+    }
+    pub fn right(&self) -> usize {
+        self.rows.iter().filter(|r| **r == Some(true)).count()
+    }
+    pub fn local_share(&self) -> f64 {
+        ratio(self.local(), self.n())
+    }
+    /// Of its local answers, the share right; `None` without any.
+    pub fn precision(&self) -> Option<f64> {
+        (self.local() > 0).then(|| ratio(self.right(), self.local()))
+    }
+}
+
+/// The gate's answer, with the figures said either way.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Switch(String),
+    KeepOut(String),
+}
+
+/// `candidate` against `live` over the same rows, for the cascade's `target` precision.
+pub fn decide(candidate: &Judged, live: &Judged, target: f64) -> Decision {
+    debug_assert_eq!(candidate.n(), live.n(), "judged over the same rows");
+    let figures = format!(
+        "candidate: {} of {} local ({:.1}%), precision {}; live: {} local ({:.1}%), precision {}",
+        candidate.local(),
+        candidate.n(),
+        100.0 * candidate.local_share(),
+        shown(candidate.precision()),
+        live.local(),
+        100.0 * live.local_share(),
+        shown(live.precision()),
+    );
+    if candidate.local() < MIN_LOCAL_ANSWERS {
+        return Decision::KeepOut(format!(
+            "{} local answers in the window judge no precision (at least {MIN_LOCAL_ANSWERS}); {figures}",
+            candidate.local()
+        ));
+    }
+    let precision = candidate.precision().unwrap_or(0.0);
+    if precision + 1e-9 < target {
+        return Decision::KeepOut(format!(
+            "precision {precision:.3} is below the target {target}; {figures}"
+        ));
+    }
+    let (diff, low, high) = paired_share_difference(candidate, live);
+    let test = format!("local share {diff:+.3} [{low:+.3}, {high:+.3}] paired");
+    if high < 0.0 {
+        return Decision::KeepOut(format!(
+            "it answers fewer tickets locally, beyond noise ({test}); {figures}"
+        ));
+    }
+    Decision::Switch(format!("{test}; {figures}"))
+}
+
+/// The candidate's local share minus the live one's over the same rows, with its 95% interval
+/// (normal approximation of the paired difference: only rows where they differ count).
+fn paired_share_difference(candidate: &Judged, live: &Judged) -> (f64, f64, f64) {
+    let n = candidate.n().max(1) as f64;
+    let (mut only_candidate, mut only_live) = (0.0, 0.0);
+    for (a, b) in candidate.rows.iter().zip(&live.rows) {
+        match (a.is_some(), b.is_some()) {
+            (true, false) => only_candidate += 1.0,
+            (false, true) => only_live += 1.0,
+            _ => {}
+        }
+    }
+    let diff = (only_candidate - only_live) / n;
+    let variance = ((only_candidate + only_live) / n - diff * diff).max(0.0);
+    let half = 1.96 * (variance / n).sqrt();
+    (diff, diff - half, diff + half)
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+fn shown(p: Option<f64>) -> String {
+    p.map_or("-".to_string(), |p| format!("{p:.3}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` rows: the first `local` answered locally, the first `right` of those right.
+    fn judged(n: usize, local: usize, right: usize) -> Judged {
+        shifted(n, 0, local, right)
+    }
+
+    /// The same from row `start` on: two classifiers differ on which tickets they are sure of.
+    fn shifted(n: usize, start: usize, local: usize, right: usize) -> Judged {
+        Judged {
+            rows: (0..n)
+                .map(|i| {
+                    (start..start + local)
+                        .contains(&i)
+                        .then_some(i < start + right)
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_candidate_switches_only_keeping_the_precision_and_the_local_share() {
+        let switches = |candidate: &Judged, live: &Judged| {
+            matches!(decide(candidate, live, 0.95), Decision::Switch(_))
+        };
+        let live = judged(1000, 600, 590);
+        // Better or the same: switched.
+        assert!(switches(&judged(1000, 700, 690), &live));
+        assert!(switches(&judged(1000, 600, 590), &live));
+        // A little fewer local answers, on tickets partly other than the live one's, is
+        // noise; the same ten fewer, on exactly the live one's tickets, is not; many fewer is not.
+        assert!(switches(&shifted(1000, 20, 590, 580), &live));
+        assert!(!switches(&judged(1000, 590, 580), &live));
+        let why = match decide(&judged(1000, 500, 495), &live, 0.95) {
+            Decision::KeepOut(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(why.contains("fewer tickets locally, beyond noise"), "{why}");
+        // Below the target precision: kept out, however many it answers.
+        let why = match decide(&judged(1000, 900, 800), &live, 0.95) {
+            Decision::KeepOut(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            why.contains("precision 0.889 is below the target 0.95"),
+            "{why}"
+        );
+        // Too few local answers to judge: kept out, saying so.
+        let why = match decide(&judged(1000, 20, 20), &judged(1000, 10, 10), 0.95) {
+            Decision::KeepOut(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(why.contains("20 local answers"), "{why}");
+    }
+}
