@@ -11,7 +11,7 @@ use super::{
     layout::usd,
 };
 use crate::{
-    providers::classifier::target::CurvePoint,
+    providers::classifier::target::{CurvePoint, Thresholds},
     quality::view::{Slice, StoredTimeSplit},
 };
 
@@ -112,6 +112,31 @@ fn curve(on: &str, points: &[CurvePoint], derived: Option<(f64, Option<f64>)>) -
             p.muted { "The classifier answered none of these tickets at any threshold." }
         } @else {
             (charts::trade_off(&title, ("share answered locally", "precision of local answers"), &dots, None))
+        }
+    }
+}
+
+/// The configured cascade's target (`cascade(local-…,pP,…)`): its thresholds per department and
+/// their risk–coverage curve out of fold, as `triage train --precision` derived them.
+pub(super) fn configured_target(version: &str, t: &Thresholds) -> Markup {
+    let at = |t: Option<f64>| t.map_or("never local".to_string(), |t| format!("{t:.3}"));
+    html! {
+        h2 { "The configured cascade's target" }
+        section data-target=(format!("{version}@p{}", t.target)) {
+            p { code { (version) } " answers locally at the thresholds keeping precision " (t.target)
+                ", cross-fitted over " (t.folds) " folds of its " (t.rows) " examples: out of fold it answers "
+                (format!("{:.1}%", 100.0 * t.coverage)) " of them, at precision "
+                (t.precision.map_or("–".to_string(), |p| format!("{p:.3}"))) "." }
+            table {
+                thead { tr { th scope="col" { "Department" } th.num scope="col" { "Threshold" } } }
+                tbody {
+                    @for (department, own) in &t.departments {
+                        tr { td { (department) } td.num { (at(*own)) } }
+                    }
+                    tr { td { "(every other)" } td.num { (at(t.global)) } }
+                }
+            }
+            (curve("out of fold, on its training examples", &t.curve, Some((t.coverage, t.precision))))
         }
     }
 }

@@ -26,6 +26,7 @@ use crate::{
     db,
     domain::versions::ModelVersion,
     pipeline::{
+        cascade::targets,
         feedback::{self, Agreement},
         taxonomy,
     },
@@ -102,8 +103,18 @@ pub(super) async fn show(
     let baseline = quality::baseline(&client, &digest, split).await?;
     let sweeps = quality::newest_per_cascade(&client, &digest).await?;
     let time_split = quality::newest_time_split(&client, configured_policy).await?;
+    let target = match config.versions.model.cascade() {
+        Some(c) => match c.threshold.target() {
+            Some(p) => targets::load(&client, &c.local, p).await?,
+            None => None,
+        },
+        None => None,
+    };
     let body = html! {
         (by_time::lead(time_split.as_ref()))
+        @if let Some(t) = &target {
+            (by_time::configured_target(config.versions.model.as_str(), t))
+        }
         p {
             "Set " code data-set=(digest) { (&digest[..12]) }
             @if digest == configured { " (the set " code { "promote" } " checks)" }

@@ -103,4 +103,15 @@ async fn a_cascade_named_by_a_target_precision_answers_locally_where_the_derived
         "{locally} local, {called} called"
     );
     assert_eq!(fake.billed_calls().len(), called);
+
+    // The Quality page shows the configured cascade's thresholds and their curve.
+    let page = crate::console::console_page(&app, "/admin/quality").await;
+    assert!(
+        page.contains(&format!(r#"data-target="{cascade}@p0.9""#)),
+        "{page}"
+    );
+    assert!(
+        page.contains("Risk–coverage out of fold, on its training examples"),
+        "{page}"
+    );
 }
