@@ -32,6 +32,12 @@ pub const MAX_EXAMPLES_PER_SOURCE: i64 = 300_000;
 /// characters, so 32 KiB of bytes).
 const BATCH_ROWS: i32 = 128;
 
+/// How long one statement of a training's read may take, in place of the pool's online bound
+/// (`TRIAGE_DB_STATEMENT_TIMEOUT_SECONDS`, 10 s): the first fetch ranks the whole source
+/// (300,000 rows: about 2 s on an idle server, an external sort of some 40 MB), and the ops
+/// function's own timeout (900 s) bounds the whole.
+const READ_STATEMENT_TIMEOUT: &str = "SET LOCAL statement_timeout = '120s'";
+
 /// Characters of a text read (`left`, which counts characters): at least the bytes the
 /// classifier reads of it, however many bytes a character takes.
 const READ_CHARS: i32 = 8 * 1024;
@@ -161,6 +167,7 @@ async fn read(
         .read_only(true)
         .start()
         .await?;
+    transaction.batch_execute(READ_STATEMENT_TIMEOUT).await?;
     let counts: Vec<i64> = transaction
         .query(&per_owner(source), params)
         .await?
