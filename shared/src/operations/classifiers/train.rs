@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
-use super::{
+use super::super::{
     audit::Operator,
     fits::{self, Budget},
 };

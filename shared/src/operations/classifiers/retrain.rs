@@ -10,7 +10,7 @@ use deadpool_postgres::{GenericClient, Pool};
 use serde::Serialize;
 use serde_json::json;
 
-use super::{audit::Operator, fits};
+use super::super::{audit::Operator, fits};
 use crate::{
     config::Config,
     db,
