@@ -99,9 +99,10 @@ fn the_console_in_aws_gets_every_setting_that_decides_what_it_shows() {
     }
 }
 
-/// The ops function refuses work larger than its memory and tells the operator to raise
-/// `OpsMemorySize` (operations/fits.rs, docs/runbook.md): a parameter the template has, that
-/// sets the function's memory, with the default the refusal assumes when Lambda does not say.
+/// The ops function fits a training to its memory and refuses an eval larger than it, telling
+/// the operator to raise `OpsMemorySize` (operations/fits.rs, docs/runbook.md): a parameter the
+/// template has, that sets the function's memory, with the default both assume when Lambda
+/// does not say.
 #[test]
 fn the_ops_functions_memory_is_the_parameter_its_refusals_name() {
     let template = read("template.yaml");

@@ -21,14 +21,54 @@ pub(super) fn trained(t: &Trained) -> String {
     } else {
         "stored already (the same examples)"
     };
-    pairs(&[
+    let mb = |bytes: u64| format!("{:.1} MB", bytes as f64 / 1e6);
+    let held = match t.budget {
+        Some(budget) => format!(
+            "{} of {} for examples, in the {} MB of {}",
+            mb(t.held_bytes),
+            mb(budget.bytes),
+            budget.memory_mb,
+            budget.of
+        ),
+        None => format!("{} (no memory budget known here)", mb(t.held_bytes)),
+    };
+    let mut rows = vec![
         ("version", t.version.clone()),
         ("examples", t.examples.to_string()),
         ("from", sources),
+        ("held", held),
+    ];
+    // Every row a source did not train on, by why: never silently.
+    let left_out: Vec<String> = t
+        .sources
+        .iter()
+        .filter(|s| s.left_out.total() > 0)
+        .map(|s| {
+            let why = [
+                (
+                    s.left_out.memory,
+                    "beyond the memory's budget: older than those read",
+                ),
+                (s.left_out.owner_cap, "beyond their owner's cap"),
+                (s.left_out.row_cap, "beyond the rows' cap"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, why)| format!("{n} {why}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+            format!("{}: {why}", s.source)
+        })
+        .collect();
+    if !left_out.is_empty() {
+        rows.push(("left out", left_out.join("; ")));
+    }
+    rows.extend([
         ("size", format!("{:.2} MB", t.bytes as f64 / 1e6)),
         ("took", format!("{:.1}s", t.seconds)),
         ("", stored.into()),
-    ]) + &match &t.thresholds {
+    ]);
+    pairs(&rows) + &match &t.thresholds {
         Some(derived) => thresholds(derived) + &format!(
             "use it in a cascade: TRIAGE_MODEL='cascade({},p{},MODEL@EFFORT)': these thresholds, per department\n",
             t.version, derived.target

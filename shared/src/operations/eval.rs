@@ -15,7 +15,7 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::{Threshold, VersionPair},
     },
-    pipeline::{cascade::examples, outbox::Lane},
+    pipeline::outbox::Lane,
     quality::{self, by_time},
 };
 
@@ -106,26 +106,8 @@ pub(super) async fn run(
             rule,
             policy,
             owner_share: config.labelling.owner_share,
+            budget: fits::training_budget(operator).map(|budget| budget.bytes),
         };
-        if operator.lambda_host().is_some() {
-            // What training reads, bounded from above: every day from the window's start.
-            let back = (now - plan.at).num_days() as i32 + by_time::TRAIN_DAYS as i32 + 1;
-            let client = crate::db::client(pool).await?;
-            let share = plan.owner_share;
-            let (r, rb) = examples::results_size(&client, back, &plan.policy, share).await?;
-            let (f, fb) = examples::feedback_size(&client, back, &plan.policy, share).await?;
-            let work = fits::Work {
-                rows: (r + f) as u64,
-                text_bytes: (rb + fb) as u64,
-            };
-            fits::fits(
-                operator,
-                "at",
-                fits::TRAINING,
-                work,
-                "split later, or judge fewer days",
-            )?;
-        }
         let report = by_time::run(pool, &plan, operator.as_str()).await?;
         return Ok(Outcome::ByTime(Box::new(report)));
     }

@@ -7,20 +7,18 @@
 
 pub mod audit;
 mod checks;
+mod classifiers;
 mod eval;
 mod feedback;
 pub mod fits;
 pub mod import;
-pub mod models;
 pub mod promote;
 pub mod redrive;
 pub mod reprocess;
 mod request;
-pub mod retrain;
 pub mod shadow;
 pub mod taxonomy;
 mod times;
-pub mod train;
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +30,7 @@ pub use audit::Operator;
 use checks::{
     chosen_policy, confirmed, known_to_this_build, no_local_files, priced, usable, within,
 };
+pub use classifiers::{models, retrain, train};
 pub use feedback::{FeedbackItem, FeedbackItems};
 pub use models::ModelsAction;
 pub use request::{Request, TaxonomyAction, TaxonomyFile};

@@ -1,5 +1,6 @@
 //! What the ops Lambda refuses before it reads or queues anything (issue "Round four", items 2
-//! to 4): local files, unbounded lists, an unconfirmed billed eval, work its memory cannot hold.
+//! to 4): local files, unbounded lists, an unconfirmed billed eval; and a training made to fit
+//! its memory (issue 39, item 4).
 
 use serde_json::{json, Value};
 use triage::operations::{self, Operator};
@@ -99,34 +100,71 @@ async fn an_eval_that_queues_over_a_thousand_billed_jobs_shows_the_count_and_nee
 }
 
 #[tokio::test]
-async fn a_training_that_cannot_fit_the_functions_memory_is_refused_before_it_reads() {
+async fn a_training_beyond_the_functions_memory_reads_the_newest_its_budget_holds_and_says_what_it_left_out(
+) {
     let app = spawn_app().await;
-    // 700 answered tickets of 20,000 characters: 14 MB of text, more than a 128 MB function
-    // can train on.
+    // 300 answered tickets of 20,000 characters, a minute apart: 6 MB of text. A 42 MB function
+    // gives a training about 1.2 MB for its examples (25 MB of its 60 % are the classifier's
+    // own): some 140 of them, 8 KiB of each message (what the classifier reads) and their labels.
     app.exec(
-        "WITH t AS (
+        "WITH g AS (SELECT gen_random_uuid() AS id, i FROM generate_series(1, 300) AS i),
+         t AS (
              INSERT INTO ticket (id, subject, message)
-             SELECT gen_random_uuid(), 'subject ' || i, repeat('x', 20000)
-             FROM generate_series(1, 700) AS i RETURNING id)
+             SELECT id, 'subject ' || i, left(repeat('refund ' || i || ' was charged twice ', 1000), 20000)
+             FROM g RETURNING id)
          INSERT INTO evaluation_result (idempotency_key, ticket_id, is_urgent, department,
-                                        urgency_score, model_version, prompt_version, policy_version)
-         SELECT md5(id::text), id, CASE WHEN random() < 0.5 THEN 0.9 ELSE 0.1 END,
-                CASE WHEN random() < 0.5 THEN 'billing' ELSE 'technical' END, 0.1, 'gpt-6-luna@medium', 'triage-v5', 'policy-v1'
-         FROM t",
+                                        urgency_score, model_version, prompt_version, policy_version,
+                                        computed_at)
+         SELECT md5(g.id::text), g.id, CASE WHEN i % 3 = 0 THEN 0.9 ELSE 0.1 END,
+                CASE WHEN i % 2 = 0 THEN 'billing' ELSE 'technical' END, 0.1, 'gpt-6-luna@medium',
+                'triage-v5', 'policy-v1', now() - make_interval(mins => i)
+         FROM g JOIN t USING (id)",
     )
     .await;
     let train = json!({"op": "train", "from": ["results:30"]});
-    let (field, reason) = refusal(as_lambda(&app, 128, train.clone()).await);
-    assert_eq!(field, "from");
-    assert!(
-        reason.contains("128 MB") && reason.contains("700 rows"),
-        "{reason}"
+    let trained = as_lambda(&app, 42, train.clone())
+        .await
+        .expect("trains within its memory, not refused");
+    let read = trained["sources"][0]["examples"].as_u64().unwrap();
+    assert!((50..300).contains(&read), "{trained}");
+    assert_eq!(trained["examples"], read);
+    let left_out = &trained["sources"][0]["left_out"];
+    assert_eq!(
+        left_out,
+        &json!({"memory": 300 - read, "owner_cap": 0, "row_cap": 0})
     );
-    assert!(reason.contains("fewer days"), "{reason}");
-    assert_eq!(app.count("SELECT count(*) FROM local_model").await, 0);
-    // The same work where the memory is (a larger function, or the CLI) trains.
-    as_lambda(&app, 3008, train).await.expect("fits in 3 GB");
-    assert_eq!(app.count("SELECT count(*) FROM local_model").await, 1);
+    let budget = &trained["budget"];
+    assert_eq!(
+        (&budget["of"], &budget["memory_mb"]),
+        (&json!("ops function"), &json!(42))
+    );
+    let held = trained["held_bytes"].as_u64().unwrap();
+    assert!(
+        held <= budget["bytes"].as_u64().unwrap() && held > read * 8192,
+        "{trained}"
+    );
+    // The newest were read: every ticket it learnt from is newer than every one it left out.
+    let version = trained["version"].as_str().unwrap();
+    let newest_left_out_is_older = format!(
+        "SELECT count(*) FROM evaluation_result r
+         WHERE r.ticket_id NOT IN (SELECT ticket_id FROM local_model_ticket WHERE version = '{version}')
+           AND r.computed_at > (SELECT min(r2.computed_at) FROM evaluation_result r2
+                                JOIN local_model_ticket m ON m.ticket_id = r2.ticket_id
+                                WHERE m.version = '{version}')"
+    );
+    assert_eq!(app.count(&newest_left_out_is_older).await, 0);
+    // The audit trail says so too.
+    let audited = app
+        .count(
+            "SELECT (result->'sources'->0->'left_out'->>'memory')::int8 FROM operation_audit
+             WHERE op = 'train' AND status = 'ok'",
+        )
+        .await;
+    assert_eq!(audited as u64, 300 - read);
+    // Where the memory is (a larger function), all of it trains, nothing left out.
+    let all = as_lambda(&app, 3008, train).await.expect("fits in 3 GB");
+    assert_eq!(all["examples"], 300, "{all}");
+    assert_eq!(all["sources"][0]["left_out"]["memory"], 0);
 }
 
 #[tokio::test]

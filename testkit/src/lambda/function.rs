@@ -162,6 +162,19 @@ impl Function {
     pub fn size(&self) -> u64 {
         self.size
     }
+
+    /// The process's peak resident memory so far (`VmHWM`), in bytes, where the kernel says:
+    /// what Lambda holds against the function's memory ("Max Memory Used").
+    pub fn peak_rss_bytes(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let kb = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))?
+            .trim()
+            .strip_suffix("kB")?
+            .trim();
+        Some(kb.parse::<u64>().ok()? * 1024)
+    }
 }
 
 impl Drop for Function {

@@ -3,15 +3,18 @@
 //! corrections. A labelled set's dev rows come from `operations::train`. Erased tickets are
 //! gone from both, so they never train the next classifier. Each source is read with each
 //! ticket owner's share capped (`TRIAGE_TRAIN_OWNER_SHARE`, [`owner_cap`]), so one caller's
-//! traffic cannot make up a training set (docs/labelling.md).
+//! traffic cannot make up a training set (docs/labelling.md); streamed (a portal, a batch of
+//! rows at a time) into a [`Gathered`] that holds what its budget allows, each owner's newest
+//! first, and what was not read is counted, never silently left out.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
+use deadpool_postgres::Client;
 use serde::Serialize;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::{types::ToSql, IsolationLevel};
 
+use super::gather::{Gathered, LeftOut, Taken};
 use crate::{
     domain::error::Result,
     providers::{classifier::Example, Policy},
@@ -21,16 +24,31 @@ use crate::{
 /// word is the truth the model's answers only approximate.
 pub const FEEDBACK_WEIGHT: f32 = 3.0;
 
-/// The most examples one source gives: the newest. Training holds them in memory (about 300
-/// bytes each), and the ops Lambda's memory is the bound.
+/// The most rows one source gives: each owner's newest. Each is bounded in bytes
+/// (`classifier::bounded`), and the gathering's budget bounds them all.
 pub const MAX_EXAMPLES_PER_SOURCE: i64 = 300_000;
 
+/// Rows fetched from the portal at a time: a few MB at most (each text is at most 8 KiB of
+/// characters, so 32 KiB of bytes).
+const BATCH_ROWS: i32 = 128;
+
+/// How long one statement of a training's read may take, in place of the pool's online bound
+/// (`TRIAGE_DB_STATEMENT_TIMEOUT_SECONDS`, 10 s): the first fetch ranks the whole source
+/// (300,000 rows: about 2 s on an idle server, an external sort of some 40 MB), and the ops
+/// function's own timeout (900 s) bounds the whole.
+const READ_STATEMENT_TIMEOUT: &str = "SET LOCAL statement_timeout = '120s'";
+
+/// Characters of a text read (`left`, which counts characters): at least the bytes the
+/// classifier reads of it, however many bytes a character takes.
+const READ_CHARS: i32 = 8 * 1024;
+
 /// Production results answered by a model under the policy `$3` in the last `$1` days, with
-/// the text of the ticket they name, its owner and the model version that labelled it;
-/// `$2` turns the answer's `is_urgent` into a label. A classifier learns one taxonomy.
+/// the ticket they name, its owner and the model version that labelled it; `$2` turns the
+/// answer's `is_urgent` into a label. A classifier learns one taxonomy. No text: it is read
+/// for the rows kept only ([`capped`]).
 const RESULTS: &str = r#"
-SELECT t.subject, t.message, r.department, r.is_urgent >= $2 AS is_urgent, t.id,
-       coalesce(t.owner, '(none)') AS owner, r.model_version AS giver, r.computed_at AS at, r.idempotency_key AS tiebreak
+SELECT t.id, coalesce(t.owner, '(none)') AS owner, r.department, r.is_urgent >= $2 AS is_urgent,
+       r.model_version AS giver, r.computed_at AS at, r.idempotency_key AS tiebreak
 FROM evaluation_result r
 JOIN ticket t ON t.id = r.ticket_id AND t.workload = 'production'
 WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'model'
@@ -41,8 +59,8 @@ WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'mod
 /// labels given under another taxonomy are not this classifier's), with the ticket's owner and
 /// who gave them. Feedback from a giver who may not label never trains (docs/labelling.md).
 const FEEDBACK: &str = r#"
-SELECT t.subject, t.message, f.department, f.is_urgent, t.id,
-       coalesce(t.owner, '(none)') AS owner, f.given_by AS giver, f.created_at AS at, f.id AS tiebreak
+SELECT t.id, coalesce(t.owner, '(none)') AS owner, f.department, f.is_urgent,
+       f.given_by AS giver, f.created_at AS at, f.id AS tiebreak
 FROM ticket_feedback f
 JOIN ticket t ON t.id = f.ticket_id
 WHERE f.superseded_at IS NULL AND f.labeller AND f.created_at > now() - make_interval(days => $1)
@@ -56,17 +74,29 @@ fn per_owner(source: &str) -> String {
 }
 
 /// A source of `params` parameters read capped: at most the next parameter's (the owner cap)
-/// rows of each owner, its newest, and at most the one after's rows in all, the newest first.
+/// rows of each owner, at most the one after's rows in all, with the first characters (the
+/// third one after) of the ticket's texts. Ordered by each row's rank among its owner's,
+/// newest first, so that any first rows read hold each owner's newest and none more than its
+/// share (a share that holds for the cap holds for fewer: `owner_cap`). The texts are read
+/// after the ordering and the limit, for the rows fetched only.
 fn capped(source: &str, params: usize) -> String {
-    let (cap, limit) = (params + 1, params + 2);
+    let (cap, limit, chars) = (params + 1, params + 2, params + 3);
     format!(
-        "SELECT subject, message, department, is_urgent, id, owner, giver FROM (
-             SELECT s.*, row_number() OVER (PARTITION BY owner ORDER BY at DESC, tiebreak) AS nth
-             FROM ({source}) AS s
-         ) AS ranked
-         WHERE nth <= ${cap}
-         ORDER BY at DESC, tiebreak
-         LIMIT ${limit}"
+        "SELECT text.subject, text.message, s.department, s.is_urgent, s.id, s.owner, s.giver
+         FROM (
+             SELECT * FROM (
+                 SELECT s.*, row_number() OVER (PARTITION BY owner ORDER BY at DESC, tiebreak) AS nth
+                 FROM ({source}) AS s
+             ) AS ranked
+             WHERE nth <= ${cap}
+             ORDER BY nth, at DESC, tiebreak
+             LIMIT ${limit}
+         ) AS s
+         CROSS JOIN LATERAL (
+             SELECT left(t.subject, ${chars}) AS subject, left(t.message, ${chars}) AS message
+             FROM ticket t WHERE t.id = s.id
+         ) AS text
+         ORDER BY s.nth, s.at DESC, s.tiebreak"
     )
 }
 
@@ -99,13 +129,15 @@ pub fn owner_cap(counts: &[i64], share: f64) -> Option<i64> {
     Some(low)
 }
 
-/// Examples read from production tickets, with the tickets they were read from (recorded
-/// with the classifier, `trained_on`, for erasure) and where they came from.
+/// What one source gave a training: how many of its rows were read (each an example, one per
+/// text once merged), the production tickets they were read from (recorded with the
+/// classifier, `trained_on`, for erasure), where they came from, and what was left out.
 #[derive(Debug, Default)]
-pub struct FromTickets {
-    pub examples: Vec<Example>,
+pub struct Read {
+    pub rows: usize,
     pub tickets: Vec<uuid::Uuid>,
     pub provenance: Provenance,
+    pub left_out: LeftOut,
 }
 
 /// Who a source's examples came from (`local_model.provenance`, V36): per ticket owner (the
@@ -118,118 +150,97 @@ pub struct Provenance {
     pub givers: BTreeMap<String, usize>,
 }
 
-impl FromTickets {
-    fn of(rows: &[tokio_postgres::Row], weight: f32, owner_cap: Option<i64>) -> Self {
-        let mut provenance = Provenance {
-            owner_cap,
-            ..Provenance::default()
-        };
-        for row in rows {
-            *provenance.owners.entry(row.get(5)).or_default() += 1;
-            *provenance.givers.entry(row.get(6)).or_default() += 1;
-        }
-        Self {
-            examples: rows.iter().map(|row| example(row, weight)).collect(),
-            tickets: rows.iter().map(|row| row.get(4)).collect(),
-            provenance,
-        }
-    }
-}
-
-/// A source's owner cap under `share`, from its rows per owner.
-async fn cap_of(
-    client: &impl GenericClient,
-    source: &str,
-    params: &[&(dyn ToSql + Sync)],
-    share: f64,
-) -> Result<Option<i64>> {
-    let rows = client.query(&per_owner(source), params).await?;
-    let counts: Vec<i64> = rows.iter().map(|row| row.get(1)).collect();
-    Ok(owner_cap(&counts, share))
-}
-
-/// Reads `source` (its parameters `params`) capped per owner under `share`.
+/// Reads `source` (its parameters `params`) capped per owner under `share` into `gathered`,
+/// until it holds what its budget allows. One read-only transaction at one snapshot: the
+/// counts and the rows agree, so what was left out is exactly what the counts say remained.
 async fn read(
-    client: &impl GenericClient,
+    client: &mut Client,
     source: &str,
     params: &[&(dyn ToSql + Sync)],
     share: f64,
     weight: f32,
-) -> Result<FromTickets> {
-    let cap = cap_of(client, source, params, share).await?;
-    let (bound, limit) = (cap.unwrap_or(i64::MAX), MAX_EXAMPLES_PER_SOURCE);
-    let mut all = params.to_vec();
-    all.extend([&bound as &(dyn ToSql + Sync), &limit]);
-    let rows = client.query(&capped(source, params.len()), &all).await?;
-    Ok(FromTickets::of(&rows, weight, cap))
-}
-
-/// What a source would read capped (rows, bytes of text), counted without reading it.
-async fn size_of(
-    client: &impl GenericClient,
-    source: &str,
-    params: &[&(dyn ToSql + Sync)],
-    share: f64,
-) -> Result<(i64, i64)> {
-    let cap = cap_of(client, source, params, share).await?;
-    let (bound, limit) = (cap.unwrap_or(i64::MAX), MAX_EXAMPLES_PER_SOURCE);
-    let mut all = params.to_vec();
-    all.extend([&bound as &(dyn ToSql + Sync), &limit]);
-    let counted = format!(
-        "SELECT count(*), coalesce(sum(octet_length(s.subject) + octet_length(s.message)), 0)::int8
-         FROM ({}) AS s",
-        capped(source, params.len())
-    );
-    let row = client.query_one(&counted, &all).await?;
-    Ok((row.get(0), row.get(1)))
+    gathered: &mut Gathered,
+) -> Result<Read> {
+    let transaction = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    transaction.batch_execute(READ_STATEMENT_TIMEOUT).await?;
+    let counts: Vec<i64> = transaction
+        .query(&per_owner(source), params)
+        .await?
+        .iter()
+        .map(|row| row.get(1))
+        .collect();
+    let cap = owner_cap(&counts, share);
+    let all: i64 = counts.iter().sum();
+    let capped_rows: i64 = counts.iter().map(|&n| n.min(cap.unwrap_or(n))).sum();
+    let limited = capped_rows.min(MAX_EXAMPLES_PER_SOURCE);
+    let mut read = Read {
+        provenance: Provenance {
+            owner_cap: cap,
+            ..Provenance::default()
+        },
+        ..Read::default()
+    };
+    if limited > 0 && !gathered.is_full() {
+        let (bound, limit, chars) = (cap.unwrap_or(i64::MAX), MAX_EXAMPLES_PER_SOURCE, READ_CHARS);
+        let mut all_params = params.to_vec();
+        all_params.extend([&bound as &(dyn ToSql + Sync), &limit, &chars]);
+        let statement = transaction.prepare(&capped(source, params.len())).await?;
+        let portal = transaction.bind(&statement, &all_params).await?;
+        'portal: loop {
+            let rows = transaction.query_portal(&portal, BATCH_ROWS).await?;
+            for row in &rows {
+                if gathered.take(example(row, weight)) == Taken::Full {
+                    break 'portal;
+                }
+                read.rows += 1;
+                read.tickets.push(row.get(4));
+                *read.provenance.owners.entry(row.get(5)).or_default() += 1;
+                *read.provenance.givers.entry(row.get(6)).or_default() += 1;
+            }
+            if rows.len() < BATCH_ROWS as usize {
+                break;
+            }
+        }
+    }
+    transaction.commit().await?;
+    read.left_out = LeftOut {
+        owner_cap: (all - capped_rows) as u64,
+        row_cap: (capped_rows - limited) as u64,
+        memory: limited as u64 - read.rows as u64,
+    };
+    Ok(read)
 }
 
 /// The model's answers of the last `days` days, each owner's share capped under `share`
-/// (`TRIAGE_TRAIN_OWNER_SHARE`).
+/// (`TRIAGE_TRAIN_OWNER_SHARE`), into `gathered`.
 pub async fn results(
-    client: &impl GenericClient,
+    client: &mut Client,
     days: i32,
     policy: &Policy,
     share: f64,
-) -> Result<FromTickets> {
+    gathered: &mut Gathered,
+) -> Result<Read> {
     let threshold = policy.urgent_threshold;
     let params: [&(dyn ToSql + Sync); 3] = [&days, &threshold, &policy.version];
-    read(client, RESULTS, &params, share, 1.0).await
+    read(client, RESULTS, &params, share, 1.0, gathered).await
 }
 
-/// A labeller's current labels of the last `days` days, each owner's share capped.
+/// A labeller's current labels of the last `days` days, each owner's share capped, into
+/// `gathered`.
 pub async fn feedback(
-    client: &impl GenericClient,
+    client: &mut Client,
     days: i32,
     policy: &Policy,
     share: f64,
-) -> Result<FromTickets> {
+    gathered: &mut Gathered,
+) -> Result<Read> {
     let params: [&(dyn ToSql + Sync); 2] = [&days, &policy.departments];
-    read(client, FEEDBACK, &params, share, FEEDBACK_WEIGHT).await
-}
-
-/// What [`results`] would read (rows, bytes of text), counted without reading it: the ops
-/// Lambda refuses a training that would not fit its memory before it starts.
-pub async fn results_size(
-    client: &impl GenericClient,
-    days: i32,
-    policy: &Policy,
-    share: f64,
-) -> Result<(i64, i64)> {
-    let threshold = policy.urgent_threshold;
-    let params: [&(dyn ToSql + Sync); 3] = [&days, &threshold, &policy.version];
-    size_of(client, RESULTS, &params, share).await
-}
-
-/// What [`feedback`] would read, counted without reading it.
-pub async fn feedback_size(
-    client: &impl GenericClient,
-    days: i32,
-    policy: &Policy,
-    share: f64,
-) -> Result<(i64, i64)> {
-    let params: [&(dyn ToSql + Sync); 2] = [&days, &policy.departments];
-    size_of(client, FEEDBACK, &params, share).await
+    read(client, FEEDBACK, &params, share, FEEDBACK_WEIGHT, gathered).await
 }
 
 /// A source (its `days` parameter first) read over the window `[until - days, until)` only:
@@ -247,26 +258,26 @@ const ANY_WINDOW: i32 = 366 * 100;
 
 /// [`results`] as they stood at `until`: the model's answers of the `days` days before it.
 pub async fn results_before(
-    client: &impl GenericClient,
-    until: DateTime<Utc>,
-    days: i32,
+    client: &mut Client,
+    (until, days): (DateTime<Utc>, i32),
     policy: &Policy,
     share: f64,
-) -> Result<FromTickets> {
+    gathered: &mut Gathered,
+) -> Result<Read> {
     let threshold = policy.urgent_threshold;
     let params: [&(dyn ToSql + Sync); 5] =
         [&ANY_WINDOW, &threshold, &policy.version, &until, &days];
-    read(client, &before(RESULTS, 3), &params, share, 1.0).await
+    read(client, &before(RESULTS, 3), &params, share, 1.0, gathered).await
 }
 
-/// [`feedback`] as it stood at `until`: labellers' labels of the `days` days before it.
+/// [`feedback`] as it stood at `until`: the labellers' labels of the `days` days before it.
 pub async fn feedback_before(
-    client: &impl GenericClient,
-    until: DateTime<Utc>,
-    days: i32,
+    client: &mut Client,
+    (until, days): (DateTime<Utc>, i32),
     policy: &Policy,
     share: f64,
-) -> Result<FromTickets> {
+    gathered: &mut Gathered,
+) -> Result<Read> {
     let params: [&(dyn ToSql + Sync); 4] = [&ANY_WINDOW, &policy.departments, &until, &days];
     read(
         client,
@@ -274,6 +285,7 @@ pub async fn feedback_before(
         &params,
         share,
         FEEDBACK_WEIGHT,
+        gathered,
     )
     .await
 }
@@ -288,42 +300,9 @@ fn example(row: &tokio_postgres::Row, weight: f32) -> Example {
     }
 }
 
-/// One example per text: where the desk corrected a ticket the model also answered, the desk's
-/// label stands (whatever the order the sources were named in); otherwise the first one.
-pub fn merge(sources: Vec<Vec<Example>>) -> Vec<Example> {
-    let mut at = std::collections::HashMap::new();
-    let mut merged: Vec<Example> = Vec::new();
-    for example in sources.into_iter().flatten() {
-        let text = (example.subject.clone(), example.message.clone());
-        match at.get(&text) {
-            Some(&i) => {
-                let kept: &mut Example = &mut merged[i];
-                if example.weight > kept.weight {
-                    *kept = example;
-                }
-            }
-            None => {
-                at.insert(text, merged.len());
-                merged.push(example);
-            }
-        }
-    }
-    merged
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn example(text: &str, department: &str, weight: f32) -> Example {
-        Example {
-            subject: text.into(),
-            message: "m".into(),
-            department: department.into(),
-            is_urgent: false,
-            weight,
-        }
-    }
 
     #[test]
     fn no_owner_gives_more_than_its_share_and_a_single_owner_is_not_capped() {
@@ -345,19 +324,13 @@ mod tests {
                 let total: i64 = counts.iter().map(|&n| n.min(c)).sum();
                 let owners = counts.iter().filter(|&&n| n > 0).count() as f64;
                 assert!(c as f64 <= share.max(1.0 / owners) * total as f64 + 1e-9);
+                // And for every smaller cap: the first rows read, each owner's newest level by
+                // level, hold no owner beyond its share wherever a budget stops them.
+                for m in 1..c {
+                    let held: i64 = counts.iter().map(|&n| n.min(m)).sum();
+                    assert!(m as f64 <= share.max(1.0 / owners) * held as f64 + 1e-9);
+                }
             }
-        }
-    }
-
-    #[test]
-    fn one_example_per_text_and_the_desks_label_stands_over_the_models() {
-        let model = vec![example("a", "billing", 1.0), example("b", "sales", 1.0)];
-        let desk = vec![example("a", "account", FEEDBACK_WEIGHT)];
-        for sources in [vec![model.clone(), desk.clone()], vec![desk, model]] {
-            let merged = merge(sources);
-            assert_eq!(merged.len(), 2);
-            let a = merged.iter().find(|e| e.subject == "a").unwrap();
-            assert_eq!(a.department, "account");
         }
     }
 }

@@ -2,12 +2,14 @@
 //! whose first stage is a local classifier the project trained. It answers a job when its
 //! confidence is at least the threshold (no call, nothing paid, no ledger row); otherwise the
 //! large model is called as for any version. [`models`] stores and loads the classifiers,
-//! [`examples`] gathers what trains them, [`trained_on`] records which tickets did (for
+//! [`examples`] reads what trains them from the database into a [`gather`]ing (one example
+//! per text, within a budget in bytes), [`trained_on`] records which tickets did (for
 //! erasure's report), [`provisional`] gives new tickets the local answer
 //! while the large model cannot be asked now, [`switch`] keeps a configured cascade on the
 //! classifier a retrain switched to.
 
 pub mod examples;
+pub mod gather;
 pub mod models;
 pub mod provisional;
 pub mod switch;

@@ -11,7 +11,8 @@
 //! that loads the artefact.
 
 /// Of each field, only this many bytes are read: bounds `predict` on a pasted log or a
-/// forwarded thread, and the triage signal is at a ticket's start.
+/// forwarded thread, and the triage signal is at a ticket's start. Training reads no more of
+/// a ticket than this either (`classifier::bounded`), so both see the same text.
 pub(super) const MAX_FIELD_BYTES: usize = 8 * 1024;
 
 /// How the text becomes features: stored in the artefact, since the weights mean nothing
@@ -178,7 +179,7 @@ fn char_ngrams(
 }
 
 /// At most `max` bytes of `text`, cut at a character boundary.
-fn prefix(text: &str, max: usize) -> &str {
+pub(super) fn prefix(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }

@@ -45,6 +45,19 @@ pub struct Example {
     pub weight: f32,
 }
 
+/// `text` cut to what the classifier reads of a field (its first 8 KiB, at a character
+/// boundary): training holds no more of a ticket than prediction reads, so a long message
+/// costs a training's memory no more than a short one's 8 KiB, and the examples merged by
+/// text are the texts the classifier tells apart.
+pub fn bounded(mut text: String) -> String {
+    let kept = features::prefix(&text, features::MAX_FIELD_BYTES).len();
+    if kept < text.len() {
+        text.truncate(kept);
+        text.shrink_to_fit();
+    }
+    text
+}
+
 /// What the local model says of one ticket.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LocalAnswer {

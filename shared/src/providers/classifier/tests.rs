@@ -377,3 +377,20 @@ fn the_provider_answers_in_the_contract_within_the_request_policy() {
     let error = evaluate_through_the_trait(&provider, &foreign, subject, message).unwrap_err();
     assert_eq!(error.kind, FailureKind::RequestRejected);
 }
+
+#[test]
+fn a_message_bounded_for_training_is_what_prediction_reads_of_it() {
+    let model = small_model();
+    // A long thread: the first 8 KiB decide, whatever follows (and a cut never splits a
+    // character).
+    let message = "Não consigo entrar na conta, a senha não funciona. ".repeat(400);
+    let bounded_message = bounded(message.clone());
+    assert!(bounded_message.len() <= 8 * 1024 && bounded_message.len() > 8 * 1024 - 4);
+    assert!(message.starts_with(&bounded_message));
+    assert_eq!(
+        model.predict("Login", &message),
+        model.predict("Login", &bounded_message)
+    );
+    let short = "Charged twice".to_string();
+    assert_eq!(bounded(short.clone()), short);
+}

@@ -59,6 +59,9 @@ pub struct Plan {
     pub policy: Policy,
     /// `TRIAGE_TRAIN_OWNER_SHARE`.
     pub owner_share: f64,
+    /// Bytes the candidate's examples may hold where it runs (`operations::fits`); `None`: no
+    /// bound but the rows'.
+    pub budget: Option<u64>,
 }
 
 /// The time split's report (`--json`), as stored.
@@ -80,6 +83,10 @@ pub struct Report {
     pub examples: usize,
     pub from_results: usize,
     pub from_feedback: usize,
+    /// Rows of the training window not learnt from (an owner's cap, the rows' cap, the memory's
+    /// budget), never silently.
+    #[serde(default)]
+    pub left_out: u64,
     pub rule: Rule,
     /// With a target precision: the thresholds derived on the training window.
     pub thresholds: Option<Thresholds>,
@@ -98,12 +105,13 @@ pub struct Report {
 
 /// Runs the time split `plan` and stores it.
 pub async fn run(pool: &Pool, plan: &Plan, operator: &str) -> Result<Report> {
-    let client = db::client(pool).await?;
-    let learnt = window::learn(&client, plan).await?;
+    let mut client = db::client(pool).await?;
+    let learnt = window::learn(&mut client, plan).await?;
     let candidate = (Some(&learnt.model), learnt.thresholds.as_ref());
     let rows = window::judge(&client, plan, &[candidate]).await?.remove(0);
     let (model, thresholds) = (learnt.model, learnt.thresholds);
     let (from_results, from_feedback) = (learnt.from_results, learnt.from_feedback);
+    let learnt_left_out = learnt.left_out;
     let (policy, large, rule) = (&plan.policy, plan.version.model_version.as_str(), plan.rule);
     let all: Vec<&JudgedRow> = rows.iter().collect();
     let (desk, model_truth): (Vec<&JudgedRow>, Vec<&JudgedRow>) =
@@ -121,6 +129,7 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &str) -> Result<Report> {
         examples: model.examples(),
         from_results,
         from_feedback,
+        left_out: learnt_left_out,
         rule,
         thresholds,
         all: figures::slice(&all),

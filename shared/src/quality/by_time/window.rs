@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use deadpool_postgres::GenericClient;
+use deadpool_postgres::{Client, GenericClient};
 use futures::TryStreamExt;
 
 use super::{JudgedRow, Plan, Rule};
@@ -14,7 +14,10 @@ use crate::{
         error::{InvalidRequest, Result},
         versions::ModelVersion,
     },
-    pipeline::cascade::examples::{self, Provenance},
+    pipeline::cascade::{
+        examples::{self, Provenance},
+        gather::Gathered,
+    },
     providers::classifier::{
         target::{self, Thresholds},
         LocalModel, TrainError,
@@ -32,26 +35,33 @@ pub struct Learnt {
     pub thresholds: Option<Thresholds>,
     pub from_results: usize,
     pub from_feedback: usize,
+    /// Rows of the window not learnt from: beyond an owner's cap, the rows' cap or the budget.
+    pub left_out: u64,
     /// The production tickets it learnt from (erasure's record) and, per source, who gave them.
     pub tickets: Vec<uuid::Uuid>,
     pub provenance: [Provenance; 2],
 }
 
 /// Trains the candidate on the model's answers and the labellers' current feedback of the
-/// `plan.train_days` days before the split (each owner's share capped, erased tickets gone).
-pub async fn learn(client: &impl GenericClient, plan: &Plan) -> Result<Learnt> {
+/// `plan.train_days` days before the split (each owner's share capped, erased tickets gone),
+/// gathered within `plan.budget` bytes as `triage train` gathers (the newest first).
+pub async fn learn(client: &mut Client, plan: &Plan) -> Result<Learnt> {
     if plan.until <= plan.at {
         let why = format!("{} is not before the end of the window", plan.at);
         return Err(InvalidRequest::new("at", why).into());
     }
     let (policy, days, share) = (&plan.policy, plan.train_days as i32, plan.owner_share);
-    let results = examples::results_before(client, plan.at, days, policy, share).await?;
-    let feedback = examples::feedback_before(client, plan.at, days, policy, share).await?;
-    let (from_results, from_feedback) = (results.examples.len(), feedback.examples.len());
+    let mut gathered = Gathered::within(plan.budget);
+    let window = (plan.at, days);
+    // The desk's labels first: within a budget they are what is kept.
+    let feedback = examples::feedback_before(client, window, policy, share, &mut gathered).await?;
+    let results = examples::results_before(client, window, policy, share, &mut gathered).await?;
+    let (from_results, from_feedback) = (results.rows, feedback.rows);
+    let left_out = results.left_out.total() + feedback.left_out.total();
     let mut tickets = results.tickets;
     tickets.extend(feedback.tickets);
     let provenance = [results.provenance, feedback.provenance];
-    let learnt = examples::merge(vec![results.examples, feedback.examples]);
+    let learnt = gathered.into_examples();
     if learnt.is_empty() {
         let why = format!(
             "no results or feedback in the {days} days before {} to train on",
@@ -78,6 +88,7 @@ pub async fn learn(client: &impl GenericClient, plan: &Plan) -> Result<Learnt> {
         thresholds,
         from_results,
         from_feedback,
+        left_out,
         tickets,
         provenance,
     })

@@ -9,7 +9,7 @@
 use deadpool_postgres::{GenericClient, Pool};
 use serde::{Deserialize, Serialize};
 
-use super::promote;
+use super::super::promote;
 use crate::{
     db,
     domain::{

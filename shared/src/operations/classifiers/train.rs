@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
-use super::{
+use super::super::{
     audit::Operator,
-    fits::{fits, Work, TRAINING},
+    fits::{self, Budget},
 };
 use crate::quality::{
     set::{Columns, LabelledSet, Split},
@@ -24,7 +24,8 @@ use crate::{
         versions::ModelVersion,
     },
     pipeline::cascade::{
-        examples::{self, FromTickets},
+        examples::{self, Read},
+        gather::{Gathered, LeftOut, Taken},
         models::{self, StoredModel},
         targets, trained_on,
     },
@@ -124,7 +125,10 @@ pub struct SourceCount {
     /// The columns a CSV set was read by (`--columns`), so the set can be told again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub columns: Option<String>,
+    /// Rows read (before a text both the model and the desk labelled counts once).
     pub examples: usize,
+    /// Rows that did not train, by why.
+    pub left_out: LeftOut,
 }
 
 /// What `triage train` made.
@@ -146,6 +150,11 @@ pub struct Trained {
     /// With `--precision P`: the thresholds keeping P, cross-fitted on these examples and
     /// stored with the classifier (a cascade names them `p<P>`).
     pub thresholds: Option<Thresholds>,
+    /// What the examples could hold where it ran (`None`: the machine's memory is not known,
+    /// and only each source's rows were bounded).
+    pub budget: Option<Budget>,
+    /// What they held of it (`gather::cost`).
+    pub held_bytes: u64,
 }
 
 /// Where one source's examples came from, as read (before a ticket both the model and the desk
@@ -160,10 +169,13 @@ pub struct SourceProvenance {
     pub from: examples::Provenance,
 }
 
-/// Builds a classifier from `sources` and stores it. In the ops Lambda, what the database
-/// sources hold is counted first and a training that would not fit the function's memory is
-/// refused before anything is read (`fits`). Each database source gives each ticket owner at
-/// most `owner_share` of its examples (`TRIAGE_TRAIN_OWNER_SHARE`, docs/labelling.md).
+/// Builds a classifier from `sources` and stores it. Its examples are gathered within the
+/// budget of the memory where it runs (`fits::training_budget`): the labelled sets first (each
+/// file is held whole as it is read, so best while nothing else is), then the desk's
+/// corrections, then the model's answers, each database source streamed, each owner's newest
+/// first; once the budget is spent nothing more is read, and each source reports the rows it
+/// left out. Each database source gives each ticket owner at most `owner_share` of its
+/// examples (`TRIAGE_TRAIN_OWNER_SHARE`, docs/labelling.md).
 pub async fn train(
     pool: &Pool,
     policy: &Policy,
@@ -178,26 +190,6 @@ pub async fn train(
         target_precision(p)?;
     }
     let trained_by = operator.as_str();
-    if operator.lambda_host().is_some() {
-        let client = db::client(pool).await?;
-        let mut work = Work::default();
-        for source in sources {
-            let (rows, bytes) = match source {
-                TrainSource::Set(_) => continue,
-                TrainSource::Results { days } => {
-                    examples::results_size(&client, *days as i32, policy, owner_share).await?
-                }
-                TrainSource::Feedback { days } => {
-                    examples::feedback_size(&client, *days as i32, policy, owner_share).await?
-                }
-            };
-            work = work.and(Work {
-                rows: rows as u64,
-                text_bytes: bytes as u64,
-            });
-        }
-        fits(operator, "from", TRAINING, work, "train from fewer days")?;
-    }
     // The window opens DAYS (the most any source reads) before the first read, by the
     // database's clock, which the sources' `now()` reads; it closes when the model is stored.
     let trained_from = match sources.iter().filter_map(TrainSource::days).max() {
@@ -213,49 +205,59 @@ pub async fn train(
             Some(row.get::<_, DateTime<Utc>>(0))
         }
     };
-    let mut gathered = Vec::with_capacity(sources.len());
+    let budget = fits::training_budget(operator);
+    let mut gathered = Gathered::within(budget.map(|b| b.bytes));
+    let mut reads: Vec<Option<Read>> = sources.iter().map(|_| None).collect();
+    let mut by_priority: Vec<usize> = (0..sources.len()).collect();
+    by_priority.sort_by_key(|&i| match sources[i] {
+        TrainSource::Set(_) => 0,
+        TrainSource::Feedback { .. } => 1,
+        TrainSource::Results { .. } => 2,
+    });
+    for i in by_priority {
+        let read = read_into(
+            pool,
+            policy,
+            &sources[i],
+            columns,
+            owner_share,
+            &mut gathered,
+        );
+        reads[i] = Some(read.await?);
+    }
+    let held_bytes = gathered.held_bytes();
+    let examples = gathered.into_examples();
     let mut counts = Vec::with_capacity(sources.len());
     let mut tickets = Vec::new();
     let mut provenance = Vec::with_capacity(sources.len());
-    for source in sources {
-        let read = examples_of(pool, policy, source, columns, owner_share).await?;
+    for (source, read) in sources.iter().zip(reads) {
+        let read = read.expect("every source is read");
         let of_set = matches!(source, TrainSource::Set(_));
         provenance.push(SourceProvenance {
             source: source.to_string(),
             days: source.days(),
-            examples: read.examples.len(),
+            examples: read.rows,
             from: read.provenance,
         });
         counts.push(SourceCount {
             source: source.to_string(),
             columns: columns.filter(|_| of_set).map(Columns::to_string),
-            examples: read.examples.len(),
+            examples: read.rows,
+            left_out: read.left_out,
         });
-        gathered.push(read.examples);
         tickets.extend(read.tickets);
     }
-    let examples = examples::merge(gathered);
-    let held = Work {
-        rows: examples.len() as u64,
-        text_bytes: examples
-            .iter()
-            .map(|e| (e.subject.len() + e.message.len()) as u64)
-            .sum(),
-    };
-    // The sets' rows too (each bounded by the set's size, but several may be named).
-    fits(
-        operator,
-        "from",
-        TRAINING,
-        held,
-        "train from fewer or smaller sources",
-    )?;
     if examples.is_empty() {
-        return Err(InvalidRequest::new(
-            "from",
-            "these sources hold no example to learn from".into(),
-        )
-        .into());
+        let left_out: u64 = counts.iter().map(|c| c.left_out.memory).sum();
+        let why = match budget {
+            Some(budget) if left_out > 0 => format!(
+                "no example fits the {} MB of this {} ({left_out} rows left out): raise its \
+                 memory or run triage train where there is more",
+                budget.memory_mb, budget.of
+            ),
+            _ => "these sources hold no example to learn from".into(),
+        };
+        return Err(InvalidRequest::new("from", why).into());
     }
     let departments = policy.departments.clone();
     // Seconds of arithmetic: off the async workers.
@@ -294,43 +296,50 @@ pub async fn train(
         seconds: started.elapsed().as_secs_f64(),
         provenance,
         thresholds,
+        budget,
+        held_bytes,
     };
-    tracing::info!(version = %trained.version, examples = trained.examples, seconds = trained.seconds, "local classifier trained");
+    let left_out: u64 = trained.sources.iter().map(|s| s.left_out.memory).sum();
+    tracing::info!(version = %trained.version, examples = trained.examples, left_out_for_memory = left_out, held_bytes, seconds = trained.seconds, "local classifier trained");
     Ok(trained)
 }
 
-/// A source's examples, and the production tickets they were read from (none for a set).
-async fn examples_of(
+/// Reads a source into `gathered`: its rows read, the production tickets they were read from
+/// (none for a set) and what it left out.
+async fn read_into(
     pool: &Pool,
     policy: &Policy,
     source: &TrainSource,
     columns: Option<&Columns>,
     owner_share: f64,
-) -> Result<FromTickets> {
+    gathered: &mut Gathered,
+) -> Result<Read> {
     Ok(match source {
-        TrainSource::Set(set) => FromTickets {
-            examples: LabelledSet::load(set, columns, policy, pool)
-                .await?
-                .rows
-                .into_iter()
-                .filter(|row| row.split == Split::Dev)
-                .map(|row| Example {
+        TrainSource::Set(set) => {
+            let rows = LabelledSet::load(set, columns, policy, pool).await?.rows;
+            let mut read = Read::default();
+            for row in rows.into_iter().filter(|row| row.split == Split::Dev) {
+                let example = Example {
                     subject: row.subject,
                     message: row.message,
                     department: row.department,
                     is_urgent: row.is_urgent,
                     weight: 1.0,
-                })
-                .collect(),
-            ..FromTickets::default()
-        },
+                };
+                match gathered.take(example) {
+                    Taken::Full => read.left_out.memory += 1,
+                    Taken::New | Taken::Merged => read.rows += 1,
+                }
+            }
+            read
+        }
         TrainSource::Results { days } => {
-            let client = db::client(pool).await?;
-            examples::results(&client, *days as i32, policy, owner_share).await?
+            let mut client = db::client(pool).await?;
+            examples::results(&mut client, *days as i32, policy, owner_share, gathered).await?
         }
         TrainSource::Feedback { days } => {
-            let client = db::client(pool).await?;
-            examples::feedback(&client, *days as i32, policy, owner_share).await?
+            let mut client = db::client(pool).await?;
+            examples::feedback(&mut client, *days as i32, policy, owner_share, gathered).await?
         }
     })
 }

@@ -10,7 +10,7 @@ use deadpool_postgres::{GenericClient, Pool};
 use serde::Serialize;
 use serde_json::json;
 
-use super::audit::Operator;
+use super::super::{audit::Operator, fits};
 use crate::{
     config::Config,
     db,
@@ -141,8 +141,9 @@ async fn attempt(
         rule: Rule::Precision(target),
         policy: policy.clone(),
         owner_share: config.labelling.owner_share,
+        budget: fits::training_budget(operator).map(|budget| budget.bytes),
     };
-    let learnt = window::learn(&client, &plan).await?;
+    let learnt = window::learn(&mut client, &plan).await?;
     // The live classifier under its own thresholds for the target (retired, or without them,
     // it answers nothing locally), on the same tickets as the candidate.
     let live_model = models::load(&client, &live).await?;
