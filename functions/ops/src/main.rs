@@ -1,7 +1,8 @@
 //! Ops Lambda: the CLI's operations where RDS sits in private subnets. The payload is an
 //! `operations::Request` (`{"op": "reprocess", ...}`, see docs/runbook.md), run by the same code as
 //! `triage reprocess`, `shadow-diff`, `promote`, `redrive`, `stats`, `dead-letters`, `erase`,
-//! `pause`, `resume`, `audit`, `train`, `models` (and `models retire`) and `eval` (which here queues its jobs, records the run and
+//! `pause`, `resume`, `audit`, `train`, `models` (and `models retire`, `models switch`),
+//! `retrain` (which the template's `RetrainSchedule` sends) and `eval` (which here queues its jobs, records the run and
 //! answers at once with its id: the fleet answers, the sweeper concludes; `"set": "shipped"`
 //! or `"s3://BUCKET/KEY"`), each run recorded in the audit trail:
 //! `aws lambda invoke --function-name <ops> --payload '{"op":"stats"}' out.json`.
