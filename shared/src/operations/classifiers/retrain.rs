@@ -155,10 +155,15 @@ async fn attempt(
         (Some(&learnt.model), learnt.thresholds.as_ref()),
         (live_model.as_deref(), live_thresholds.as_deref()),
     ];
-    let [candidate, live_judged]: [Judged; 2] = window::judge(&client, &plan, &judges)
-        .await?
+    let judged = window::judge(&client, &plan, &judges).await?;
+    let covers = window::coverage(&client, &plan, &judges).await?;
+    let [candidate, live_judged]: [Judged; 2] = judged
         .iter()
-        .map(|rows| judged(rows))
+        .zip(covers)
+        .map(|(rows, covers)| Judged {
+            rows: with_truth(rows),
+            covers,
+        })
         .collect::<Vec<_>>()
         .try_into()
         .expect("one list of rows per judge");
@@ -200,17 +205,14 @@ async fn attempt(
     })
 }
 
-/// Each row as the switch gate reads it: answered locally, and then right or not.
-fn judged(rows: &[JudgedRow]) -> Judged {
-    Judged {
-        rows: rows
-            .iter()
-            .map(|row| {
-                let local = row.local.as_ref().filter(|_| row.answered_locally);
-                local.map(|(answer, _)| answer.department == row.department)
-            })
-            .collect(),
-    }
+/// Each ticket with a truth as the switch gate reads it: answered locally, then right or not.
+fn with_truth(rows: &[JudgedRow]) -> Vec<Option<bool>> {
+    rows.iter()
+        .map(|row| {
+            let local = row.local.as_ref().filter(|_| row.answered_locally);
+            local.map(|(answer, _)| answer.department == row.department)
+        })
+        .collect()
 }
 
 /// Stores the candidate as `triage train` stores a classifier: its artefact, sources, window

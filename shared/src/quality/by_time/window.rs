@@ -193,16 +193,67 @@ pub async fn judge(
     Ok(judged)
 }
 
+/// Every production ticket created in `[$1, $2)` with a result under the policy `$3`, whoever
+/// gave it (the large model, or a cascade's classifier itself), oldest first.
+const WINDOW: &str = r#"
+SELECT t.subject, t.message
+FROM ticket t
+WHERE t.workload = 'production' AND t.created_at >= $1 AND t.created_at < $2
+  AND EXISTS (SELECT 1 FROM ticket_evaluation te
+              JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
+              WHERE te.ticket_id = t.id AND r.policy_version = $3)
+ORDER BY t.created_at, t.id
+LIMIT $4
+"#;
+
+/// For every ticket of the window (not only those [`judge`] has a truth for: under a cascade,
+/// the ones its classifier answered have no large model's answer), whether each of `judges`
+/// answers it locally. Streamed, as [`judge`].
+pub async fn coverage(
+    client: &impl GenericClient,
+    plan: &Plan,
+    judges: &[Judge<'_>],
+) -> Result<Vec<Vec<bool>>> {
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+        [&plan.at, &plan.until, &plan.policy.version, &MAX_JUDGED];
+    let statement = client.prepare(WINDOW).await?;
+    let rows = client.query_raw(&statement, params).await?;
+    futures::pin_mut!(rows);
+    let mut covers = vec![Vec::new(); judges.len()];
+    while let Some(row) = rows.try_next().await? {
+        let (subject, message): (&str, &str) = (row.get(0), row.get(1));
+        for (covers, judge) in covers.iter_mut().zip(judges) {
+            covers.push(local_answer(plan, *judge, subject, message).1);
+        }
+    }
+    Ok(covers)
+}
+
 /// `truth`'s ticket as `judge` answers it.
 fn answered(
     plan: &Plan,
-    (model, thresholds): Judge<'_>,
+    judge: Judge<'_>,
     subject: &str,
     message: &str,
     truth: JudgedRow,
 ) -> JudgedRow {
+    let (local, answered_locally) = local_answer(plan, judge, subject, message);
+    JudgedRow {
+        local,
+        answered_locally,
+        ..truth
+    }
+}
+
+/// What `judge` answers of a ticket, and whether it answers it locally under `plan.rule`.
+fn local_answer(
+    plan: &Plan,
+    (model, thresholds): Judge<'_>,
+    subject: &str,
+    message: &str,
+) -> (Option<(Prediction, f64)>, bool) {
     let Some(model) = model else {
-        return truth;
+        return (None, false);
     };
     let local = model
         .predict_among(subject, message, &plan.policy.departments)
@@ -221,9 +272,5 @@ fn answered(
                 (Rule::Precision(_), Some(t)) => t.answers(&answer.department, *confidence),
                 (Rule::Precision(_), None) => false,
             });
-    JudgedRow {
-        local,
-        answered_locally,
-        ..truth
-    }
+    (local, answered_locally)
 }

@@ -11,26 +11,34 @@ use serde::Serialize;
 /// Fewer local answers than this in the window judge no precision: the candidate is kept out.
 pub const MIN_LOCAL_ANSWERS: usize = 30;
 
-/// One classifier's answers over the judged window, row by row in the window's order.
+/// One classifier over the judged window, ticket by ticket in the window's order.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Judged {
-    /// For each row: answered locally, and (when so) whether the answer was right.
+    /// For each ticket with a truth of its own (the desk's label, else the large model's
+    /// answer): answered locally, and (when so) whether the answer was right.
     #[serde(skip)]
     pub rows: Vec<Option<bool>>,
+    /// For every ticket of the window, whoever answered it (a cascade's local answers have no
+    /// large model's answer, so they are not among `rows`): whether this one answers it locally.
+    #[serde(skip)]
+    pub covers: Vec<bool>,
 }
 
 impl Judged {
+    /// Tickets of the window.
     pub fn n(&self) -> usize {
-        self.rows.len()
+        self.covers.len()
     }
+    /// Local answers with a truth to judge them by.
     pub fn local(&self) -> usize {
         self.rows.iter().filter(|r| r.is_some()).count()
     }
     pub fn right(&self) -> usize {
         self.rows.iter().filter(|r| **r == Some(true)).count()
     }
+    /// The share of every ticket of the window it answers locally.
     pub fn local_share(&self) -> f64 {
-        ratio(self.local(), self.n())
+        ratio(self.covers.iter().filter(|c| **c).count(), self.n())
     }
     /// Of its local answers, the share right; `None` without any.
     pub fn precision(&self) -> Option<f64> {
@@ -47,16 +55,17 @@ pub enum Decision {
 
 /// `candidate` against `live` over the same rows, for the cascade's `target` precision.
 pub fn decide(candidate: &Judged, live: &Judged, target: f64) -> Decision {
-    debug_assert_eq!(candidate.n(), live.n(), "judged over the same rows");
+    debug_assert_eq!(candidate.n(), live.n(), "judged over the same tickets");
     let figures = format!(
-        "candidate: {} of {} local ({:.1}%), precision {}; live: {} local ({:.1}%), precision {}",
-        candidate.local(),
+        "of {} tickets, candidate {:.1}% local, precision {} over {} judged; \
+         live {:.1}% local, precision {} over {} judged",
         candidate.n(),
         100.0 * candidate.local_share(),
         shown(candidate.precision()),
-        live.local(),
+        candidate.local(),
         100.0 * live.local_share(),
         shown(live.precision()),
+        live.local(),
     );
     if candidate.local() < MIN_LOCAL_ANSWERS {
         return Decision::KeepOut(format!(
@@ -80,13 +89,14 @@ pub fn decide(candidate: &Judged, live: &Judged, target: f64) -> Decision {
     Decision::Switch(format!("{test}; {figures}"))
 }
 
-/// The candidate's local share minus the live one's over the same rows, with its 95% interval
-/// (normal approximation of the paired difference: only rows where they differ count).
+/// The candidate's local share minus the live one's over the same tickets, with its 95%
+/// interval (normal approximation of the paired difference: only tickets where they differ
+/// count).
 fn paired_share_difference(candidate: &Judged, live: &Judged) -> (f64, f64, f64) {
     let n = candidate.n().max(1) as f64;
     let (mut only_candidate, mut only_live) = (0.0, 0.0);
-    for (a, b) in candidate.rows.iter().zip(&live.rows) {
-        match (a.is_some(), b.is_some()) {
+    for (a, b) in candidate.covers.iter().zip(&live.covers) {
+        match (*a, *b) {
             (true, false) => only_candidate += 1.0,
             (false, true) => only_live += 1.0,
             _ => {}
@@ -120,16 +130,17 @@ mod tests {
     }
 
     /// The same from row `start` on: two classifiers differ on which tickets they are sure of.
+    /// Every ticket has a truth here.
     fn shifted(n: usize, start: usize, local: usize, right: usize) -> Judged {
-        Judged {
-            rows: (0..n)
-                .map(|i| {
-                    (start..start + local)
-                        .contains(&i)
-                        .then_some(i < start + right)
-                })
-                .collect(),
-        }
+        let rows: Vec<Option<bool>> = (0..n)
+            .map(|i| {
+                (start..start + local)
+                    .contains(&i)
+                    .then_some(i < start + right)
+            })
+            .collect();
+        let covers = rows.iter().map(Option::is_some).collect();
+        Judged { rows, covers }
     }
 
     #[test]
@@ -165,5 +176,29 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert!(why.contains("20 local answers"), "{why}");
+    }
+
+    #[test]
+    fn the_local_share_counts_the_tickets_the_live_cascade_answered_itself() {
+        // 1,000 tickets: the live classifier answered the first 600 itself, so only the other
+        // 400 have the large model's answer (a truth), and it answers none of those. The
+        // candidate answers 100 of those 400 (all right) and 200 of the live one's 600.
+        let live = Judged {
+            rows: vec![None; 400],
+            covers: (0..1000).map(|i| i < 600).collect(),
+        };
+        let candidate = Judged {
+            rows: (0..400).map(|i| (i < 100).then_some(true)).collect(),
+            covers: (0..1000)
+                .map(|i| i < 200 || (600..700).contains(&i))
+                .collect(),
+        };
+        // On the tickets with a truth alone it would look better (100 against 0); over the
+        // window it answers 300 against 600: kept out.
+        let why = match decide(&candidate, &live, 0.95) {
+            Decision::KeepOut(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(why.contains("fewer tickets locally, beyond noise"), "{why}");
     }
 }

@@ -101,14 +101,19 @@ async fn traffic(app: &TestApp) {
     for (recent, days_ago) in [(false, 10), (true, 1)] {
         app.ingest_many(&rows(recent)).await;
         app.drain(&app.worker(), Duration::from_secs(60)).await;
-        app.exec(&format!(
-            "UPDATE evaluation_result SET computed_at = now() - interval '{days_ago} days' \
-             WHERE computed_at > now() - interval '1 hour';
-             UPDATE ticket SET created_at = now() - interval '{days_ago} days' \
-             WHERE created_at > now() - interval '1 hour';"
-        ))
-        .await;
+        age(app, days_ago).await;
     }
+}
+
+/// What was answered in the last hour, moved `days_ago` days back.
+async fn age(app: &TestApp, days_ago: i32) {
+    app.exec(&format!(
+        "UPDATE evaluation_result SET computed_at = now() - interval '{days_ago} days' \
+         WHERE computed_at > now() - interval '1 hour';
+         UPDATE ticket SET created_at = now() - interval '{days_ago} days' \
+         WHERE created_at > now() - interval '1 hour';"
+    ))
+    .await;
 }
 
 fn retrain() -> Value {
@@ -179,4 +184,44 @@ async fn retrain_switches_to_a_candidate_that_keeps_the_target_and_keeps_out_one
         )
         .await;
     assert_eq!(audited, 2);
+}
+
+#[tokio::test]
+async fn the_live_classifiers_share_counts_the_tickets_its_cascade_answered_itself() {
+    let fake = FakeProvider::start().await;
+    fake.classify_from_labels(Classifier::from_jsonl(SHIPPED_SET, 0.0).unwrap());
+    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    // The older traffic through the large model; a classifier learnt from it, with thresholds.
+    app.ingest_many(&rows(false)).await;
+    app.drain(&app.worker(), Duration::from_secs(60)).await;
+    let trained = op(
+        &app,
+        json!({"op": "train", "from": ["results:1"], "precision": 0.8}),
+    )
+    .await;
+    let live = trained["version"].as_str().unwrap().to_string();
+    age(&app, 10).await;
+    // The recent traffic through the cascade: its classifier answers what it is sure of itself,
+    // so those tickets have no large model's answer.
+    let app = configured(
+        &app,
+        &format!("cascade({live},p0.8,gpt-6-luna@medium)"),
+        |_| {},
+    );
+    app.ingest_many(&rows(true)).await;
+    app.drain(&app.worker(), Duration::from_secs(60)).await;
+    age(&app, 1).await;
+    let answered_locally = app
+        .count("SELECT count(*) FROM evaluation_result WHERE answered_by = 'local'")
+        .await;
+    assert!(answered_locally > 0, "the cascade answered some itself");
+
+    let run = op(&app, retrain()).await;
+    let recent = rows(true).len() as f64;
+    // Judged over the window's every ticket: the live classifier's own answers count.
+    let share = run["live_local_share"].as_f64().unwrap();
+    assert!(
+        share >= answered_locally as f64 / recent - 1e-9,
+        "{share} of {recent} tickets, {answered_locally} answered locally: {run}"
+    );
 }
