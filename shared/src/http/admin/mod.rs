@@ -7,9 +7,7 @@
 //! `read`), db and the domain, as the CLI does; nothing uses it but `http::serve`. Ticket text
 //! appears on the one-ticket page and, for eval tickets only, on the Quality page.
 
-mod by_time;
 mod charts;
-mod classes;
 mod dead_letters;
 mod deliveries;
 mod layout;
@@ -18,7 +16,6 @@ mod pause;
 mod quality;
 mod queries;
 pub mod security;
-mod thresholds;
 mod ticket;
 mod versions;
 

@@ -1,11 +1,11 @@
 //! `GET /admin/quality`: how right each version is, from the stored eval runs (`triage eval`,
 //! docs/quality.md) on the set the promote gate uses (`TRIAGE_EVAL_SET`) or another
 //! (`?set=DIGEST`): the newest run of each version side by side, one version's (`?version=`)
-//! figures per department ([`super::classes`], `?sort=support|f1`), its confusion as a heat map
+//! figures per department ([`classes`], `?sort=support|f1`), its confusion as a heat map
 //! (or its top confusions when the departments are many), and its misclassified tickets with
 //! their text; and the newest
-//! threshold sweep of each cascade on the set ([`super::thresholds`]). It leads with the newest
-//! time split over production traffic ([`super::by_time`], `triage eval --by-time`). Like the ticket
+//! threshold sweep of each cascade on the set ([`thresholds`]). It leads with the newest
+//! time split over production traffic ([`by_time`], `triage eval --by-time`). Like the ticket
 //! page, this page shows ticket text: eval tickets only (`runs::eval_ticket_texts`).
 
 use axum::{
@@ -16,11 +16,14 @@ use axum::{
 use maud::{html, Markup};
 use serde::Deserialize;
 
+mod by_time;
+mod classes;
+mod thresholds;
+
 use super::{
-    by_time, charts,
-    classes::{self, Order},
+    charts,
     layout::{html_response, optional, page, usd, PageError, Section},
-    thresholds, ConsoleState,
+    ConsoleState,
 };
 use crate::{
     db,
@@ -32,6 +35,7 @@ use crate::{
     },
     quality::view::{self as quality, confusions, RunFigures, Split, StoredRun, NO_ANSWER},
 };
+use classes::Order;
 
 /// Misclassified tickets shown for the chosen version.
 const MISSES_SHOWN: usize = 50;

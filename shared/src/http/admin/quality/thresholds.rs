@@ -4,7 +4,7 @@
 
 use maud::{html, Markup};
 
-use super::{
+use super::super::{
     charts::{self, Dot},
     layout::usd,
 };
