@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use env::Env;
 pub use policies::{
-    DeliveryPolicy, FleetConfig, Labelling, Limits, QualityGate, RateLimitPolicy, RetentionPolicy,
-    Tolerance, WorkerPolicy, DEFAULT_BULK_SHARE, DEFAULT_TRAIN_OWNER_SHARE,
+    AuditPolicy, DeliveryPolicy, FleetConfig, Labelling, Limits, QualityGate, RateLimitPolicy,
+    RetentionPolicy, Tolerance, WorkerPolicy, DEFAULT_BULK_SHARE, DEFAULT_TRAIN_OWNER_SHARE,
 };
 
 use crate::{
@@ -41,6 +41,7 @@ pub struct Config {
     pub delivery: DeliveryPolicy,
     pub zendesk: ZendeskConfig,
     pub labelling: Labelling,
+    pub audit: AuditPolicy,
 }
 
 impl Config {
@@ -104,7 +105,7 @@ impl Config {
                 invocation_budget: env
                     .seconds("TRIAGE_INVOCATION_SECONDS", defaults.invocation_budget)?,
                 daily_budget_usd: env.usd("TRIAGE_DAILY_BUDGET_USD")?,
-                bulk_share: env.number("TRIAGE_BULK_SHARE", defaults.bulk_share)?,
+                bulk_share: env.share("TRIAGE_BULK_SHARE", defaults.bulk_share)?,
                 bulk_tier: match env.string("TRIAGE_BULK_TIER", "online").as_str() {
                     "online" => Tier::Online,
                     "flex" if provider_kind == ProviderKind::OpenAi => Tier::Flex,
@@ -134,12 +135,6 @@ impl Config {
                     defaults.provisional_after,
                 )?,
             };
-        if !(0.0..=1.0).contains(&worker.bulk_share) {
-            return Err(ConfigError::invalid(
-                "TRIAGE_BULK_SHARE",
-                format!("{} is not a share between 0 and 1", worker.bulk_share),
-            ));
-        }
         if worker.batch_size < 1 || worker.concurrency < 1 || worker.max_attempts < 1 {
             return Err(ConfigError::invalid(
                 "TRIAGE_BATCH_SIZE/TRIAGE_CONCURRENCY/TRIAGE_MAX_ATTEMPTS",
@@ -162,6 +157,19 @@ impl Config {
                 .collect(),
             owner_share,
         };
+        let audit = AuditPolicy {
+            share: env.share("TRIAGE_AUDIT_SHARE", AuditPolicy::default().share)?,
+            window_days: env.number(
+                "TRIAGE_AUDIT_WINDOW_DAYS",
+                AuditPolicy::default().window_days,
+            )?,
+        };
+        if audit.window_days < 1 {
+            return Err(ConfigError::invalid(
+                "TRIAGE_AUDIT_WINDOW_DAYS",
+                "the window is at least 1 day".into(),
+            ));
+        }
         let tls = match env.string("TRIAGE_DB_TLS", "").as_str() {
             "" => None,
             "disable" => Some(DbTls::Disable),
@@ -292,6 +300,7 @@ impl Config {
                 requests_per_minute: env.limit("TRIAGE_ZENDESK_RPM")?,
             },
             labelling,
+            audit,
         })
     }
 

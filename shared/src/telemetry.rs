@@ -218,6 +218,18 @@ pub mod metric {
     }
     /// A cascade's local classifier was asked: how long it took, and whether it was sure
     /// enough to answer (the share of local answers is the cascade's saving).
+    /// A cascade's live precision from its audit (`quality::live`): the exact interval's
+    /// bounds, how many audited answers it rests on, and whether it is suspended (its alarm).
+    pub fn cascade_live(audited: u64, low: f64, high: f64, suspended: bool) {
+        gauge!("cascade.audited").set(audited as f64);
+        gauge!("cascade.precision_low").set(low);
+        gauge!("cascade.precision_high").set(high);
+        gauge!("cascade.suspended").set(if suspended { 1.0 } else { 0.0 });
+    }
+    /// A would-be-local answer drawn for the audit: the large model answers it too.
+    pub fn audit_drawn() {
+        counter!("cascade.audit_drawn").increment(1);
+    }
     pub fn local_answer(latency: Duration, sure: bool) {
         histogram!("cascade.local_latency_ms").record(latency.as_secs_f64() * 1000.0);
         let stage = if sure { "local" } else { "model" };

@@ -5,6 +5,7 @@
 mod by_time;
 mod cascade;
 mod eval;
+mod live;
 mod taxonomy;
 
 use std::fmt::Write;
@@ -40,6 +41,8 @@ pub fn outcome(outcome: &Outcome) -> String {
         Outcome::Retired(retirement) => cascade::retired(retirement),
         Outcome::Switched(switch) => cascade::switched(switch),
         Outcome::Retrained(run) => cascade::retrained(run),
+        Outcome::Cascade(status) => live::status(status),
+        Outcome::CascadeResumed(resumed) => live::resumed(resumed),
         Outcome::TaxonomyAdded(added) => taxonomy::added(added),
         Outcome::Taxonomies(listed) => taxonomy::listed(listed),
         Outcome::Taxonomy(shown) => taxonomy::shown(shown),

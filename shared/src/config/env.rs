@@ -36,6 +36,19 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         }
     }
 
+    /// A share in [0, 1] (0 turns off what it sizes).
+    pub(super) fn share(&self, name: &str, default: f64) -> Result<f64, ConfigError> {
+        let share: f64 = self.number(name, default)?;
+        if (0.0..=1.0).contains(&share) {
+            Ok(share)
+        } else {
+            Err(ConfigError::invalid(
+                name,
+                format!("{share} is not a share between 0 and 1"),
+            ))
+        }
+    }
+
     /// An amount of US dollars: finite and not negative; unset, `None`.
     pub(super) fn usd(&self, name: &str) -> Result<Option<f64>, ConfigError> {
         let Some(raw) = self.optional(name) else {

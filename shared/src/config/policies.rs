@@ -68,6 +68,25 @@ impl Default for Labelling {
     }
 }
 
+/// The cascade's audit (docs/cascade.md, "The audit"): the share of would-be-local answers
+/// the large model answers too, and the window live precision is measured over.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AuditPolicy {
+    /// `TRIAGE_AUDIT_SHARE` (0 turns the audit off).
+    pub share: f64,
+    /// `TRIAGE_AUDIT_WINDOW_DAYS`.
+    pub window_days: u32,
+}
+
+impl Default for AuditPolicy {
+    fn default() -> Self {
+        Self {
+            share: 0.03,
+            window_days: 7,
+        }
+    }
+}
+
 /// `TRIAGE_DEDUP_HOLD_SECONDS`'s default: about what a fresh interactive evaluation takes
 /// (the doorbell, a claim, one provider call).
 pub const DEFAULT_DEDUP_HOLD: Duration = Duration::from_secs(8);

@@ -12,6 +12,9 @@ pub enum Threshold {
     Target(f64),
 }
 
+/// The least precision a numeric threshold is held to by the audit (SPEC).
+pub const IMPLIED_TARGET_FLOOR: f64 = 0.9;
+
 impl Threshold {
     /// The confidence written in the version, if it is one.
     pub fn confidence(self) -> Option<f64> {
@@ -26,6 +29,16 @@ impl Threshold {
         match self {
             Self::Target(p) => Some(p),
             Self::Confidence(_) => None,
+        }
+    }
+
+    /// The precision a cascade under this threshold promises, which its audit holds it to
+    /// (SPEC): a target's own, a confidence's at least 0.9, since a threshold below 0.9 still
+    /// promises answers worth giving without a call.
+    pub fn implied_target(self) -> f64 {
+        match self {
+            Self::Target(p) => p,
+            Self::Confidence(c) => c.max(IMPLIED_TARGET_FLOOR),
         }
     }
 

@@ -27,10 +27,11 @@ use deadpool_postgres::Pool;
 use serde::Serialize;
 
 pub use audit::Operator;
+pub use cascade::CascadeAction;
 use checks::{
     chosen_policy, confirmed, known_to_this_build, no_local_files, priced, usable, within,
 };
-pub use classifiers::{models, retrain, train};
+pub use classifiers::{cascade, models, retrain, train};
 pub use feedback::{FeedbackItem, FeedbackItems};
 pub use models::ModelsAction;
 pub use request::{Request, TaxonomyAction, TaxonomyFile};
@@ -113,6 +114,10 @@ pub enum Outcome {
     Retired(models::Retirement),
     Switched(crate::pipeline::cascade::switch::Switch),
     Retrained(retrain::Retrained),
+    /// `triage cascade status`.
+    Cascade(Box<quality::live::Live>),
+    /// `triage cascade resume`.
+    CascadeResumed(Box<quality::live::Resumed>),
     TaxonomyAdded(crate::pipeline::taxonomy::Added),
     Taxonomies(Vec<crate::pipeline::taxonomy::Listed>),
     Taxonomy(Box<taxonomy::Shown>),
@@ -125,6 +130,10 @@ pub async fn sweep(sweeper: &Sweeper, deadline: Instant) -> Result<SweepReport> 
     let report = sweeper.tick(deadline).await?;
     if let Err(error) = quality::tend(sweeper.pool()).await {
         tracing::warn!(error = %error.report(), "eval runs not concluded: next tick");
+    }
+    // The cascade's audit judged: a cascade below its target suspends itself.
+    if let Err(error) = quality::live::check(sweeper.pool(), sweeper.config()).await {
+        tracing::warn!(error = %error.report(), "live precision not checked: next tick");
     }
     Ok(report)
 }
@@ -362,6 +371,7 @@ async fn execute(
             Outcome::Switched(models::switch_to(pool, configured, &version, by, &reason).await?)
         }
         Request::Taxonomy { action } => taxonomy::run(pool, action).await?,
+        Request::Cascade { action } => cascade::run(pool, config, action, operator).await?,
         Request::Audit { limit } => {
             let limit = limit.unwrap_or(DEFAULT_AUDIT_ROWS);
             within("limit", limit, MAX_AUDIT_ROWS)?;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_with::{serde_as, DisplayFromStr};
 
 use super::{
+    cascade::CascadeAction,
     feedback::{FeedbackItem, FeedbackItems},
     models::ModelsAction,
     times::{HumanDuration, Since},
@@ -327,6 +328,12 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         action: Option<ModelsAction>,
     },
+    /// The configured cascade's audited live precision, and the end of its suspension
+    /// (docs/cascade.md, "The audit").
+    Cascade {
+        #[command(subcommand)]
+        action: CascadeAction,
+    },
     /// The desk's taxonomies (docs/taxonomy.md): store one, list them, show one.
     Taxonomy {
         #[command(subcommand)]
@@ -362,6 +369,7 @@ impl Request {
             Request::Retrain { .. } => "retrain",
             Request::Models { .. } => "models",
             Request::Taxonomy { .. } => "taxonomy",
+            Request::Cascade { .. } => "cascade",
             Request::Audit { .. } => "audit",
         }
     }

@@ -110,7 +110,7 @@ WITH heir AS (
 SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM results)
 "#;
 
-/// Keys no ticket links to any more lose their job and result (their ledger rows their key,
+/// Keys no ticket links to any more lose their job, result and audit draw (their ledger rows their key,
 /// [`ledger::forget_keys`]); whatever still names an erased ticket goes too (nothing should,
 /// the foreign keys would refuse the delete). Returns the orphaned keys, and the batch
 /// submissions the dropped jobs were sent in.
@@ -125,7 +125,11 @@ WITH orphan AS (
 ), results AS (
     DELETE FROM evaluation_result
     WHERE idempotency_key IN (SELECT k FROM orphan) OR ticket_id = ANY($2)
-    RETURNING 1
+    RETURNING idempotency_key
+), audits AS (
+    DELETE FROM cascade_audit
+    WHERE idempotency_key IN (SELECT k FROM orphan)
+       OR idempotency_key IN (SELECT idempotency_key FROM results)
 )
 SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM results),
        (SELECT coalesce(array_agg(k), '{}') FROM orphan),

@@ -92,6 +92,10 @@ impl Sweeper {
         &self.pool
     }
 
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// One tick: the [`sweep`], then the batches' polling and collection (the batch tier's
     /// `collect`, bounded per tick, as a worker's), before `deadline`.
     pub async fn tick(&self, deadline: Instant) -> Result<SweepReport> {

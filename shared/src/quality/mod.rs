@@ -14,6 +14,7 @@
 
 pub mod by_time;
 pub mod gate;
+pub mod live;
 pub mod metrics;
 pub mod pending;
 pub mod preview;

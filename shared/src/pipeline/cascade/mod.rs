@@ -6,12 +6,16 @@
 //! per text, within a budget in bytes), [`trained_on`] records which tickets did (for
 //! erasure's report), [`provisional`] gives new tickets the local answer
 //! while the large model cannot be asked now, [`switch`] keeps a configured cascade on the
-//! classifier a retrain switched to.
+//! classifier a retrain switched to, [`audit`] sends a random share of would-be-local answers
+//! to the large model too (the live classifier's unbiased precision), and [`suspension`]
+//! stops a cascade whose audited precision fell below its target.
 
+pub mod audit;
 pub mod examples;
 pub mod gather;
 pub mod models;
 pub mod provisional;
+pub mod suspension;
 pub mod switch;
 pub mod targets;
 pub mod trained_on;

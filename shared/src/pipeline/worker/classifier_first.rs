@@ -3,7 +3,9 @@
 //! other (`answered_by: local`) with no call: no ledger row, no slot in the rate limit, nothing
 //! reserved from the budget. Otherwise the job goes on to the large model. And when the
 //! large model cannot be asked (its breaker open, the budget spent), new tickets get the
-//! local answer as provisional (`pipeline::cascade::provisional`).
+//! local answer as provisional (`pipeline::cascade::provisional`). A share of the sure answers
+//! is drawn for the audit and goes to the large model all the same (`cascade::audit`); a
+//! suspended cascade's classifier answers nothing (`cascade::suspension`).
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +15,7 @@ use crate::{
     domain::{error::Result, versions::Threshold},
     pipeline::{
         answering::Answering,
-        cascade::{self, models, provisional, targets},
+        cascade::{self, audit, models, provisional, targets},
         outbox::ClaimedJob,
         turn::{carry_out, Outcome, Turn},
     },
@@ -34,6 +36,9 @@ impl<P: Provider> Worker<P> {
         let Some(cascade) = job.versions.model_version.cascade() else {
             return Ok(None);
         };
+        if self.suspended.holds(job.versions.model_version.as_str()) {
+            return Ok(None);
+        }
         // A prompt this build does not know is `start`'s to settle.
         let Some(prompt) = answering.prompt(&job.versions.prompt_version) else {
             return Ok(None);
@@ -71,10 +76,18 @@ impl<P: Provider> Worker<P> {
                 (Threshold::Target(_), None) => false,
             }
         });
-        metric::local_answer(started.elapsed(), sure);
         let Some(answer) = answer.filter(|_| sure) else {
+            metric::local_answer(started.elapsed(), false);
             return Ok(None);
         };
+        let urgent = answer.evaluation.is_urgent >= answering.policy.urgent_threshold;
+        let share = self.config.audit.share;
+        if audit::audited(&client, job, (&answer, urgent), share).await? {
+            metric::audit_drawn();
+            metric::local_answer(started.elapsed(), false);
+            return Ok(None);
+        }
+        metric::local_answer(started.elapsed(), true);
         let turn = Turn::Answered(&answer.evaluation);
         Ok(Some(
             carry_out(&client, job, turn, false, "", &self.config).await?,

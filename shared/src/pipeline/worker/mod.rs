@@ -52,6 +52,7 @@ use crate::{
     pipeline::{
         answering::Policies,
         batch_tier::BatchTier,
+        cascade::suspension::Suspended,
         limits::{budget, rate_limit::Limiter},
         outbox::{
             lease::Queue,
@@ -169,6 +170,8 @@ pub struct Worker<P> {
     eval_only: bool,
     /// A crashed worker's jobs, returned before a claim once they expired.
     expired: Expired,
+    /// The cascades suspended, read at each invocation's start (`cascade::suspension`).
+    suspended: Suspended,
 }
 
 /// The worker's leases: `TRIAGE_LEASE_SECONDS`, renewed while held.
@@ -221,6 +224,7 @@ impl<P: Provider> Worker<P> {
             batches,
             eval_only: false,
             expired,
+            suspended: Suspended::default(),
         })
     }
 
@@ -255,7 +259,11 @@ impl<P: Provider> Worker<P> {
             .get_or_try_init(|| self.verify_prompts())
             .await?;
         // An operator's pause holds for the whole invocation: read once, at its start.
-        let paused = pause::paused(&db::client(&self.pool).await?).await?;
+        let client = db::client(&self.pool).await?;
+        let paused = pause::paused(&client).await?;
+        // So is a cascade's suspension (its classifier answers nothing locally).
+        self.suspended.refresh(&client).await?;
+        drop(client);
         if paused.interactive || paused.bulk {
             tracing::info!(lanes = ?paused.names(), "lanes paused by an operator: not claimed from");
         }

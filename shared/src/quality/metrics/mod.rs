@@ -9,6 +9,7 @@
 //! department and counts as "not urgent, p = 0.5" for urgency.
 
 pub mod confusions;
+pub mod exact;
 mod families;
 pub mod intervals;
 mod paired;

@@ -1,5 +1,7 @@
 //! The cascade (docs/cascade.md): a local classifier trained by `triage train` answers what it
 //! is sure of, the large model the rest.
+//! - `audit`: a random share of would-be-local answers audited by the large model, live
+//!   precision with its exact interval, the suspension and its resume.
 //! - `answers`: train and models; local answers with no call; a cascade through reprocess,
 //!   shadow diff and promote like any version; erasure and the desk's corrections in training.
 //! - `provisional`: while the provider cannot be asked, a provisional local answer, announced
@@ -15,6 +17,7 @@
 //! - `by_time`: `eval --by-time`, the cascade judged on production traffic split by time.
 
 mod answers;
+mod audit;
 mod by_time;
 mod eval;
 mod provisional;
