@@ -405,6 +405,21 @@ mod tests {
     }
 
     #[test]
+    fn the_audit_share_is_a_share_and_its_window_at_least_a_day() {
+        let audit = Config::local("postgres://x").audit;
+        assert_eq!((audit.share, audit.window_days), (0.03, 7));
+        for (name, bad) in [
+            ("TRIAGE_AUDIT_SHARE", "1.5"),
+            ("TRIAGE_AUDIT_SHARE", "-0.1"),
+            ("TRIAGE_AUDIT_SHARE", "NaN"),
+            ("TRIAGE_AUDIT_WINDOW_DAYS", "0"),
+        ] {
+            let err = Config::from_lookup(|n| (n == name).then(|| bad.into())).unwrap_err();
+            assert!(err.to_string().contains(name), "{name}={bad}: {err}");
+        }
+    }
+
+    #[test]
     fn secrets_do_not_print() {
         let c = Config::from_lookup(|n| {
             (n == "TRIAGE_PROVIDER_API_KEY").then(|| "sk-very-secret".into())

@@ -131,3 +131,26 @@ fn the_ops_functions_memory_is_the_parameter_its_refusals_name() {
     );
     assert!(read("docs/runbook.md").contains("`OpsMemorySize`"));
 }
+
+/// The cascade's audit (issue "It grades itself"): every function gets the share and the
+/// window from their parameters, and the suspension has an alarm on the sweeper's metric.
+#[test]
+fn the_audit_is_a_parameter_and_a_suspended_cascade_alarms() {
+    let template = read("template.yaml");
+    let globals = globals(&template);
+    assert!(set_from(globals, "TRIAGE_AUDIT_SHARE", "AuditShare"));
+    assert!(set_from(globals, "TRIAGE_AUDIT_WINDOW_DAYS", "AuditWindowDays"));
+    let alarm = template
+        .split("\n  CascadeSuspendedAlarm:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n  # ---").next())
+        .expect("a CascadeSuspendedAlarm");
+    for line in [
+        "MetricName: cascade.suspended",
+        "Value: sweeper",
+        "Threshold: 1",
+    ] {
+        assert!(alarm.contains(line), "the alarm lacks {line}");
+    }
+    assert!(read("docs/runbook.md").contains("The cascade suspended itself"));
+}

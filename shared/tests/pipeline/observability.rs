@@ -299,6 +299,11 @@ async fn worker_sweeper_and_retrain_emit_embedded_metric_format() {
     // A retrain that cannot run (no cascade configured) still counts as one that did not switch.
     let refused = crate::helpers::operations::try_op(&app, serde_json::json!({"op": "retrain"}));
     assert!(refused.await.is_err());
+    // Under a cascade, the sweeper's check reports its live precision and whether it is
+    // suspended (the alarm's metric), audits or none.
+    let mut cascade = (*app.config).clone();
+    cascade.versions.model = "cascade(local-0a1b2c,0.9,gpt-6-luna@medium)".parse().unwrap();
+    triage::quality::live::check(&app.pool, &cascade).await.unwrap();
 
     let mut out = Vec::new();
     collector.flush(&mut out).unwrap();
@@ -326,6 +331,8 @@ async fn worker_sweeper_and_retrain_emit_embedded_metric_format() {
         "outbox.depth",
         "provider.breaker_open",
         "models.retrain_failing_runs",
+        "cascade.suspended",
+        "cascade.precision_high",
     ] {
         assert!(
             names.contains(expected),

@@ -86,9 +86,11 @@ async fn an_audit_share_of_0_2_sends_between_15_and_25_percent_of_would_be_local
         0
     );
 
-    // The status: the fake model answers from the text as the classifier learnt it, so the
-    // audited precision is high; its interval is exact and holds the point.
+    // The status: the audited precision, its exact interval around it, the implied target of
+    // a numeric threshold below 0.9, and the local share over the window's results.
     let live = status(&app).await;
+    // The figures docs/cascade.md quotes (`--nocapture`).
+    eprintln!("audit at 0.2 over 2,000 would-be-local tickets: {live}");
     assert_eq!(live["model_version"], cascade.as_str());
     assert_eq!(live["audited"], audited);
     let (p, lo, hi) = (
@@ -158,6 +160,7 @@ async fn a_classifier_the_model_contradicts_is_suspended_and_new_tickets_then_co
     // The sweeper's tick suspends it, saying why.
     tick(&app).await;
     let live = status(&app).await;
+    eprintln!("suspended: {live}");
     assert_eq!(live["suspended"], true, "{live}");
     assert!(
         live["reason"]
