@@ -139,7 +139,11 @@ fn the_audit_is_a_parameter_and_a_suspended_cascade_alarms() {
     let template = read("template.yaml");
     let globals = globals(&template);
     assert!(set_from(globals, "TRIAGE_AUDIT_SHARE", "AuditShare"));
-    assert!(set_from(globals, "TRIAGE_AUDIT_WINDOW_DAYS", "AuditWindowDays"));
+    assert!(set_from(
+        globals,
+        "TRIAGE_AUDIT_WINDOW_DAYS",
+        "AuditWindowDays"
+    ));
     let alarm = template
         .split("\n  CascadeSuspendedAlarm:\n")
         .nth(1)

@@ -302,8 +302,12 @@ async fn worker_sweeper_and_retrain_emit_embedded_metric_format() {
     // Under a cascade, the sweeper's check reports its live precision and whether it is
     // suspended (the alarm's metric), audits or none.
     let mut cascade = (*app.config).clone();
-    cascade.versions.model = "cascade(local-0a1b2c,0.9,gpt-6-luna@medium)".parse().unwrap();
-    triage::quality::live::check(&app.pool, &cascade).await.unwrap();
+    cascade.versions.model = "cascade(local-0a1b2c,0.9,gpt-6-luna@medium)"
+        .parse()
+        .unwrap();
+    triage::quality::live::check(&app.pool, &cascade)
+        .await
+        .unwrap();
 
     let mut out = Vec::new();
     collector.flush(&mut out).unwrap();

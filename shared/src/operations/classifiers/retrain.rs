@@ -205,9 +205,12 @@ async fn attempt(
     })
 }
 
-/// Each ticket with a truth as the switch gate reads it: answered locally, then right or not.
+/// Each ticket with a truth the gate may judge by (the desk's label, or an audited ticket's
+/// large-model answer; never the large model's answer where only a classifier's doubt sent the
+/// ticket to it): answered locally, then right or not.
 fn with_truth(rows: &[JudgedRow]) -> Vec<Option<bool>> {
     rows.iter()
+        .filter(|row| row.desk || row.audited)
         .map(|row| {
             let local = row.local.as_ref().filter(|_| row.answered_locally);
             local.map(|(answer, _)| answer.department == row.department)
@@ -248,4 +251,41 @@ async fn store(
         targets::store(client, &version, thresholds, operator.as_str()).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quality::metrics::Prediction;
+
+    fn row(desk: bool, audited: bool, right: bool) -> JudgedRow {
+        let prediction = |d: &str| Prediction {
+            department: d.into(),
+            is_urgent: 0.0,
+        };
+        JudgedRow {
+            family: String::new(),
+            department: "billing".into(),
+            is_urgent: false,
+            desk,
+            audited,
+            large: prediction("billing"),
+            cost_usd: 0.0,
+            local: Some((prediction(if right { "billing" } else { "sales" }), 0.99)),
+            answered_locally: true,
+        }
+    }
+
+    /// The gate judges by the desk's labels and the audit's draws; the large model's answers
+    /// on tickets nothing drew at random are no truth for it.
+    #[test]
+    fn the_gate_judges_by_desk_and_audit_truth_only() {
+        let rows = [
+            row(true, false, true),
+            row(false, true, false),
+            row(false, false, true),
+            row(true, true, true),
+        ];
+        assert_eq!(with_truth(&rows), vec![Some(true), Some(false), Some(true)]);
+    }
 }

@@ -18,6 +18,9 @@ pub struct JudgedRow {
     pub is_urgent: bool,
     /// The truth is the desk's label (else the large model's own answer).
     pub desk: bool,
+    /// The ticket was drawn for the cascade's audit (`pipeline::cascade::audit`): the large
+    /// model's answer on it is a truth drawn at random, not only where a classifier was unsure.
+    pub audited: bool,
     pub large: Prediction,
     /// What the large model's answer cost; a content shared by several tickets counts once.
     pub cost_usd: f64,
@@ -146,6 +149,7 @@ mod tests {
             department: truth.into(),
             is_urgent: false,
             desk,
+            audited: false,
             large: prediction(large),
             cost_usd: 0.01,
             local: Some((prediction(local), confidence)),

@@ -106,7 +106,8 @@ const JUDGED: &str = r#"
 SELECT t.id, t.subject, t.message, r.department, r.is_urgent, r.model_version,
        r.idempotency_key, f.department, f.is_urgent,
        (SELECT coalesce(sum(c.cost_usd), 0)::float8 FROM provider_call c
-        WHERE c.idempotency_key = r.idempotency_key)
+        WHERE c.idempotency_key = r.idempotency_key),
+       EXISTS (SELECT 1 FROM cascade_audit a WHERE a.idempotency_key = r.idempotency_key)
 FROM ticket t
 JOIN ticket_evaluation te ON te.ticket_id = t.id
 JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
@@ -174,6 +175,7 @@ pub async fn judge(
             department,
             is_urgent,
             desk: desk.is_some(),
+            audited: row.get(10),
             large: large_answer,
             local: None,
             answered_locally: false,

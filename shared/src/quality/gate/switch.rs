@@ -2,14 +2,26 @@
 //! candidate classifier and the live one, both judged on the same most recent tickets, which
 //! the candidate did not learn from. The candidate passes when its local answers keep the
 //! cascade's target precision and it answers locally no fewer of the tickets than the live
-//! one, beyond noise. Precision is a promise to the desk, so it is held as a point estimate
-//! over enough answers; the local share is what the switch is for, so only a loss the paired
+//! one, beyond noise. Precision is a promise to the desk, so it is judged only against a truth
+//! that is not the large model's answer on the tickets a classifier doubted (the desk's labels
+//! and the audit's random sample), and held with confidence: the exact 95% lower bound of the
+//! candidate's precision over at least [`MIN_LOCAL_ANSWERS`] such answers must reach the
+//! target less [`MARGIN`]. The local share is what the switch is for, so only a loss the paired
 //! test finds beyond noise keeps a candidate out.
 
 use serde::Serialize;
 
-/// Fewer local answers than this in the window judge no precision: the candidate is kept out.
-pub const MIN_LOCAL_ANSWERS: usize = 30;
+use crate::quality::metrics::exact::clopper_pearson;
+
+/// Fewer judged local answers than this (desk-labelled or audited) judge no precision: the
+/// candidate is kept out.
+pub const MIN_LOCAL_ANSWERS: usize = 100;
+
+/// How far below the target the lower bound may be: a bound held at the target itself would
+/// keep out every candidate but a near-perfect one on a few hundred answers; with 0.05, at a 0.9
+/// target, a candidate needs about 0.93 over 120 answers or 0.92 over 300 (a point estimate
+/// at the target, 0.90 over 150, has a bound of 0.84 and is kept out).
+pub const MARGIN: f64 = 0.05;
 
 /// One classifier over the judged window, ticket by ticket in the window's order.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -69,14 +81,17 @@ pub fn decide(candidate: &Judged, live: &Judged, target: f64) -> Decision {
     );
     if candidate.local() < MIN_LOCAL_ANSWERS {
         return Decision::KeepOut(format!(
-            "{} local answers in the window judge no precision (at least {MIN_LOCAL_ANSWERS}); {figures}",
+            "{} local answers in the window with a desk or audit truth judge no precision \
+             (at least {MIN_LOCAL_ANSWERS}); {figures}",
             candidate.local()
         ));
     }
     let precision = candidate.precision().unwrap_or(0.0);
-    if precision + 1e-9 < target {
+    let low = clopper_pearson(candidate.right() as u64, candidate.local() as u64).low;
+    if low + 1e-9 < target - MARGIN {
         return Decision::KeepOut(format!(
-            "precision {precision:.3} is below the target {target}; {figures}"
+            "precision {precision:.3}: its exact 95% lower bound {low:.3} is below the target \
+             {target} less {MARGIN}; {figures}"
         ));
     }
     let (diff, low, high) = paired_share_difference(candidate, live);
@@ -161,21 +176,36 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert!(why.contains("fewer tickets locally, beyond noise"), "{why}");
-        // Below the target precision: kept out, however many it answers.
+        // Below the target precision with confidence: kept out, however many it answers.
         let why = match decide(&judged(1000, 900, 800), &live, 0.95) {
             Decision::KeepOut(why) => why,
             other => panic!("{other:?}"),
         };
         assert!(
-            why.contains("precision 0.889 is below the target 0.95"),
+            why.contains("precision 0.889: its exact 95% lower bound 0.867 is below"),
             "{why}"
         );
-        // Too few local answers to judge: kept out, saying so.
-        let why = match decide(&judged(1000, 20, 20), &judged(1000, 10, 10), 0.95) {
+        // Too few local answers to judge: kept out, saying so; 30 all right are not enough.
+        let why = match decide(&judged(1000, 30, 30), &judged(1000, 10, 10), 0.95) {
             Decision::KeepOut(why) => why,
             other => panic!("{other:?}"),
         };
-        assert!(why.contains("20 local answers"), "{why}");
+        assert!(why.contains("30 local answers"), "{why}");
+    }
+
+    /// The bound, not the point: at a 0.9 target, 0.90 over 100 answers (bound 0.824) is kept
+    /// out, 0.92 over 300 (bound 0.883) passes, and 0.933 over 120 (bound 0.873) passes, where
+    /// a point estimate would take the first and a bound at the target itself none of them.
+    #[test]
+    fn the_switch_is_held_to_the_exact_lower_bound_less_the_margin() {
+        let switches = |n: usize, right: usize| {
+            let candidate = judged(n, n, right);
+            matches!(decide(&candidate, &candidate, 0.9), Decision::Switch(_))
+        };
+        assert!(!switches(100, 90));
+        assert!(switches(300, 276));
+        assert!(switches(120, 112));
+        assert!(!switches(200, 160));
     }
 
     #[test]

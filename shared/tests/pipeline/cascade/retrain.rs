@@ -105,6 +105,29 @@ async fn traffic(app: &TestApp) {
     }
 }
 
+/// The desk's labels (the set's) for every recent ticket: the truth the switch gate judges
+/// precision by (the large model's answers on tickets no audit drew are not one).
+async fn desk_labels_recent(app: &TestApp) {
+    let mut items = Vec::new();
+    for line in SHIPPED_SET.lines().step_by(3) {
+        let row = serde_json::from_str::<Value>(line).unwrap();
+        let client = app.pool.get().await.unwrap();
+        let ids = client
+            .query(
+                "SELECT id FROM ticket WHERE subject = $1 AND message = $2",
+                &[&row["subject"].as_str(), &row["message"].as_str()],
+            )
+            .await
+            .unwrap();
+        for id in ids {
+            let id: uuid::Uuid = id.get(0);
+            items.push(json!({"ticket_id": id, "department": row["department"],
+                              "is_urgent": row["is_urgent"]}));
+        }
+    }
+    op(app, json!({"op": "feedback", "items": items})).await;
+}
+
 /// What was answered in the last hour, moved `days_ago` days back.
 async fn age(app: &TestApp, days_ago: i32) {
     app.exec(&format!(
@@ -150,9 +173,15 @@ async fn retrain_switches_to_a_candidate_that_keeps_the_target_and_keeps_out_one
     assert_eq!(stored().await, before, "a candidate kept out is not stored");
     assert_eq!(app.count("SELECT count(*) FROM cascade_switch").await, 0);
 
-    // A target it keeps: judged on yesterday's tickets, which it did not learn, and switched.
+    // A target it keeps, judged on yesterday's tickets, which it did not learn: without a truth
+    // but the large model's own answers, kept out; with the desk's labels, switched.
     let cascade = |local: &str| format!("cascade({local},p0.8,gpt-6-luna@medium)");
     let app = configured(&app, &cascade(&live), |_| {});
+    let unjudged = op(&app, retrain()).await;
+    assert_eq!(unjudged["switched"], false, "{unjudged}");
+    let reason = unjudged["reason"].as_str().unwrap();
+    assert!(reason.contains("with a desk or audit truth"), "{reason}");
+    desk_labels_recent(&app).await;
     let switched = op(&app, retrain()).await;
     assert_eq!(switched["switched"], true, "{switched}");
     assert_eq!(switched["failing_runs"], 0, "{switched}");
@@ -183,7 +212,7 @@ async fn retrain_switches_to_a_candidate_that_keeps_the_target_and_keeps_out_one
              AND result ? 'reason'",
         )
         .await;
-    assert_eq!(audited, 2);
+    assert_eq!(audited, 3);
 }
 
 #[tokio::test]
