@@ -52,7 +52,10 @@ impl AppState {
 fn api_routes(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/tickets/{id}", get(tickets::show))
-        .route("/tickets/{id}/feedback", post(tickets::give_feedback))
+        .route(
+            "/tickets/{id}/feedback",
+            post(tickets::give_feedback).get(tickets::feedback_history),
+        )
         .route(
             "/subscriptions",
             post(subscriptions::create).get(subscriptions::list),

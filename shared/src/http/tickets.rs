@@ -1,4 +1,4 @@
-//! `POST /tickets`, `GET /tickets/{id}` and `POST /tickets/{id}/feedback`: parse, validate,
+//! `POST /tickets`, `GET /tickets/{id}`, `POST` and `GET /tickets/{id}/feedback`: parse, validate,
 //! call `ingest` / `read` / `feedback`, map.
 
 use axum::{
@@ -20,7 +20,7 @@ use crate::{
     pipeline::{
         feedback::{self, Labels},
         ingest::{self, NewTicket, Outcome, Submitter},
-        reads::read,
+        reads::{self, read},
         taxonomy,
     },
 };
@@ -144,6 +144,21 @@ pub async fn show(
         .await?;
     match read::find(&state.pool, &versions, id, owner.as_deref()).await? {
         Some(view) => Ok(Json(view).into_response()),
+        None => Err(Problem::not_found(format!("no ticket with id {id}"))),
+    }
+}
+
+/// A ticket's labels, newest first, each with its source; 404 for another caller's ticket.
+pub async fn feedback_history(
+    State(state): State<AppState>,
+    caller: Caller,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, Problem> {
+    let id = ticket_id(id)?;
+    let owner = caller.reads();
+    let client = crate::db::client(&state.pool).await?;
+    match reads::feedback::history(&client, id, owner.as_deref()).await? {
+        Some(history) => Ok(Json(history).into_response()),
         None => Err(Problem::not_found(format!("no ticket with id {id}"))),
     }
 }

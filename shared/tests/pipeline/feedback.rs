@@ -359,3 +359,52 @@ async fn an_eval_over_the_desks_feedback_scores_versions_on_real_traffic() {
     let error = empty_after.unwrap_err().to_string();
     assert!(error.contains("labelled no ticket"), "{error}");
 }
+
+#[tokio::test]
+async fn a_tickets_label_history_shows_each_labels_source_newest_first_to_its_reader_only() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    let alice = iam("arn:aws:iam::123456789012:user/alice");
+    let event = |method: &str, path: &str, body: Option<&str>, who: &Value| {
+        let mut event = testkit::lambda::events::http_api(method, path, body);
+        event["requestContext"]["authorizer"] = who.clone();
+        event.to_string()
+    };
+    let body = json!({"subject": "Refund", "message": "charged twice"}).to_string();
+    let (status, created) = send(&app, event("POST", "/tickets", Some(&body), &alice)).await;
+    assert_eq!(status, 201);
+    let path = format!("/tickets/{}/feedback", created["id"].as_str().unwrap());
+    for labels in [
+        json!({"department": "billing", "is_urgent": true}),
+        json!({"department": "account", "is_urgent": false}),
+    ] {
+        let (status, _) = send(
+            &app,
+            event("POST", &path, Some(&labels.to_string()), &alice),
+        )
+        .await;
+        assert_eq!(status, 200);
+    }
+    let (status, history) = send(&app, event("GET", &path, None, &alice)).await;
+    assert_eq!(status, 200, "{history}");
+    let labels = history["labels"].as_array().unwrap();
+    assert_eq!(labels.len(), 2, "{history}");
+    assert_eq!(
+        (&labels[0]["department"], &labels[0]["current"]),
+        (&json!("account"), &json!(true))
+    );
+    assert_eq!(
+        (&labels[1]["department"], &labels[1]["current"]),
+        (&json!("billing"), &json!(false))
+    );
+    assert!(labels.iter().all(|l| l["source"] == "desk"), "{history}");
+    assert!(
+        labels.iter().all(|l| l.get("given_by").is_none()),
+        "{history}"
+    );
+    // Another reader's ticket is no ticket; a bad id is a 400.
+    let bob = iam("arn:aws:iam::123456789012:user/bob");
+    assert_eq!(send(&app, event("GET", &path, None, &bob)).await.0, 404);
+    let bad = event("GET", "/tickets/not-a-uuid/feedback", None, &alice);
+    assert_eq!(send(&app, bad).await.0, 400);
+}

@@ -145,6 +145,11 @@ fn in_jwt_mode_the_template_scopes_post_to_write_and_get_to_read() {
     assert!(
         route("POST /tickets").contains("AuthorizationScopes: !If [UseJwt, [!Ref JwtWriteScope]")
     );
-    assert!(route("GET /tickets/{id}")
-        .contains("AuthorizationScopes: !If [UseJwt, [!Ref JwtReadScope]"));
+    // A ticket's label history is read like the ticket.
+    for key in ["GET /tickets/{id}", "GET /tickets/{id}/feedback"] {
+        assert!(
+            route(key).contains("AuthorizationScopes: !If [UseJwt, [!Ref JwtReadScope]"),
+            "{key}"
+        );
+    }
 }
