@@ -38,7 +38,7 @@ pub(super) fn status(live: &Live) -> String {
             Some(vec!["department", "audited", "precision", "95% interval"]),
             live.by_department.iter().map(|d| {
                 [
-                    d.department.clone(),
+                    d.group.clone(),
                     d.audited.to_string(),
                     format!("{:.3}", d.precision),
                     interval(d.interval),

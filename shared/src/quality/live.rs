@@ -55,16 +55,41 @@ pub struct Live {
     pub truth: &'static str,
     /// Of `audited`, judged by a desk label rather than the audit's own answer.
     pub judged_by_desk: u64,
-    pub by_department: Vec<DepartmentLive>,
+    /// By the department the classifier answered.
+    pub by_department: Vec<Share>,
+    /// By UTC day of the draw (`group` is the day), oldest first: the Quality page's line.
+    pub by_day: Vec<Share>,
 }
 
+/// The audited answers of one group: how many, the share right, its exact interval.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DepartmentLive {
-    /// The department the classifier answered.
-    pub department: String,
+pub struct Share {
+    pub group: String,
     pub audited: u64,
     pub precision: f64,
     pub interval: [f64; 2],
+}
+
+/// `tally` folded by `group_of`, in the groups' order.
+fn shares(tally: &[Audited], group_of: impl Fn(&Audited) -> String) -> Vec<Share> {
+    let mut folded: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for row in tally {
+        let (n, k) = folded.entry(group_of(row)).or_default();
+        *n += row.n;
+        *k += row.correct;
+    }
+    folded
+        .into_iter()
+        .map(|(group, (n, k))| {
+            let interval = clopper_pearson(k, n);
+            Share {
+                group,
+                audited: n,
+                precision: k as f64 / n.max(1) as f64,
+                interval: [interval.low, interval.high],
+            }
+        })
+        .collect()
 }
 
 /// The configured cascade, as new tickets are keyed under it (the classifier switched to
@@ -111,18 +136,8 @@ async fn measure(
         audit_share: config.audit.share,
         truth: TRUTH,
         judged_by_desk: tally.iter().map(|d| d.by_desk).sum(),
-        by_department: tally
-            .iter()
-            .map(|d| {
-                let interval = clopper_pearson(d.correct, d.n);
-                DepartmentLive {
-                    department: d.department.clone(),
-                    audited: d.n,
-                    precision: d.correct as f64 / d.n.max(1) as f64,
-                    interval: [interval.low, interval.high],
-                }
-            })
-            .collect(),
+        by_department: shares(&tally, |row| row.department.clone()),
+        by_day: shares(&tally, |row| row.day.to_string()),
     })
 }
 

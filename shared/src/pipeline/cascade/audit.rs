@@ -38,10 +38,12 @@ SELECT EXISTS (SELECT 1 FROM drawn)
 
 /// The audited answers of `$1` since `$2`, paired with what answered the ticket (the large
 /// model's stored result) and the desk's current label of the department, if any: per
-/// department the classifier said, how many, how many right by the best truth there is (the
-/// desk's label, else the audit's answer), and how many of those a desk label judged.
+/// department the classifier said and UTC day of the draw, how many, how many right by the
+/// best truth there is (the desk's label, else the audit's answer), and how many of those a
+/// desk label judged.
 const TALLY: &str = r#"
 SELECT a.department,
+       (a.drawn_at AT TIME ZONE 'UTC')::date AS day,
        count(*),
        count(*) FILTER (WHERE a.department = coalesce(desk.department, r.department)),
        count(desk.department)
@@ -57,8 +59,8 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) desk ON true
 WHERE a.model_version = $1 AND a.drawn_at >= $2
-GROUP BY a.department
-ORDER BY a.department
+GROUP BY a.department, day
+ORDER BY a.department, day
 "#;
 
 /// Of `$1`'s results since `$2`, how many its classifier answered and how many there are (an
@@ -104,17 +106,19 @@ pub async fn audited(
     Ok(row.get(0))
 }
 
-/// The audited answers of one department label the classifier gave.
+/// The audited answers of one department label the classifier gave on one UTC day.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Audited {
     pub department: String,
+    pub day: chrono::NaiveDate,
     pub n: u64,
     pub correct: u64,
     /// Of `n`, judged by a desk label rather than the audit's own answer.
     pub by_desk: u64,
 }
 
-/// The audited answers of the cascade `model_version` drawn since `since`, by department.
+/// The audited answers of the cascade `model_version` drawn since `since`, by department and
+/// day.
 pub async fn tally(
     client: &impl GenericClient,
     model_version: &str,
@@ -125,9 +129,10 @@ pub async fn tally(
         .iter()
         .map(|row| Audited {
             department: row.get(0),
-            n: row.get::<_, i64>(1) as u64,
-            correct: row.get::<_, i64>(2) as u64,
-            by_desk: row.get::<_, i64>(3) as u64,
+            day: row.get(1),
+            n: row.get::<_, i64>(2) as u64,
+            correct: row.get::<_, i64>(3) as u64,
+            by_desk: row.get::<_, i64>(4) as u64,
         })
         .collect())
 }

@@ -20,7 +20,7 @@ use serde_json::json;
 use super::{seeded_run, serve_console};
 
 /// A chromedriver process of this test, killed when dropped.
-struct Driver {
+pub(super) struct Driver {
     child: Child,
     url: String,
 }
@@ -42,7 +42,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
 
 impl Driver {
     /// `None` (skip) only when nothing asked for a browser and none is installed.
-    async fn start() -> Option<Driver> {
+    pub(super) async fn start() -> Option<Driver> {
         let binary = match std::env::var_os("CHROMEDRIVER") {
             Some(path) => PathBuf::from(path),
             None => match on_path("chromedriver") {
@@ -95,7 +95,7 @@ impl Driver {
         }
     }
 
-    async fn browser(&self) -> Client {
+    pub(super) async fn browser(&self) -> Client {
         // The tests run as root in CI, where Chromium refuses to start with its sandbox; the
         // pages are our own, from loopback.
         let mut args = vec![
@@ -119,7 +119,7 @@ impl Driver {
     }
 }
 
-async fn text(browser: &Client, css: &str) -> String {
+pub(super) async fn text(browser: &Client, css: &str) -> String {
     browser
         .wait()
         .at_most(Duration::from_secs(10))
@@ -141,7 +141,7 @@ async fn click(browser: &Client, css: &str) {
         .unwrap();
 }
 
-async fn screenshot(browser: &Client, name: &str) {
+pub(super) async fn screenshot(browser: &Client, name: &str) {
     let Some(dir) = std::env::var_os("TRIAGE_CONSOLE_SCREENSHOTS") else {
         return;
     };

@@ -1,8 +1,10 @@
 //! The operator console (`/admin`): over real HTTP from `http::serve`, as `triage serve` runs
-//! it ([`pages`], its [`guards`]), and in headless Chromium through chromedriver ([`browser`]).
+//! it ([`pages`], its [`guards`]), and in headless Chromium through chromedriver ([`browser`],
+//! the cascade's live precision: [`live`]).
 
 mod browser;
 mod guards;
+mod live;
 mod pages;
 
 use std::time::Duration;

@@ -5,7 +5,8 @@
 //! (or its top confusions when the departments are many), and its misclassified tickets with
 //! their text; and the newest
 //! threshold sweep of each cascade on the set ([`thresholds`]). It leads with the newest
-//! time split over production traffic ([`by_time`], `triage eval --by-time`). Like the ticket
+//! time split over production traffic ([`by_time`], `triage eval --by-time`), after the
+//! configured cascade's live precision from its audit ([`live`]). Like the ticket
 //! page, this page shows ticket text: eval tickets only (`runs::eval_ticket_texts`).
 
 use axum::{
@@ -18,6 +19,7 @@ use serde::Deserialize;
 
 mod by_time;
 mod classes;
+mod live;
 mod thresholds;
 
 use super::{
@@ -107,6 +109,7 @@ pub(super) async fn show(
     let baseline = quality::baseline(&client, &digest, split).await?;
     let sweeps = quality::newest_per_cascade(&client, &digest).await?;
     let time_split = quality::newest_time_split(&client, configured_policy).await?;
+    let audited = crate::quality::live::status(&state.app.pool, config).await?;
     let target = match config.versions.model.cascade() {
         Some(c) => match c.threshold.target() {
             Some(p) => targets::load(&client, &c.local, p).await?,
@@ -115,6 +118,7 @@ pub(super) async fn show(
         None => None,
     };
     let body = html! {
+        (live::panel(audited.as_ref()))
         (by_time::lead(time_split.as_ref()))
         @if let Some(t) = &target {
             (by_time::configured_target(config.versions.model.as_str(), t))
