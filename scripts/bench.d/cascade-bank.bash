@@ -28,6 +28,8 @@
 #      taxonomy's first, so the set parses; accuracy on them means nothing), out-of-scope and
 #      other-domain each through `triage eval` of the same cascade: the share its classifier
 #      answers locally, beside the in-domain local share of 5.
+#   7. the cascade's audit at the default share (issue 49), computed from 5's local share: the
+#      audit's share of the calls billed and the exact interval's width after one day at 10k.
 # Then one table: every figure beside its target (classifier alone >= the TF-IDF baseline; the
 # cascade <= 0.4x the large model's cost per ticket, no more than 1 point below its accuracy;
 # out-of-domain local share <= 10%; training < 30 s). It prints numbers and asserts nothing.
@@ -209,5 +211,28 @@ print(table.format("  its artefact", f"{train['version']}, {train['bytes'] / 1e6
 print(table.format(f"  with --precision {t['target']:g} (+ {t['folds']} cross-fitted fits)",
                    f"{target_wall:.1f} s ({target['seconds']:.1f} s in triage)", "(reading)", ""))
 print(table.format("TF-IDF + LR training (vectorizer and fit)", f"{tfidf['seconds']:.1f} s", "(reading)", ""))
+# The cascade's audit (issue 49; docs/cascade.md "The audit") at the default share, computed from
+# this run's local share L: of every call the deployment pays for, the audit's are s*L out of
+# (1 - L) + s*L; after one day at 10k tickets, 10,000 * L * s audited answers, and the width of
+# the exact 95% interval at the cascade's precision on its local answers (taken as its accuracy
+# here, a lower figure).
+from math import comb
+def tail_below(k, n, p):
+    return sum(comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+def bisect(f):
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) else (lo, mid)
+    return (lo + hi) / 2
+share, local = 0.03, cascade["local_share"]
+audited = round(10_000 * local * share)
+right = round(audited * cascade["department"]["accuracy"])
+low = bisect(lambda p: 1 - tail_below(right - 1, audited, p) < 0.025) if right > 0 else 0.0
+high = bisect(lambda p: tail_below(right, audited, p) > 0.025) if right < audited else 1.0
+bill = share * local / (1 - local + share * local)
+print(table.format(f"audit at {share}: its share of the calls billed", f"{bill:.3f}", "(reading)", ""))
+print(table.format("  95% exact interval after a day at 10k tickets",
+                   f"{audited} audited, {right} right: [{low:.3f}, {high:.3f}], {high - low:.3f} wide", "(reading)", ""))
 PY
 }
