@@ -84,10 +84,18 @@ pub(super) fn report(r: &TimeSplit) -> String {
             "per correct triage",
         ]),
         [
-            row("all", &r.all),
-            row("the desk's label", &r.desk),
-            row("the large model's answer", &r.model),
-        ],
+            Some(row("all", &r.all)),
+            Some(row("the desk's label", &r.desk)),
+            r.audit
+                .as_ref()
+                .map(|audit| row("the audit's answer (drawn at random)", audit)),
+            Some(row(
+                "the large model's own answer (grading itself)",
+                &r.model,
+            )),
+        ]
+        .into_iter()
+        .flatten(),
         &[1, 2, 3, 4, 5],
     );
     out += &format!(

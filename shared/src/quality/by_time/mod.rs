@@ -94,6 +94,10 @@ pub struct Report {
     pub all: Slice,
     /// The tickets a labeller labelled: the truth is the desk's.
     pub desk: Slice,
+    /// The tickets no labeller labelled that the cascade's audit drew at random: the truth is
+    /// the large model's answer on an unbiased sample (`None` in runs stored before the audit).
+    #[serde(default)]
+    pub audit: Option<Slice>,
     /// The others: the truth is the large model's own answer, so its accuracy there is 1 by
     /// definition and the figure says how often the cascade agrees with it.
     pub model: Slice,
@@ -114,8 +118,9 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &str) -> Result<Report> {
     let learnt_left_out = learnt.left_out;
     let (policy, large, rule) = (&plan.policy, plan.version.model_version.as_str(), plan.rule);
     let all: Vec<&JudgedRow> = rows.iter().collect();
-    let (desk, model_truth): (Vec<&JudgedRow>, Vec<&JudgedRow>) =
-        rows.iter().partition(|row| row.desk);
+    let (desk, others): (Vec<&JudgedRow>, Vec<&JudgedRow>) = rows.iter().partition(|row| row.desk);
+    let (audit, model_truth): (Vec<&JudgedRow>, Vec<&JudgedRow>) =
+        others.into_iter().partition(|row| row.audited);
     let (cascade, large_scored) = figures::scored_pair(&all);
     let mut report = Report {
         stored: None,
@@ -134,6 +139,7 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &str) -> Result<Report> {
         thresholds,
         all: figures::slice(&all),
         desk: figures::slice(&desk),
+        audit: Some(figures::slice(&audit)),
         model: figures::slice(&model_truth),
         paired: metrics::paired(&large_scored, &cascade),
         curve: figures::curve(&rows),

@@ -91,6 +91,8 @@ async fn a_time_split_trains_before_the_split_judges_after_it_and_calls_no_provi
         (&all["n"], &desk["n"], &model["n"]),
         (&json!(40), &json!(10), &json!(30))
     );
+    // No cascade audited these tickets: its truth has none.
+    assert_eq!(all_local["audit"]["n"], 0, "{all_local}");
     // Against its own answers the large model is right by definition.
     assert_eq!(model["large_accuracy"], 1.0);
     // Against the desk, as often as its answer is the desk's label.
@@ -168,7 +170,7 @@ async fn a_time_split_trains_before_the_split_judges_after_it_and_calls_no_provi
         page.contains(&format!(r#"data-time-split="{stored}""#)),
         "{page}"
     );
-    for truth in ["all", "desk", "model"] {
+    for truth in ["all", "desk", "audit", "model"] {
         assert!(
             page.contains(&format!(r#"data-truth="{truth}""#)),
             "{truth}: {page}"

@@ -62,7 +62,10 @@ pub(super) fn lead(split: Option<&StoredTimeSplit>) -> Markup {
                 tbody {
                     (row("all", "all", &r.all))
                     (row("desk", "the desk's label", &r.desk))
-                    (row("model", "the large model's answer", &r.model))
+                    @if let Some(audit) = &r.audit {
+                        (row("audit", "the audit's answer (drawn at random)", audit))
+                    }
+                    (row("model", "the large model's own answer (grading itself)", &r.model))
                 }
             }
             p.muted { "Where no labeller labelled a ticket, the truth is the large model's own answer: there it is right by definition, and the row says how often the cascade agrees with it. Run "
