@@ -154,6 +154,9 @@ pub fn fast_policy(config: &mut Config) {
     worker.invocation_budget = Duration::from_secs(5);
     worker.batch_size = 10;
     worker.concurrency = 4;
+    // A cascade's audit sends a random share of its local answers to the model: tests count
+    // local answers exactly, so only the audit's own tests draw (`cascade::audit`).
+    config.audit.share = 0.0;
 }
 
 /// An app whose worker talks to `fake` as an OpenAI-compatible provider over loopback.

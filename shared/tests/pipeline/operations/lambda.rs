@@ -31,6 +31,7 @@ async fn the_ops_lambda_accepts_every_payload_in_the_runbook() {
         ops.into_iter().collect::<Vec<_>>(),
         [
             "audit",
+            "cascade",
             "dead_letters",
             "erase",
             "eval",
