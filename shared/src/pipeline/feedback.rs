@@ -167,13 +167,7 @@ pub async fn give(
     let row = transaction
         .query_one(
             INSERT,
-            &[
-                &ticket.0,
-                &department,
-                &is_urgent,
-                &given_by,
-                &labeller,
-            ],
+            &[&ticket.0, &department, &is_urgent, &given_by, &labeller],
         )
         .await?;
     let (id, given_at): (i64, DateTime<Utc>) = (row.get(0), row.get(1));

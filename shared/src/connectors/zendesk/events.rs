@@ -168,11 +168,7 @@ mod tests {
             (event.kind, event.group_id, event.actor),
             (Kind::GroupChanged, Some(360002), Some(901))
         );
-        assert_eq!(
-            event.at.to_rfc3339(),
-            "2024-04-17T15:20:00+00:00",
-            "in UTC"
-        );
+        assert_eq!(event.at.to_rfc3339(), "2024-04-17T15:20:00+00:00", "in UTC");
         let mut by_trigger = regrouped.clone();
         for actor in [json!("-1"), json!("system"), json!(null)] {
             by_trigger["detail"]["actor_id"] = actor;

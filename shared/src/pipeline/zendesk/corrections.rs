@@ -67,7 +67,12 @@ pub async fn apply(desk: Desk<'_>, event: &TicketEvent) -> Result<Received> {
 /// Applies the corrections kept for a Zendesk ticket, in event time order, once its answer is
 /// written back; `history` is `Limits::feedback_history`. Each is removed once applied (a
 /// crash in between applies it again: the same labels, and its event is seen once).
-pub async fn apply_kept(pool: &Pool, history: usize, account_id: i64, zendesk_id: i64) -> Result<()> {
+pub async fn apply_kept(
+    pool: &Pool,
+    history: usize,
+    account_id: i64,
+    zendesk_id: i64,
+) -> Result<()> {
     let client = db::client(pool).await?;
     for row in client.query(KEPT, &[&account_id, &zendesk_id]).await? {
         let (event_id, kind): (String, String) = (row.get(0), row.get(1));
@@ -170,7 +175,9 @@ fn labels(event: &TicketEvent, mapping: &Mapping) -> std::result::Result<Fields,
                 department: Some(department.to_string()),
                 is_urgent: None,
             }),
-            Some(Back::Shared) => Err("the group is shared by several departments: no department label"),
+            Some(Back::Shared) => {
+                Err("the group is shared by several departments: no department label")
+            }
             Some(Back::None) | None => Err("the group maps to no department"),
         },
         _ => Ok(Fields {
@@ -207,4 +214,3 @@ async fn applied(client: &impl GenericClient, event_id: &str) -> Result<()> {
     client.execute(APPLIED, &[&event_id]).await?;
     Ok(())
 }
-

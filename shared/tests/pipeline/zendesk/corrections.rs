@@ -54,7 +54,14 @@ async fn a_priority_only_change_labels_urgency_and_creates_no_department_label()
     let (fake, _model, app) = desk_with_ticket(&GROUPS, 35436).await;
     app.deliver_all(Duration::from_secs(30)).await;
 
-    let urgent = edited(&fake, "agent-1", 35436, None, Some("urgent"), Duration::from_secs(60));
+    let urgent = edited(
+        &fake,
+        "agent-1",
+        35436,
+        None,
+        Some("urgent"),
+        Duration::from_secs(60),
+    );
     assert_eq!(app.post_event(&urgent).await.body["received"], "feedback");
     assert_eq!(label(&app).await, (None, Some(true)), "urgency only");
     // Agreement counts urgency, and no department accuracy from a label that has none.
@@ -69,7 +76,14 @@ async fn a_priority_only_change_labels_urgency_and_creates_no_department_label()
     );
 
     // A later regroup labels the department and keeps the urgency the agent gave.
-    let regroup = edited(&fake, "agent-2", 35436, Some(GROUPS[1].1), None, Duration::ZERO);
+    let regroup = edited(
+        &fake,
+        "agent-2",
+        35436,
+        Some(GROUPS[1].1),
+        None,
+        Duration::ZERO,
+    );
     assert_eq!(app.post_event(&regroup).await.body["received"], "feedback");
     assert_eq!(label(&app).await, (Some("technical".into()), Some(true)));
     let totals = app
@@ -101,10 +115,31 @@ async fn changes_apply_in_the_order_of_their_event_time_not_their_arrival() {
     let (fake, _model, app) = desk_with_ticket(&GROUPS, 35436).await;
     app.deliver_all(Duration::from_secs(30)).await;
     let (account, technical) = (GROUPS[2].1, GROUPS[1].1);
-    let earlier = edited(&fake, "agent-1", 35436, Some(account), None, Duration::from_secs(120));
-    let later = edited(&fake, "agent-2", 35436, Some(technical), None, Duration::from_secs(60));
+    let earlier = edited(
+        &fake,
+        "agent-1",
+        35436,
+        Some(account),
+        None,
+        Duration::from_secs(120),
+    );
+    let later = edited(
+        &fake,
+        "agent-2",
+        35436,
+        Some(technical),
+        None,
+        Duration::from_secs(60),
+    );
     // An older priority change is another field's: it still applies.
-    let priority = edited(&fake, "agent-3", 35436, None, Some("urgent"), Duration::from_secs(180));
+    let priority = edited(
+        &fake,
+        "agent-3",
+        35436,
+        None,
+        Some("urgent"),
+        Duration::from_secs(180),
+    );
 
     assert_eq!(app.post_event(&later).await.body["received"], "feedback");
     let stale = app.post_event(&earlier).await;
@@ -114,39 +149,74 @@ async fn changes_apply_in_the_order_of_their_event_time_not_their_arrival() {
     assert_eq!(app.post_event(&priority).await.body["received"], "feedback");
     assert_eq!(label(&app).await, (Some("technical".into()), Some(true)));
     // The stale event is seen: its retry adds nothing either.
-    assert_eq!(app.post_event(&earlier).await.body["received"], "already here");
+    assert_eq!(
+        app.post_event(&earlier).await.body["received"],
+        "already here"
+    );
 }
 
 #[tokio::test]
 async fn a_correction_before_the_write_back_is_kept_and_applied_once_the_answer_is_written() {
     let (fake, _model, app) = desk_with_ticket(&GROUPS, 35436).await;
     let technical = GROUPS[1].1;
-    let early = edited(&fake, "agent-1", 35436, Some(technical), None, Duration::ZERO);
+    let early = edited(
+        &fake,
+        "agent-1",
+        35436,
+        Some(technical),
+        None,
+        Duration::ZERO,
+    );
     let answer = app.post_event(&early).await;
     assert_eq!(answer.body["received"], "kept", "{:?}", answer.body);
-    assert_eq!(app.post_event(&early).await.body["received"], "kept", "a retry");
+    assert_eq!(
+        app.post_event(&early).await.body["received"],
+        "kept",
+        "a retry"
+    );
     assert_eq!(app.count(FEEDBACK).await, 0);
 
     app.deliver_all(Duration::from_secs(30)).await;
     assert_eq!(fake.violations(), Vec::<String>::new());
-    assert_eq!(fake.ticket(35436).unwrap().group_id, Some(technical), "the agent's group stays");
+    assert_eq!(
+        fake.ticket(35436).unwrap().group_id,
+        Some(technical),
+        "the agent's group stays"
+    );
     assert_eq!(label(&app).await, (Some("technical".into()), None));
     let given_by: String = app.row("SELECT given_by FROM ticket_feedback").await.get(0);
     assert_eq!(given_by, format!("zendesk:{ACCOUNT_ID}:{AGENT}"));
-    assert_eq!(app.count("SELECT count(*) FROM zendesk_correction").await, 0);
-    assert_eq!(app.count("SELECT count(*) FROM feedback_match").await, 1, "matched to the answer");
-    assert_eq!(app.post_event(&early).await.body["received"], "already here");
+    assert_eq!(
+        app.count("SELECT count(*) FROM zendesk_correction").await,
+        0
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM feedback_match").await,
+        1,
+        "matched to the answer"
+    );
+    assert_eq!(
+        app.post_event(&early).await.body["received"],
+        "already here"
+    );
 }
 
 #[tokio::test]
 async fn a_group_several_departments_share_gives_no_department_label() {
-    let shared = [("billing", 360001), ("sales", 360001), ("technical", 360002)];
+    let shared = [
+        ("billing", 360001),
+        ("sales", 360001),
+        ("technical", 360002),
+    ];
     let (fake, _model, app) = desk_with_ticket(&shared, 35436).await;
     app.deliver_all(Duration::from_secs(30)).await;
     let regroup = edited(&fake, "agent-1", 35436, Some(360001), None, Duration::ZERO);
     let answer = app.post_event(&regroup).await;
     assert_eq!(answer.body["received"], "ignored", "{:?}", answer.body);
-    assert!(answer.body["why"].as_str().unwrap().contains("shared by several departments"));
+    assert!(answer.body["why"]
+        .as_str()
+        .unwrap()
+        .contains("shared by several departments"));
     assert_eq!(app.count(FEEDBACK).await, 0);
 }
 
@@ -178,14 +248,20 @@ async fn an_agents_regroup_becomes_the_desks_feedback_and_our_own_updates_do_not
     let row = app
         .row("SELECT department, is_urgent, given_by, labeller FROM ticket_feedback")
         .await;
-    assert_eq!(row.get::<_, Option<String>>(0).as_deref(), Some("technical"));
+    assert_eq!(
+        row.get::<_, Option<String>>(0).as_deref(),
+        Some("technical")
+    );
     assert_eq!(
         row.get::<_, Option<bool>>(1),
         None,
         "a group change labels the department only"
     );
     // Given by the agent, not the desk principal: a giver's share can be capped.
-    assert_eq!(row.get::<_, String>(2), format!("zendesk:{ACCOUNT_ID}:{AGENT}"));
+    assert_eq!(
+        row.get::<_, String>(2),
+        format!("zendesk:{ACCOUNT_ID}:{AGENT}")
+    );
     // The desk's agents label, with no TRIAGE_LABELLERS set (docs/labelling.md).
     assert!(app.config.labelling.labellers.is_empty());
     assert!(row.get::<_, bool>(3), "a labeller's");

@@ -133,7 +133,11 @@ async fn the_desks_history_becomes_a_labelled_set_that_trains_a_classifier_and_r
 async fn a_group_several_departments_share_is_no_row_and_the_report_says_so() {
     let fake = start_fake().await;
     let app = spawn(Some(&fake)).await;
-    let shared = [("billing", 360001), ("sales", 360001), ("technical", 360002)];
+    let shared = [
+        ("billing", 360001),
+        ("sales", 360001),
+        ("technical", 360002),
+    ];
     let version = taxonomy_of(&app, &shared).await;
     for (id, group) in [(1, 360001), (2, 360002)] {
         let mut ticket = Ticket::new(id, "Where is my refund", "It has been a week.");
@@ -157,5 +161,8 @@ async fn a_group_several_departments_share_is_no_row_and_the_report_says_so() {
         "billing or sales: not known, so no label"
     );
     let text = std::fs::read_to_string(&run.out).unwrap();
-    assert!(text.contains("technical") && !text.contains("billing"), "{text}");
+    assert!(
+        text.contains("technical") && !text.contains("billing"),
+        "{text}"
+    );
 }
