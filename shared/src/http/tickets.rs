@@ -209,7 +209,7 @@ pub async fn give_feedback(
         history: state.config.limits.feedback_history,
         labeller: caller.may_label(&state.config.labelling.labellers),
     };
-    match feedback::give(&state.pool, id, &labels, giver).await? {
+    match feedback::give(&state.pool, id, &(&labels).into(), giver).await? {
         Some(given) => Ok(Json(given).into_response()),
         None => Err(Problem::not_found(format!("no ticket with id {id}"))),
     }

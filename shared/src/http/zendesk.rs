@@ -55,6 +55,7 @@ pub async fn events(
         Received::Created(id) => json!({"received": "created", "ticket_id": id}),
         Received::AlreadyHere => json!({"received": "already here"}),
         Received::Corrected => json!({"received": "feedback"}),
+        Received::Kept => json!({"received": "kept"}),
         Received::Ignored(why) => json!({"received": "ignored", "why": why}),
     };
     Ok((StatusCode::OK, Json(answer)).into_response())

@@ -92,7 +92,7 @@ pub(super) async fn give_batch(
             // An operator's batch is the desk's, as its audit records (docs/labelling.md).
             labeller: true,
         };
-        match feedback::give(pool, item.ticket_id, &labels, giver).await? {
+        match feedback::give(pool, item.ticket_id, &(&labels).into(), giver).await? {
             Some(stored) => given.push(stored),
             None => not_found.push(item.ticket_id),
         }

@@ -31,7 +31,7 @@ use crate::{
     domain::error::{ConfigError, Error, InvalidRequest, Result},
     pipeline::{
         limits::rate_limit::{self, Pace, Take},
-        zendesk::groups::Mapping,
+        zendesk::groups::{Back, Mapping},
     },
     quality::set::{Row, Split},
 };
@@ -57,6 +57,9 @@ pub struct Imported {
     pub rows: u64,
     /// Solved or closed tickets in a group no department has (or in none).
     pub unmapped: u64,
+    /// Solved or closed tickets in a group several departments share: no department label
+    /// (which one the agents meant is not known).
+    pub shared_group: u64,
     /// Tickets not solved or closed yet.
     pub open: u64,
     pub pages: u64,
@@ -80,16 +83,24 @@ fn split_of(id: &str) -> Split {
     }
 }
 
-/// A solved or closed ticket as a labelled row; `Err(true)` when its group maps to nothing,
-/// `Err(false)` when it is not finished.
-fn row(ticket: &Ticket, mapping: &Mapping, account: &str) -> std::result::Result<Row, bool> {
+/// Why a ticket of the export is no row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Skipped {
+    Open,
+    Unmapped,
+    SharedGroup,
+}
+
+/// A solved or closed ticket as a labelled row, or why it is none.
+fn row(ticket: &Ticket, mapping: &Mapping, account: &str) -> std::result::Result<Row, Skipped> {
     if !matches!(ticket.status.as_deref(), Some("solved" | "closed")) {
-        return Err(false);
+        return Err(Skipped::Open);
     }
-    let department = ticket
-        .group_id
-        .and_then(|g| mapping.department_of(g))
-        .ok_or(true)?;
+    let department = match ticket.group_id.map(|g| mapping.department_of(g)) {
+        Some(Back::One(department)) => department,
+        Some(Back::Shared) => return Err(Skipped::SharedGroup),
+        Some(Back::None) | None => return Err(Skipped::Unmapped),
+    };
     let id = format!("zendesk-{account}-{}", ticket.id);
     Ok(Row {
         split: split_of(&id),
@@ -189,8 +200,9 @@ pub async fn zendesk(
                     lines.push_str(&serde_json::to_string(&row).expect("a row serialises"));
                     lines.push('\n');
                 }
-                Err(true) => imported.unmapped += 1,
-                Err(false) => imported.open += 1,
+                Err(Skipped::Unmapped) => imported.unmapped += 1,
+                Err(Skipped::SharedGroup) => imported.shared_group += 1,
+                Err(Skipped::Open) => imported.open += 1,
             }
         }
         out.write_all(lines.as_bytes())

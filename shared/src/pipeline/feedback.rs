@@ -9,6 +9,12 @@
 //! ticket erases its feedback and, through the same trigger, its share of the totals; eval
 //! tickets take no feedback.
 //!
+//! A label may carry one field only ([`Fields`]: a help desk's event labels the field it
+//! changed, docs/labelling.md): the other is kept from the ticket's current label of the same
+//! kind, or stays NULL, which every reader takes as "no label for that field" (agreement counts
+//! the field only where it is labelled; `eval --set feedback` and training read labels that
+//! carry both).
+//!
 //! Only a labeller's feedback is the desk's (docs/labelling.md): feedback from a giver who may
 //! not label is stored, and supersedes only that kind's earlier label, but is matched against
 //! nothing, so it moves no agreement figure, and is read by neither `triage eval --set
@@ -31,12 +37,29 @@ pub struct Labels {
     pub is_urgent: bool,
 }
 
-/// Feedback as stored.
+/// The labels one feedback gives: `None` is no label for that field (the current label's is
+/// kept).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fields {
+    pub department: Option<String>,
+    pub is_urgent: Option<bool>,
+}
+
+impl From<&Labels> for Fields {
+    fn from(labels: &Labels) -> Self {
+        Self {
+            department: Some(labels.department.clone()),
+            is_urgent: Some(labels.is_urgent),
+        }
+    }
+}
+
+/// Feedback as stored (`None`: the ticket has no label for that field).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Given {
     pub ticket_id: TicketId,
-    pub department: String,
-    pub is_urgent: bool,
+    pub department: Option<String>,
+    pub is_urgent: Option<bool>,
     pub given_at: DateTime<Utc>,
     /// It replaced earlier feedback on the ticket (kept as history).
     pub replaced: bool,
@@ -56,16 +79,17 @@ const TICKET: &str = "SELECT 1 FROM ticket WHERE id = $1 AND workload = 'product
                       AND ($2::text IS NULL OR owner = $2)";
 
 /// The current feedback of the same kind (a labeller's or not, `$2`) steps aside: its matches
-/// (and so its share of the totals) go.
+/// (and so its share of the totals) go; its labels are what a label of one field keeps of the
+/// other (one current label per kind: at most one row).
 const SUPERSEDE: &str = r#"
 WITH old AS (
     UPDATE ticket_feedback SET superseded_at = now()
     WHERE ticket_id = $1 AND superseded_at IS NULL AND labeller = $2
-    RETURNING id
+    RETURNING id, department, is_urgent
 ), gone AS (
     DELETE FROM feedback_match WHERE feedback_id IN (SELECT id FROM old)
 )
-SELECT count(*) FROM old
+SELECT (SELECT count(*) FROM old), (SELECT department FROM old), (SELECT is_urgent FROM old)
 "#;
 
 /// A ticket's history beyond its newest `$2` labels goes (superseded ones only: they have no
@@ -81,7 +105,8 @@ const INSERT: &str =
      VALUES ($1, $2, $3, $4, $5) RETURNING id, created_at";
 
 /// Each version's answer for the ticket's content against the desk's labels, on the day the
-/// feedback was given; an answer is urgent at the policy's threshold (`$5`).
+/// feedback was given; an answer is urgent at the policy's threshold (`$5`). A field the label
+/// lacks (NULL) matches as NULL: the totals do not count it.
 const MATCH: &str = r#"
 INSERT INTO feedback_match (feedback_id, prompt_version, model_version, day,
                             department_agrees, predicted_urgent, desk_urgent)
@@ -107,12 +132,13 @@ pub struct Giver<'a> {
     pub labeller: bool,
 }
 
-/// Stores `labels` for `ticket` as `giver` gives them; `None` when the ticket does not exist,
-/// is not the giver's, or is eval work (the same answer, so existence is not revealed).
+/// Stores `labels` for `ticket` as `giver` gives them, a field it lacks kept from the current
+/// label of the giver's kind; `None` when the ticket does not exist, is not the giver's, or is
+/// eval work (the same answer, so existence is not revealed).
 pub async fn give(
     pool: &Pool,
     ticket: TicketId,
-    labels: &Labels,
+    labels: &Fields,
     giver: Giver<'_>,
 ) -> Result<Option<Given>> {
     let Giver {
@@ -132,20 +158,16 @@ pub async fn give(
     {
         return Ok(None);
     }
-    let replaced: i64 = transaction
+    let old = transaction
         .query_one(SUPERSEDE, &[&ticket.0, &labeller])
-        .await?
-        .get(0);
+        .await?;
+    let replaced: i64 = old.get(0);
+    let department = labels.department.clone().or(old.get(1));
+    let is_urgent = labels.is_urgent.or(old.get(2));
     let row = transaction
         .query_one(
             INSERT,
-            &[
-                &ticket.0,
-                &labels.department,
-                &labels.is_urgent,
-                &given_by,
-                &labeller,
-            ],
+            &[&ticket.0, &department, &is_urgent, &given_by, &labeller],
         )
         .await?;
     let (id, given_at): (i64, DateTime<Utc>) = (row.get(0), row.get(1));
@@ -160,8 +182,8 @@ pub async fn give(
                 &[
                     &id,
                     &given_at,
-                    &labels.department,
-                    &labels.is_urgent,
+                    &department,
+                    &is_urgent,
                     &urgent_threshold,
                     &ticket.0,
                 ],
@@ -171,8 +193,8 @@ pub async fn give(
     transaction.commit().await?;
     Ok(Some(Given {
         ticket_id: ticket,
-        department: labels.department.clone(),
-        is_urgent: labels.is_urgent,
+        department,
+        is_urgent,
         given_at,
         replaced: replaced > 0,
         versions_matched: matched as i64,
@@ -191,13 +213,14 @@ pub struct LabelledTicket {
 }
 
 /// The tickets whose current labeller's feedback was given in the last `days` days, in ticket
-/// order.
+/// order; a label that lacks a field is no row (a set's row carries both).
 pub async fn labelled(client: &impl GenericClient, days: u32) -> Result<Vec<LabelledTicket>> {
     let rows = client
         .query(
             "SELECT t.id, t.subject, t.message, f.department, f.is_urgent \
              FROM ticket_feedback f JOIN ticket t ON t.id = f.ticket_id \
              WHERE f.superseded_at IS NULL AND f.labeller AND t.workload = 'production' \
+               AND f.department IS NOT NULL AND f.is_urgent IS NOT NULL \
                AND f.created_at > now() - make_interval(days => $1) \
              ORDER BY t.id",
             &[&(days as i32)],
@@ -221,7 +244,7 @@ pub struct Agreement {
     pub window_days: i32,
     pub prompt_version: String,
     pub model_version: String,
-    /// Tickets with feedback and an answer of this version.
+    /// Tickets with a department label and an answer of this version.
     pub n: i64,
     pub department_accuracy: f64,
     /// `None` while this version called nothing urgent that the desk labelled.
@@ -233,14 +256,15 @@ pub struct Agreement {
 /// The windows `triage stats` reports, in days.
 pub const WINDOWS: [i32; 2] = [7, 30];
 
-/// The last 7 and 30 UTC days (today included) per version, from the running totals.
+/// The last 7 and 30 UTC days (today included) per version, from the running totals (`n`: the
+/// labels with a department, V40; a version judged on urgency only still has its row).
 const AGREEMENT: &str = r#"
 SELECT w.days, t.prompt_version, t.model_version, sum(t.n)::int8, sum(t.department_agrees)::int8,
        sum(t.urgent_tp)::int8, sum(t.urgent_fp)::int8, sum(t.urgent_fn)::int8
 FROM unnest($1::int4[]) AS w (days)
 JOIN feedback_agreement_day t ON t.day > (now() AT TIME ZONE 'UTC')::date - w.days
 GROUP BY 1, 2, 3
-HAVING sum(t.n) > 0
+HAVING sum(t.n) > 0 OR sum(t.urgent_tp + t.urgent_fp + t.urgent_fn) > 0
 ORDER BY 1, 4 DESC, 2, 3
 "#;
 

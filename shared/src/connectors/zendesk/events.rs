@@ -4,7 +4,10 @@
 //! "subject", "description", "group_id", "priority", "tags", "actor_id", ...}, "event": {what
 //! changed: "current", "previous"}}`. Ids come as strings (`"35436"`) or numbers, and `"0"`
 //! or null is "none"; both are read. Unknown fields are Zendesk's to add and are ignored.
+//! An actor that is no user (`-1` for triggers, automations and SLA rules, `system`, none) is
+//! read as no actor.
 
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -30,8 +33,11 @@ pub struct TicketEvent {
     pub event_id: String,
     pub account_id: i64,
     pub ticket: i64,
-    /// Who made the change (`detail.actor_id`).
+    /// Who made the change (`detail.actor_id`); `None`: no user (a trigger, an automation, the
+    /// system).
     pub actor: Option<i64>,
+    /// When it happened in Zendesk (`time`): the order changes apply in, whatever the arrival.
+    pub at: DateTime<Utc>,
     pub subject: String,
     pub description: String,
     /// The ticket's group and priority after the event (`event.current` for a change).
@@ -46,6 +52,8 @@ struct Envelope {
     kind: String,
     account_id: Value,
     id: String,
+    #[serde(default)]
+    time: Option<String>,
     detail: Detail,
     #[serde(default)]
     event: Value,
@@ -97,6 +105,12 @@ pub fn parse(body: &[u8]) -> Result<TicketEvent, String> {
         PRIORITY_CHANGED => Kind::PriorityChanged,
         _ => Kind::Other,
     };
+    let at = envelope
+        .time
+        .as_deref()
+        .and_then(|time| DateTime::parse_from_rfc3339(time).ok())
+        .ok_or("time is not an RFC 3339 time")?
+        .with_timezone(&Utc);
     let current = envelope.event.get("current").unwrap_or(&Value::Null);
     let detail = &envelope.detail;
     let group_id = match kind {
@@ -113,6 +127,7 @@ pub fn parse(body: &[u8]) -> Result<TicketEvent, String> {
         account_id,
         ticket,
         actor: id(&detail.actor_id),
+        at,
         subject: detail.subject.clone().unwrap_or_default(),
         description: detail.description.clone().unwrap_or_default(),
         group_id,
@@ -144,6 +159,7 @@ mod tests {
         assert_eq!(event.priority.as_deref(), Some("normal"));
         let regrouped = json!({
             "type": GROUP_CHANGED, "account_id": "88888888", "id": "01HN-2",
+            "time": "2024-04-17T17:20:00+02:00",
             "detail": {"id": 35436, "group_id": "360002", "actor_id": "901"},
             "event": {"current": {"id": "360002", "name": "Billing"}, "previous": null}
         });
@@ -152,6 +168,18 @@ mod tests {
             (event.kind, event.group_id, event.actor),
             (Kind::GroupChanged, Some(360002), Some(901))
         );
+        assert_eq!(event.at.to_rfc3339(), "2024-04-17T15:20:00+00:00", "in UTC");
+        let mut by_trigger = regrouped.clone();
+        for actor in [json!("-1"), json!("system"), json!(null)] {
+            by_trigger["detail"]["actor_id"] = actor;
+            let event = parse(by_trigger.to_string().as_bytes()).unwrap();
+            assert_eq!(event.actor, None, "no user");
+        }
+        let mut untimed = regrouped.clone();
+        untimed.as_object_mut().unwrap().remove("time");
+        assert!(parse(untimed.to_string().as_bytes())
+            .unwrap_err()
+            .contains("time"));
         assert!(parse(br#"{"type": "x", "id": "1", "detail": {"id": "1"}}"#)
             .unwrap_err()
             .contains("account_id"));

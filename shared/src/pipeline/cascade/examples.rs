@@ -57,14 +57,16 @@ WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'mod
 
 /// A labeller's current labels given in the last `$1` days in the policy's departments (`$2`;
 /// labels given under another taxonomy are not this classifier's), with the ticket's owner and
-/// who gave them. Feedback from a giver who may not label never trains (docs/labelling.md).
+/// who gave them. Feedback from a giver who may not label never trains (docs/labelling.md); a
+/// label lacking a field (V40: a desk event labels the field it changed) trains once both are
+/// labelled, and is no feedback example until then.
 const FEEDBACK: &str = r#"
 SELECT t.id, coalesce(t.owner, '(none)') AS owner, f.department, f.is_urgent,
        f.given_by AS giver, f.created_at AS at, f.id AS tiebreak
 FROM ticket_feedback f
 JOIN ticket t ON t.id = f.ticket_id
 WHERE f.superseded_at IS NULL AND f.labeller AND f.created_at > now() - make_interval(days => $1)
-  AND f.department = ANY ($2::text[])
+  AND f.department = ANY ($2::text[]) AND f.is_urgent IS NOT NULL
 "#;
 
 /// How many of a source's rows each owner has (tickets stored before owners were, V8, are

@@ -96,8 +96,9 @@ impl Deliverer {
         }
         let webhooks = WebhookClient::new(policy.timeout, policy.allowed_hosts.clone())
             .map_err(|e| ConfigError::invalid("webhook client", e.to_string()))?;
-        let zendesk =
-            ZendeskWriter::new(pool.clone(), &config.zendesk, policy.timeout)?.map(Arc::new);
+        let history = config.limits.feedback_history;
+        let zendesk = ZendeskWriter::new(pool.clone(), &config.zendesk, policy.timeout, history)?
+            .map(Arc::new);
         Ok(Self {
             pool,
             config,

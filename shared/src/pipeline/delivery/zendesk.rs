@@ -24,6 +24,7 @@ use crate::{
     pipeline::{
         limits::rate_limit::{self, Pace, Settlement, Take, DEFAULT_HOLD},
         zendesk::{
+            corrections,
             groups::Mapping,
             written::{self, Written},
         },
@@ -124,6 +125,8 @@ pub struct ZendeskWriter {
     /// How long a request may wait for its slot before the delivery is retried later.
     max_wait: Duration,
     api_user: OnceCell<i64>,
+    /// `Limits::feedback_history`, for the corrections applied after a write.
+    feedback_history: usize,
 }
 
 impl ZendeskWriter {
@@ -131,6 +134,7 @@ impl ZendeskWriter {
         pool: Pool,
         config: &ZendeskConfig,
         timeout: Duration,
+        feedback_history: usize,
     ) -> Result<Option<Self>, ConfigError> {
         let Some(api) = config.api(timeout) else {
             return Ok(None);
@@ -147,6 +151,7 @@ impl ZendeskWriter {
             api,
             max_wait: timeout,
             api_user: OnceCell::new(),
+            feedback_history,
         }))
     }
 
@@ -207,6 +212,14 @@ impl ZendeskWriter {
             match sent {
                 Ok(()) => {
                     written::record(&client, &written).await?;
+                    // The answer is written: the agents' changes that came before it count.
+                    corrections::apply_kept(
+                        &self.pool,
+                        self.feedback_history,
+                        before.account_id,
+                        before.zendesk_id,
+                    )
+                    .await?;
                     return Ok(Ok(()));
                 }
                 Err(ApiError::Conflict) => {

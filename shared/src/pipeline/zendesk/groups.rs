@@ -1,7 +1,9 @@
 //! The group mapping (docs/zendesk.md): a department's Zendesk group is its taxonomy's
 //! `zendesk_group_id`, read from the taxonomy the answer was made under (its policy
 //! version), never from whatever taxonomy is configured now. The built-in policy has no
-//! group ids: nothing is routed, and no group maps back.
+//! group ids: nothing is routed, and no group maps back. A group several departments share
+//! maps back to none of them ([`Back::Shared`]): which one the agent meant is not known, so it
+//! is no department label (the import and the corrections say so).
 
 use deadpool_postgres::GenericClient;
 
@@ -52,12 +54,29 @@ impl Mapping {
             .and_then(|(_, group)| *group)
     }
 
-    pub fn department_of(&self, group: i64) -> Option<&str> {
-        self.departments
+    /// The department `group` stands for, if exactly one has it.
+    pub fn department_of(&self, group: i64) -> Back<'_> {
+        let mut named = self
+            .departments
             .iter()
-            .find(|(_, g)| *g == Some(group))
-            .map(|(name, _)| name.as_str())
+            .filter(|(_, g)| *g == Some(group))
+            .map(|(name, _)| name.as_str());
+        match (named.next(), named.next()) {
+            (None, _) => Back::None,
+            (Some(department), None) => Back::One(department),
+            (Some(_), Some(_)) => Back::Shared,
+        }
     }
+}
+
+/// What a group maps back to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Back<'a> {
+    One(&'a str),
+    /// No department has the group.
+    None,
+    /// Several departments have it: none is the label.
+    Shared,
 }
 
 #[cfg(test)]
@@ -73,7 +92,21 @@ mod tests {
         };
         assert_eq!(mapping.group_of("billing"), Some(360001));
         assert_eq!(mapping.group_of("general"), None);
-        assert_eq!(mapping.department_of(360001), Some("billing"));
-        assert_eq!(mapping.department_of(42), None);
+        assert_eq!(mapping.department_of(360001), Back::One("billing"));
+        assert_eq!(mapping.department_of(42), Back::None);
+    }
+
+    #[test]
+    fn a_group_several_departments_share_maps_back_to_none() {
+        let mapping = Mapping {
+            policy_version: "desk-1".into(),
+            departments: vec![
+                ("card_arrival".into(), Some(7)),
+                ("card_delivery".into(), Some(7)),
+            ],
+            urgent_threshold: 0.5,
+        };
+        assert_eq!(mapping.department_of(7), Back::Shared);
+        assert_eq!(mapping.group_of("card_delivery"), Some(7));
     }
 }

@@ -2,8 +2,9 @@
 //! the desk principal `zendesk:<account_id>`, in one transaction with its `zendesk_ticket` row
 //! (whose key makes Zendesk's retries, and two events for one Zendesk ticket, one ticket) and,
 //! when results are written back, the desk's write-back subscription on the delivery outbox.
-//! An agent's change becomes feedback ([`corrections`]); [`groups`] maps departments to groups
-//! and back; [`written`] is what the write-back remembers of what it wrote.
+//! A person's change becomes feedback of the field it changed ([`corrections`], kept until the
+//! write-back when it comes first); [`groups`] maps departments to groups and back; [`written`]
+//! is what the write-back remembers of what it wrote.
 //! Uses ingest and feedback (steps beside it), the taxonomy, and the connector's event types.
 
 pub mod corrections;
@@ -39,6 +40,9 @@ pub enum Received {
     AlreadyHere,
     /// A correction, stored as the desk's feedback.
     Corrected,
+    /// A correction that arrived before the answer was written back: kept, applied by the
+    /// write-back.
+    Kept,
     /// Nothing to do, and why (for the log and the answer).
     Ignored(&'static str),
 }

@@ -157,12 +157,15 @@ pub async fn judge(
             is_urgent: row.get(4),
         };
         let desk: Option<String> = row.get(7);
+        let large_urgent = large_answer.is_urgent >= policy.urgent_threshold;
+        // A desk label of the department alone leaves urgency unlabelled (V40): the large
+        // model's, as for a ticket the desk did not label.
         let (department, is_urgent) = match &desk {
-            Some(department) => (department.clone(), row.get(8)),
-            None => (
-                large_answer.department.clone(),
-                large_answer.is_urgent >= policy.urgent_threshold,
+            Some(department) => (
+                department.clone(),
+                row.get::<_, Option<bool>>(8).unwrap_or(large_urgent),
             ),
+            None => (large_answer.department.clone(), large_urgent),
         };
         let truth = JudgedRow {
             // Taken by the first ticket of a content: its duplicates share the one answer.

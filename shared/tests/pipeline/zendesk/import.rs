@@ -12,7 +12,7 @@ use triage::{
 
 use super::{
     spawn, start_fake,
-    writeback::{desk_taxonomy, GROUPS},
+    writeback::{desk_taxonomy, taxonomy_of, GROUPS},
 };
 
 /// Solved tickets of each department (the group's), plus one in a group no department has
@@ -127,4 +127,42 @@ async fn the_desks_history_becomes_a_labelled_set_that_trains_a_classifier_and_r
         .await
         .unwrap();
     assert!(trained.examples > 0, "{trained:?}");
+}
+
+#[tokio::test]
+async fn a_group_several_departments_share_is_no_row_and_the_report_says_so() {
+    let fake = start_fake().await;
+    let app = spawn(Some(&fake)).await;
+    let shared = [
+        ("billing", 360001),
+        ("sales", 360001),
+        ("technical", 360002),
+    ];
+    let version = taxonomy_of(&app, &shared).await;
+    for (id, group) in [(1, 360001), (2, 360002)] {
+        let mut ticket = Ticket::new(id, "Where is my refund", "It has been a week.");
+        ticket.status = "solved".into();
+        ticket.group_id = Some(group);
+        fake.add(ticket);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = ImportZendesk {
+        since: Duration::from_secs(30 * 24 * 3600),
+        out: dir.path().join("desk.jsonl"),
+        policy_version: version,
+        requests_per_minute: 6000,
+    };
+    let imported = import::zendesk(&app.pool, &app.config.zendesk, Duration::from_secs(5), &run)
+        .await
+        .unwrap();
+    assert_eq!(
+        (imported.rows, imported.unmapped, imported.shared_group),
+        (1, 0, 1),
+        "billing or sales: not known, so no label"
+    );
+    let text = std::fs::read_to_string(&run.out).unwrap();
+    assert!(
+        text.contains("technical") && !text.contains("billing"),
+        "{text}"
+    );
 }

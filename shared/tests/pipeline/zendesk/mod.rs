@@ -4,8 +4,9 @@
 //!   refused and change nothing; no secret, no route; a burst is accepted without loss.
 //! - `writeback`: answers written back once, through a 429 and an agent's concurrent edit,
 //!   with the taxonomy's groups (never over an agent's) and none under the built-in policy.
-//! - `corrections`: an agent's regroup is the desk's feedback; our own updates, retries,
-//!   unmapped groups and erased tickets are not.
+//! - `corrections`: a person's regroup or priority change is the desk's label of that field
+//!   only, applied in event time order, kept when it comes before the write-back; our own
+//!   updates, triggers' (`-1`), retries, unmapped and shared groups and erased tickets are not.
 //! - `import`: the desk's solved history as a labelled set that trains, through a 429 and
 //!   across runs.
 

@@ -23,7 +23,12 @@ pub(crate) const GROUPS: [(&str, i64); 5] = [
 ];
 
 pub(crate) async fn desk_taxonomy(app: &TestApp) -> String {
-    let departments: Vec<_> = GROUPS
+    taxonomy_of(app, &GROUPS).await
+}
+
+/// A desk's taxonomy of `groups` (department, Zendesk group), stored; its policy version.
+pub(crate) async fn taxonomy_of(app: &TestApp, groups: &[(&str, i64)]) -> String {
+    let departments: Vec<_> = groups
         .iter()
         .map(|(name, group)| json!({"name": name, "description": format!("{name} questions"), "zendesk_group_id": group}))
         .collect();
