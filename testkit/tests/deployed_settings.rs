@@ -1,7 +1,8 @@
 //! What a deployment is told by its template parameters and what the docs hand an operator
 //! (issue "Round four", items 8 and 9): the promote gate's set is a parameter, the console
 //! run against the deployed database gets every setting that decides what it shows, and the
-//! ops function's memory, which its refusals name, is a parameter too.
+//! ops function's memory, which its refusals name, is a parameter too; a failed scheduled retrain
+//! is not retried by Lambda (issue "Round five", item 6).
 
 use std::path::{Path, PathBuf};
 
@@ -130,4 +131,34 @@ fn the_ops_functions_memory_is_the_parameter_its_refusals_name() {
         "fits.rs assumes the parameter's default, {default}"
     );
     assert!(read("docs/runbook.md").contains("`OpsMemorySize`"));
+}
+
+/// A scheduled retrain that fails is one run, not three (issue "Round five", item 6): the
+/// schedule invokes the ops function asynchronously, and Lambda's default two retries would
+/// each be audited as a run that did not switch, so `RetrainFailingAlarm` (3 in a row) would
+/// fire on the first failure.
+#[test]
+fn a_failed_scheduled_retrain_is_not_retried_into_the_failing_alarm() {
+    let template = read("template.yaml");
+    let function = template
+        .split("\n  OpsFunction:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n  OpsLogGroup:\n").next())
+        .expect("OpsFunction");
+    let properties = function.split("\n    Properties:\n").nth(1).expect("Properties");
+    let invoke_config = properties
+        .split("\n      EventInvokeConfig:\n")
+        .nth(1)
+        .expect("OpsFunction sets its EventInvokeConfig");
+    let retries = invoke_config
+        .lines()
+        .take_while(|line| line.starts_with("        "))
+        .find_map(|line| line.trim().strip_prefix("MaximumRetryAttempts: "))
+        .expect("MaximumRetryAttempts");
+    assert_eq!(retries, "0");
+    let alarm = template
+        .split("\n  RetrainFailingAlarm:\n")
+        .nth(1)
+        .expect("RetrainFailingAlarm");
+    assert!(alarm.contains("Threshold: 3"), "the alarm counts runs in a row");
 }
