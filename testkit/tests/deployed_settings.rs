@@ -145,7 +145,10 @@ fn a_failed_scheduled_retrain_is_not_retried_into_the_failing_alarm() {
         .nth(1)
         .and_then(|rest| rest.split("\n  OpsLogGroup:\n").next())
         .expect("OpsFunction");
-    let properties = function.split("\n    Properties:\n").nth(1).expect("Properties");
+    let properties = function
+        .split("\n    Properties:\n")
+        .nth(1)
+        .expect("Properties");
     let invoke_config = properties
         .split("\n      EventInvokeConfig:\n")
         .nth(1)
@@ -160,5 +163,8 @@ fn a_failed_scheduled_retrain_is_not_retried_into_the_failing_alarm() {
         .split("\n  RetrainFailingAlarm:\n")
         .nth(1)
         .expect("RetrainFailingAlarm");
-    assert!(alarm.contains("Threshold: 3"), "the alarm counts runs in a row");
+    assert!(
+        alarm.contains("Threshold: 3"),
+        "the alarm counts runs in a row"
+    );
 }
