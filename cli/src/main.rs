@@ -2,6 +2,7 @@
 
 mod eval;
 mod local_postgres;
+mod serve;
 mod shutdown;
 mod tables;
 
@@ -13,15 +14,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use triage::{
     aws::{eventbridge, lambda::config_from_env},
     config::Config,
-    db,
-    http::{self, admin, loopback},
-    operations,
+    db, operations,
     pipeline::{
         delivery,
         sweep::Sweeper,
@@ -31,6 +29,8 @@ use triage::{
     secret::{ExposeSecret, Secret},
     telemetry,
 };
+
+use crate::serve::{ConsoleAccess, Listening};
 
 #[derive(Parser)]
 #[command(
@@ -107,37 +107,6 @@ enum ImportSource {
     },
 }
 
-/// Who may reach the local server beyond loopback, and over what (docs/console.md,
-/// docs/runbook.md "Security"). Tokens are read from TRIAGE_ADMIN_TOKEN and TRIAGE_API_TOKEN
-/// only, never from a flag, so they do not show in the process list.
-#[derive(Args)]
-struct ConsoleAccess {
-    /// Also serve /admin when --listen is not a loopback address; requires TRIAGE_ADMIN_TOKEN
-    /// (at least 24 characters).
-    #[arg(long)]
-    allow_remote_admin: bool,
-    /// Also serve the API (/tickets) when --listen is not a loopback address; requires
-    /// TRIAGE_API_TOKEN (at least 24 characters), sent as `Authorization: Bearer`.
-    #[arg(long)]
-    allow_remote_api: bool,
-    /// Serve HTTPS with this certificate chain (PEM, leaf first); required when --listen is not
-    /// a loopback address.
-    #[arg(long, env = "TRIAGE_TLS_CERT", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// The private key (PEM) of --tls-cert.
-    #[arg(long, env = "TRIAGE_TLS_KEY", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-}
-
-impl ConsoleAccess {
-    fn tls_files(&self) -> Option<http::TlsFiles> {
-        Some(http::TlsFiles {
-            cert: self.tls_cert.clone()?,
-            key: self.tls_key.clone()?,
-        })
-    }
-}
-
 /// How often the long-running worker and sweeper look again when idle.
 pub(crate) const WORKER_IDLE: Duration = Duration::from_secs(1);
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
@@ -164,7 +133,10 @@ async fn main() -> anyhow::Result<()> {
             println!("migrations applied: {applied}");
         }
         Command::Serve { listen, console } => {
-            serve(Arc::new(config_from_env().await?), listen, &console, stop).await?
+            let listening = Listening::open(listen, &console).await?;
+            listening
+                .serve(Arc::new(config_from_env().await?), stop)
+                .await?
         }
         Command::Worker { once } => {
             let config = Arc::new(config_from_env().await?);
@@ -222,6 +194,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Operation(request) => operate(request, cli.json, stop).await?,
         Command::Dev { listen, console } => {
+            let listening = Listening::open(listen, &console).await?;
             let mut config = config_from_env().await?;
             let _local = if config.database.url.expose_secret().is_empty() {
                 let pg = local_postgres::LocalPostgres::start()?;
@@ -238,7 +211,13 @@ async fn main() -> anyhow::Result<()> {
             let deliverer = eventbridge::deliverer(pool.clone(), config.clone())?;
             let sweeper = Sweeper::new(pool, config.clone())?;
             let (served, worked, delivered, ()) = tokio::join!(
-                serve(config.clone(), listen, &console, stop.clone()),
+                // A server that fails stops the loops beside it, or the run would go on
+                // without its API.
+                async {
+                    let served = listening.serve(config.clone(), stop.clone()).await;
+                    stop.cancel();
+                    served
+                },
                 worker::run_until_stopped(&worker, WORKER_IDLE, stop.clone()),
                 delivery::run_until_stopped(&deliverer, WORKER_IDLE, stop.clone()),
                 sweep_until_stopped(&sweeper, &config, stop.clone()),
@@ -292,78 +271,6 @@ pub(crate) fn build_worker(config: &Arc<Config>) -> anyhow::Result<Worker<AnyPro
         provider,
         config.clone(),
     )?)
-}
-
-async fn serve(
-    config: Arc<Config>,
-    listen: SocketAddr,
-    access: &ConsoleAccess,
-    stop: CancellationToken,
-) -> anyhow::Result<()> {
-    let token = |door: &loopback::Door| std::env::var(door.token_env).ok().map(Secret::from);
-    let decide = |door: &loopback::Door, allowed| -> anyhow::Result<Option<Option<Secret>>> {
-        match door
-            .decide(listen, allowed, token(door))
-            .map_err(anyhow::Error::msg)?
-        {
-            loopback::Exposure::Served { token } => Ok(Some(token)),
-            loopback::Exposure::NotServed { why } => {
-                eprintln!("triage: {why}");
-                Ok(None)
-            }
-        }
-    };
-    let api = decide(&loopback::API, access.allow_remote_api)?;
-    let console = decide(&loopback::CONSOLE, access.allow_remote_admin)?;
-    if api.is_none() && console.is_none() {
-        anyhow::bail!(
-            "nothing to serve on {listen}: give --allow-remote-api and/or --allow-remote-admin \
-             with their tokens, or listen on loopback"
-        );
-    }
-    let tls_files = access.tls_files();
-    loopback::require_tls_off_loopback(listen, tls_files.is_some()).map_err(anyhow::Error::msg)?;
-    let tls = tls_files.as_ref().map(http::TlsFiles::load).transpose()?;
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("binding {listen}"))?;
-    // The bound address, not the asked one: with port 0 the tests learn the port from it.
-    let bound = listener.local_addr()?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let signed = |token: &Option<Secret>| {
-        if token.is_some() {
-            " (token required)"
-        } else {
-            ""
-        }
-    };
-    if let Some(token) = &api {
-        eprintln!(
-            "triage: API listening on {scheme}://{bound}{}",
-            signed(token)
-        );
-    }
-    if let Some(token) = &console {
-        eprintln!(
-            "triage: operator console at {scheme}://{bound}/admin{}",
-            signed(token)
-        );
-    }
-    let server = http::LocalServer {
-        api: api.map(loopback::ApiGuard::new),
-        console: console.map(admin::Guard::new),
-    };
-    let pool = db::pool(&config.database)?;
-    let state = http::AppState::new(pool, config);
-    let shutdown = async move { stop.cancelled().await };
-    match tls {
-        None => http::serve(listener, state, server, shutdown).await?,
-        Some(tls) => {
-            let listener = http::TlsListener::new(listener, tls);
-            http::serve_tls(listener, state, server, shutdown).await?
-        }
-    }
-    Ok(())
 }
 
 async fn sweep_until_stopped(sweeper: &Sweeper, config: &Config, stop: CancellationToken) {

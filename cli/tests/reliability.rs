@@ -160,7 +160,7 @@ impl Suite {
 
     /// Waits until `more` calls beyond those seen so far reached the provider.
     async fn calls_reach(&self, more: usize) {
-        let wanted = self.fake.calls().len() + more;
+        let wanted = self.fake.call_count() + more;
         self.fake
             .wait_for_calls(wanted, Duration::from_secs(30))
             .await
@@ -169,7 +169,7 @@ impl Suite {
 
     /// Extra billed calls so far: paid for a content already paid for.
     fn extra_billed(&self) -> usize {
-        let billed = self.fake.billed_calls().len();
+        let billed = self.fake.billed_count();
         billed - self.fake.billed_by_content().len()
     }
 
@@ -303,7 +303,7 @@ impl Suite {
              dead letters {dead}, billed {} for {} contents; extra billed {} after worker faults with {} calls \
              in flight at them, {} across a database crash of {:.1} s with {} calls in flight",
             acknowledged.len(),
-            self.fake.billed_calls().len(),
+            self.fake.billed_count(),
             self.fake.billed_by_content().len(),
             extra.0,
             in_flight.0,

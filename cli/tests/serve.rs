@@ -1,6 +1,6 @@
 //! `triage serve` off loopback, as the binary decides it from its flags and tokens: each of the
 //! API and the console only when asked for, only with its token, and only over TLS
-//! (docs/runbook.md "Security").
+//! (docs/runbook.md "Security"); and a server, or `triage dev`, on a port already taken.
 
 use std::{
     ffi::{OsStr, OsString},
@@ -32,9 +32,14 @@ fn free_port() -> u16 {
 }
 
 fn serve(database_url: &str, listen: &str, flags: &[&str]) -> Command {
+    server("serve", database_url, listen, flags)
+}
+
+/// `triage serve` or `triage dev` (`subcommand`) on `listen`.
+fn server(subcommand: &str, database_url: &str, listen: &str, flags: &[&str]) -> Command {
     let mut command = Command::new(TRIAGE);
     command
-        .args(["serve", "--listen", listen])
+        .args([subcommand, "--listen", listen])
         .args(flags)
         .env("DATABASE_URL", database_url)
         .env_remove("TRIAGE_API_TOKEN")
@@ -323,5 +328,24 @@ async fn a_certificate_or_key_that_cannot_serve_tls_refuses_to_start_and_says_wh
         )
         .await;
         assert!(stderr.contains(&says), "{flags:?}: {stderr}");
+    }
+}
+
+/// A second `triage dev` or `triage serve` on a port already taken ends at once, non-zero,
+/// naming the port and `--listen` (issue "Round five", item 9): it binds before it starts a
+/// throwaway PostgreSQL or migrates, and a server that cannot serve does not leave the
+/// worker, deliverer and sweeper running without it.
+#[tokio::test]
+async fn a_second_server_on_a_taken_port_ends_at_once_naming_the_port_and_the_flag() {
+    let url = testkit::fresh_database().await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = taken.local_addr().unwrap().to_string();
+    let port = taken.local_addr().unwrap().port().to_string();
+    for (command, database_url) in [("dev", url.as_str()), ("dev", ""), ("serve", url.as_str())] {
+        let stderr = refused(&mut server(command, database_url, &listen, &[])).await;
+        assert!(
+            stderr.contains(&port) && stderr.contains("--listen"),
+            "{command} (DATABASE_URL {database_url:?}): {stderr}"
+        );
     }
 }

@@ -1,7 +1,12 @@
 //! The fake's ledger: each call it received ([`CallRecord`]), the API it came in on, the
-//! tokens it was billed for, and waiting for calls.
+//! tokens it was billed for, and waiting for calls. It keeps the last [`KEPT_CALLS`] calls in
+//! full and counts all of them ([`Ledger`]), so an hour's soak does not hold every request.
 
-use std::{fmt, time::Instant};
+use std::{
+    collections::{HashMap, VecDeque},
+    fmt,
+    time::Instant,
+};
 
 use hyper::HeaderMap;
 use serde_json::Value;
@@ -61,6 +66,75 @@ impl fmt::Debug for CallRecord {
             .field("billed", &self.billed)
             .field("at", &self.at)
             .finish_non_exhaustive()
+    }
+}
+
+/// How many calls the ledger keeps in full (body, headers): the tests that read them make a
+/// few thousand at most; beyond it only the counts grow, one per billed ticket text.
+pub const KEPT_CALLS: usize = 10_000;
+
+/// The calls so far: the newest [`KEPT_CALLS`] (or what [`Ledger::keep`] says) as records,
+/// and every call counted, in total and billed per ticket text.
+pub(crate) struct Ledger {
+    kept: VecDeque<CallRecord>,
+    keep: usize,
+    calls: usize,
+    billed: usize,
+    billed_by_content: HashMap<String, usize>,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self {
+            kept: VecDeque::new(),
+            keep: KEPT_CALLS,
+            calls: 0,
+            billed: 0,
+            billed_by_content: HashMap::new(),
+        }
+    }
+}
+
+impl Ledger {
+    pub(crate) fn record(&mut self, call: CallRecord) {
+        self.calls += 1;
+        if call.billed {
+            self.billed += 1;
+            *self
+                .billed_by_content
+                .entry(call.ticket_text.clone())
+                .or_default() += 1;
+        }
+        self.kept.push_back(call);
+        self.trim();
+    }
+
+    /// From now on keeps only the newest `n` records (the counts stay whole).
+    pub(crate) fn keep(&mut self, n: usize) {
+        self.keep = n;
+        self.trim();
+    }
+
+    fn trim(&mut self) {
+        while self.kept.len() > self.keep {
+            self.kept.pop_front();
+        }
+    }
+
+    pub(crate) fn kept(&self) -> impl Iterator<Item = &CallRecord> {
+        self.kept.iter()
+    }
+
+    pub(crate) fn calls(&self) -> usize {
+        self.calls
+    }
+
+    pub(crate) fn billed(&self) -> usize {
+        self.billed
+    }
+
+    pub(crate) fn billed_by_content(&self) -> &HashMap<String, usize> {
+        &self.billed_by_content
     }
 }
 

@@ -1,5 +1,6 @@
 //! A scriptable stand-in for the OpenAI and Anthropic APIs, served over real HTTP on
-//! loopback, with a ledger of every call it answered (and would have billed).
+//! loopback, with a ledger of the calls it answered (and would have billed): the newest
+//! [`KEPT_CALLS`] in full, every one counted.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -45,7 +46,7 @@ pub use behavior::{Behavior, Flex, LimitHeaders};
 pub use departments::{classify, classify_in, DEPARTMENTS};
 pub use gate::Gate;
 pub use ledger::{
-    prefix_tokens, usage_for, Api, CallRecord, TokenUsage, WaitTimedOut, OUTPUT_TOKENS,
+    prefix_tokens, usage_for, Api, CallRecord, TokenUsage, WaitTimedOut, KEPT_CALLS, OUTPUT_TOKENS,
 };
 
 use std::{
@@ -68,7 +69,7 @@ use script::Script;
 struct Shared {
     script: Mutex<Script>,
     limit: Mutex<Option<limit::Bucket>>,
-    ledger: Mutex<Vec<CallRecord>>,
+    ledger: Mutex<ledger::Ledger>,
     recorded: Notify,
     /// Prompt prefixes seen so far (cached from then on).
     cache: Mutex<HashSet<String>>,
@@ -84,7 +85,7 @@ impl Shared {
         self.limit.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn ledger(&self) -> MutexGuard<'_, Vec<CallRecord>> {
+    fn ledger(&self) -> MutexGuard<'_, ledger::Ledger> {
         self.ledger.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -117,7 +118,7 @@ impl Shared {
     }
 
     fn record(&self, call: CallRecord) {
-        self.ledger().push(call);
+        self.ledger().record(call);
         self.recorded.notify_waiters();
     }
 }
@@ -240,30 +241,46 @@ impl FakeProvider {
         *self.shared.limit() = Some(bucket);
     }
 
-    /// Every call so far, in arrival order.
+    /// The calls kept in full ([`KEPT_CALLS`], or [`FakeProvider::keep_calls`]): every call
+    /// so far up to that many, else the newest, in arrival order. Counts are in
+    /// [`FakeProvider::call_count`] and [`FakeProvider::billed_by_content`].
     pub fn calls(&self) -> Vec<CallRecord> {
-        self.shared.ledger().clone()
+        self.shared.ledger().kept().cloned().collect()
     }
 
+    /// The billed ones of [`FakeProvider::calls`].
     pub fn billed_calls(&self) -> Vec<CallRecord> {
         self.shared
             .ledger()
-            .iter()
+            .kept()
             .filter(|c| c.billed)
             .cloned()
             .collect()
     }
 
-    /// Billed calls per ticket text: more than 1 means the same content was paid twice.
-    pub fn billed_by_content(&self) -> HashMap<String, usize> {
-        let mut counts = HashMap::new();
-        for call in self.shared.ledger().iter().filter(|c| c.billed) {
-            *counts.entry(call.ticket_text.clone()).or_default() += 1;
-        }
-        counts
+    /// Every call so far, kept in full or not.
+    pub fn call_count(&self) -> usize {
+        self.shared.ledger().calls()
     }
 
-    /// Waits until at least `n` calls have arrived, and returns them all.
+    /// Every billed call so far, kept in full or not.
+    pub fn billed_count(&self) -> usize {
+        self.shared.ledger().billed()
+    }
+
+    /// Billed calls per ticket text, all of them: more than 1 means the same content was paid
+    /// twice.
+    pub fn billed_by_content(&self) -> HashMap<String, usize> {
+        self.shared.ledger().billed_by_content().clone()
+    }
+
+    /// From now on keeps only the newest `n` calls in full (the counts stay whole).
+    pub fn keep_calls(&self, n: usize) {
+        self.shared.ledger().keep(n);
+    }
+
+    /// Waits until at least `n` calls have arrived ([`FakeProvider::call_count`]), and returns
+    /// those kept.
     pub async fn wait_for_calls(
         &self,
         n: usize,
@@ -275,9 +292,8 @@ impl FakeProvider {
                 let notified = self.shared.recorded.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                let calls = self.calls();
-                if calls.len() >= n {
-                    return calls;
+                if self.call_count() >= n {
+                    return self.calls();
                 }
                 notified.await;
             }
@@ -286,7 +302,7 @@ impl FakeProvider {
             .await
             .map_err(|_| WaitTimedOut {
                 wanted: n,
-                seen: self.shared.ledger().len(),
+                seen: self.call_count(),
             })
     }
 

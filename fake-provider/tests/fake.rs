@@ -194,6 +194,36 @@ async fn wait_for_calls_wakes_on_the_nth_call_and_reports_a_shortfall() {
     assert_eq!(fake.billed_by_content().get("a"), Some(&2));
 }
 
+/// The ledger stays bounded however long the fake serves (issue "Round five", item 10: an
+/// hour's soak grew it to 8.8 GB): past its bound it keeps the newest calls in full and only
+/// counts the others, so the totals and the billed count per ticket text stay whole.
+#[tokio::test]
+async fn past_its_bound_the_ledger_keeps_the_newest_calls_and_counts_them_all() {
+    let fake = FakeProvider::start().await;
+    fake.keep_calls(4);
+    fake.push(Behavior::Status(500));
+    let tickets = ["a", "a", "b", "c", "d", "e", "f", "g", "h", "a"];
+    for ticket in tickets {
+        post(&fake, "/v1/chat/completions", &openai_request(ticket))
+            .await
+            .unwrap();
+    }
+    let kept: Vec<_> = fake.calls().into_iter().map(|c| c.ticket_text).collect();
+    assert_eq!(kept, ["f", "g", "h", "a"], "the newest, in arrival order");
+    assert_eq!(fake.billed_calls().len(), 4);
+    assert_eq!(fake.call_count(), tickets.len());
+    assert_eq!(
+        fake.billed_count(),
+        tickets.len() - 1,
+        "the 500 is not billed"
+    );
+    let billed = fake.billed_by_content();
+    assert_eq!(billed.get("a"), Some(&2), "one of three was the 500");
+    assert_eq!(billed.len(), 8);
+    let calls = fake.wait_for_calls(tickets.len(), WAIT).await.unwrap();
+    assert_eq!(calls.len(), 4, "waits on the count, returns what is kept");
+}
+
 #[tokio::test]
 async fn a_body_that_is_not_json_is_a_400_and_leaves_the_script_alone() {
     let fake = FakeProvider::start().await;

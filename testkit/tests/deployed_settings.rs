@@ -1,7 +1,9 @@
 //! What a deployment is told by its template parameters and what the docs hand an operator
 //! (issue "Round four", items 8 and 9): the promote gate's set is a parameter, the console
 //! run against the deployed database gets every setting that decides what it shows, and the
-//! ops function's memory, which its refusals name, is a parameter too.
+//! ops function's memory, which its refusals name, is a parameter too; a failed scheduled retrain
+//! is not retried by Lambda (issue "Round five", item 6), and the docs' scopes, upgrade range and
+//! `RetrainSchedule` quoting hold (item 8).
 
 use std::path::{Path, PathBuf};
 
@@ -157,4 +159,132 @@ fn the_audit_is_a_parameter_and_a_suspended_cascade_alarms() {
         assert!(alarm.contains(line), "the alarm lacks {line}");
     }
     assert!(read("docs/runbook.md").contains("The cascade suspended itself"));
+}
+
+/// A scheduled retrain that fails is one run, not three (issue "Round five", item 6): the
+/// schedule invokes the ops function asynchronously, and Lambda's default two retries would
+/// each be audited as a run that did not switch, so `RetrainFailingAlarm` (3 in a row) would
+/// fire on the first failure.
+#[test]
+fn a_failed_scheduled_retrain_is_not_retried_into_the_failing_alarm() {
+    let template = read("template.yaml");
+    let function = template
+        .split("\n  OpsFunction:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n  OpsLogGroup:\n").next())
+        .expect("OpsFunction");
+    let properties = function
+        .split("\n    Properties:\n")
+        .nth(1)
+        .expect("Properties");
+    let invoke_config = properties
+        .split("\n      EventInvokeConfig:\n")
+        .nth(1)
+        .expect("OpsFunction sets its EventInvokeConfig");
+    let retries = invoke_config
+        .lines()
+        .take_while(|line| line.starts_with("        "))
+        .find_map(|line| line.trim().strip_prefix("MaximumRetryAttempts: "))
+        .expect("MaximumRetryAttempts");
+    assert_eq!(retries, "0");
+    let alarm = template
+        .split("\n  RetrainFailingAlarm:\n")
+        .nth(1)
+        .expect("RetrainFailingAlarm");
+    assert!(
+        alarm.contains("Threshold: 3"),
+        "the alarm counts runs in a row"
+    );
+}
+
+/// The number words docs use for a count of scopes.
+const COUNTS: [&str; 10] = [
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+];
+
+/// Every JWT scope the API checks (`"triage/…"` in shared/src/http) is in the Cognito list of
+/// docs/delivery.md and the route scopes of docs/runbook.md, each counted right (issue "Round
+/// five", item 8: "six scopes" left out `triage/label`).
+#[test]
+fn the_docs_list_every_scope_the_api_checks_and_count_them_right() {
+    let mut scopes = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(root().join("shared/src/http")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let code = std::fs::read_to_string(&path).unwrap();
+            for piece in code.split("\"triage/").skip(1) {
+                scopes.insert(format!("triage/{}", piece.split('"').next().unwrap()));
+            }
+        }
+    }
+    assert!(scopes.contains("triage/label"), "{scopes:?}");
+    let count = COUNTS[scopes.len()];
+    let delivery = read("docs/delivery.md");
+    let cognito = delivery
+        .split(&format!("the {count} scopes ("))
+        .nth(1)
+        .and_then(|rest| rest.split("), and an app client").next())
+        .unwrap_or_else(|| panic!("docs/delivery.md: \"the {count} scopes (…)\""));
+    let runbook = read("docs/runbook.md");
+    let route_scopes = runbook
+        .split("### Route scopes (JWT)")
+        .nth(1)
+        .and_then(|rest| rest.split("API Gateway refuses").next())
+        .expect("runbook's Route scopes");
+    let capitalised = format!("{}{}", count[..1].to_uppercase(), &count[1..]);
+    assert!(
+        route_scopes.contains(&format!("{capitalised} scopes in all")),
+        "{route_scopes}"
+    );
+    for scope in &scopes {
+        assert!(
+            cognito.contains(&format!("`{scope}`")),
+            "delivery.md: {scope}"
+        );
+        assert!(
+            route_scopes.contains(&format!("`{scope}`")),
+            "runbook.md: {scope}"
+        );
+    }
+}
+
+/// docs/deploy.md's upgrade test covers the migrations there are: it names the newest one
+/// (issue "Round five", item 8: it said V27-V29 while they reached V38).
+#[test]
+fn the_upgrade_test_docs_name_the_newest_migration() {
+    let newest = std::fs::read_dir(root().join("migrations"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_prefix('V')?
+                .split("__")
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
+        .max()
+        .unwrap();
+    let deploy = read("docs/deploy.md");
+    let upgrade = deploy
+        .split("For this\nrelease `scripts/test` runs it")
+        .nth(1)
+        .and_then(|rest| rest.split("CI runs it on every change").next())
+        .expect("deploy.md's upgrade test paragraph");
+    assert!(upgrade.contains(&format!("V{newest}")), "{upgrade}");
+}
+
+/// `RetrainSchedule`'s value has a space, so samconfig.toml needs it in escaped quotes, which
+/// the docs show (issue "Round five", item 8); the line they show is a TOML string that SAM
+/// reads as one parameter with the quoted value.
+#[test]
+fn the_docs_show_retrain_schedule_in_the_escaped_quotes_samconfig_needs() {
+    let shown = r#""RetrainSchedule=\"rate(1 day)\"""#;
+    for doc in ["docs/cascade.md", "docs/runbook.md"] {
+        assert!(read(doc).contains(shown), "{doc} shows {shown}");
+    }
+    let parsed: toml::Value = toml::from_str(&format!("v = {shown}")).unwrap();
+    assert_eq!(
+        parsed["v"].as_str(),
+        Some("RetrainSchedule=\"rate(1 day)\"")
+    );
 }

@@ -305,7 +305,7 @@ pub async fn train(
 }
 
 /// Reads a source into `gathered`: its rows read, the production tickets they were read from
-/// (none for a set) and what it left out.
+/// (for a set, the tickets with a learnt row's text) and what it left out.
 async fn read_into(
     pool: &Pool,
     policy: &Policy,
@@ -318,7 +318,9 @@ async fn read_into(
         TrainSource::Set(set) => {
             let rows = LabelledSet::load(set, columns, policy, pool).await?.rows;
             let mut read = Read::default();
+            let (mut subjects, mut messages) = (Vec::new(), Vec::new());
             for row in rows.into_iter().filter(|row| row.split == Split::Dev) {
+                let (subject, message) = (row.subject.clone(), row.message.clone());
                 let example = Example {
                     subject: row.subject,
                     message: row.message,
@@ -328,9 +330,17 @@ async fn read_into(
                 };
                 match gathered.take(example) {
                     Taken::Full => read.left_out.memory += 1,
-                    Taken::New | Taken::Merged => read.rows += 1,
+                    Taken::New | Taken::Merged => {
+                        read.rows += 1;
+                        subjects.push(subject);
+                        messages.push(message);
+                    }
                 }
             }
+            // A set's rows may be production tickets (a desk's history, `triage import`): those
+            // are what it learnt from as much as a `results:` source's, and erasure names it.
+            let client = db::client(pool).await?;
+            read.tickets = trained_on::tickets_with_text(&client, &subjects, &messages).await?;
             read
         }
         TrainSource::Results { days } => {

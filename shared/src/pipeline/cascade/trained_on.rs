@@ -1,5 +1,6 @@
 //! Which local classifiers learnt from which production tickets (`local_model_ticket`, V29):
-//! recorded when one is trained from the database (`results:DAYS`, `feedback:DAYS`), read and
+//! recorded when one is trained (from the database, `results:DAYS`, `feedback:DAYS`, and from a
+//! `set:`, the tickets with a learnt row's text: [`tickets_with_text`]), read and
 //! removed when a ticket is erased, so the erasure's report names every classifier that still
 //! holds what it learnt from the ticket's text (the classifier is kept until it is retired;
 //! its `erased_tickets` counts them). Classifiers stored before V29 recorded no ticket: for
@@ -33,6 +34,35 @@ pub async fn record(client: &impl GenericClient, version: &str, tickets: &[Uuid]
         )
         .await?;
     Ok(())
+}
+
+/// The production tickets whose text is one of the rows (`subjects[i]`, `messages[i]`) a
+/// classifier learnt from a set: a desk's history (`triage import zendesk`) holds the text of
+/// tickets the desk also sent here. Compared as the content key compares them (leading and
+/// trailing whitespace aside). One pass over `ticket`, as a training reads its sources.
+pub async fn tickets_with_text(
+    client: &impl GenericClient,
+    subjects: &[String],
+    messages: &[String],
+) -> Result<Vec<Uuid>> {
+    if subjects.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = client
+        .query(
+            r#"
+WITH learnt AS (
+    SELECT DISTINCT btrim(s, E' \t\n\r\f\v') AS subject, btrim(m, E' \t\n\r\f\v') AS message
+    FROM unnest($1::text[], $2::text[]) AS r(s, m)
+)
+SELECT t.id FROM ticket t
+JOIN learnt l ON btrim(t.subject, E' \t\n\r\f\v') = l.subject
+             AND btrim(t.message, E' \t\n\r\f\v') = l.message
+"#,
+            &[&subjects, &messages],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
 /// A classifier an erasure names.

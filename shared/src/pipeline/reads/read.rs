@@ -69,8 +69,11 @@ pub struct ResultView {
 /// shown are this ticket's own). Only `owner`'s tickets are found (`$4`; NULL, any ticket).
 /// With no result, a provisional answer of the shown key (a cascade's local answer given while
 /// the model could not be asked) is shown as such. A held ticket (its content sent first by
-/// another owner, `ingest`) shows pending, no answer, until `held_until`, and then as
-/// evaluated then: what a fresh evaluation looks like (docs/dedup.md).
+/// another owner, `ingest`) shows no answer until `held_until`, and then as evaluated then:
+/// what a fresh evaluation looks like (docs/dedup.md). Like one, it is `pending` (a fresh job
+/// waiting for its claim) and then `processing` (its provider call): it turns at a point of
+/// the hold between its first tenth and two-fifths, taken from the ticket id's last byte (a
+/// random one), so the turn is neither absent nor at the same share of every hold.
 const SELECT_TICKET: &str = r#"
 SELECT t.id, t.subject, t.message, t.created_at,
        shown.prompt_version, shown.model_version,
@@ -84,7 +87,9 @@ SELECT t.id, t.subject, t.message, t.created_at,
        shown.is_active, active.promoted,
        shown.department IS NULL AND pr.department IS NOT NULL,
        coalesce(shown.answered_by, 'local'),
-       coalesce(t.held_until > now(), false)
+       coalesce(t.held_until > now(), false),
+       coalesce(now() >= t.created_at + (t.held_until - t.created_at)
+                         * (0.1 + 0.3 * get_byte(uuid_send(t.id), 15) / 255.0), false)
 FROM ticket t
 CROSS JOIN (
     SELECT coalesce(p.prompt_version, $2) AS prompt_version,
@@ -147,7 +152,9 @@ pub async fn find(
             answered_by: row.get(17),
         });
     let provisional: bool = row.get(16);
+    let claimed_if_fresh: bool = row.get(19);
     let status = match (&result, row.get::<_, Option<String>>(6)) {
+        (None, _) if held && claimed_if_fresh => "processing".to_string(),
         (None, _) if held => "pending".to_string(),
         (Some(_), _) if provisional => "provisional".to_string(),
         (Some(_), _) => "done".to_string(),
