@@ -11,25 +11,39 @@
 //! | SHA-256 of everything before, 32 bytes
 //! ```
 //!
-//! The digest catches a damaged or cut copy before it answers a single ticket.
+//! The digest catches a damaged or cut copy before it answers a single ticket. Format 2 has
+//! format 1's layout and means the confidence is the department's probability alone
+//! ([`Gate`]); format 1 is still read, and its classifiers gate as they did.
 
 use sha2::{Digest, Sha256};
 
 use super::{
     calibrate::Calibration, features::FeatureSpec, fit::Hyper, fit::Weights, ArtefactError,
-    LocalModel, MAX_DEPARTMENTS,
+    Gate, LocalModel, MAX_DEPARTMENTS,
 };
 
 const MAGIC: &[u8; 8] = b"TRIAGELM";
 /// Bumped whenever the layout or the meaning of a field (the features included) changes.
-pub(super) const FORMAT: u16 = 1;
+pub(super) const FORMAT: u16 = 2;
+/// Formats still read, with what their confidence is.
+fn gate_of(format: u16) -> Option<Gate> {
+    match format {
+        1 => Some(Gate::WholeAnswer),
+        2 => Some(Gate::Department),
+        _ => None,
+    }
+}
 const DIGEST_LEN: usize = 32;
 
 pub(super) fn write(model: &LocalModel) -> Vec<u8> {
     let weights = &model.weights;
     let mut out = Vec::with_capacity(64 + 4 * (weights.table.len() + weights.bias.len()));
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT.to_le_bytes());
+    let format = match model.gate {
+        Gate::Department => FORMAT,
+        Gate::WholeAnswer => 1,
+    };
+    out.extend_from_slice(&format.to_le_bytes());
     out.extend_from_slice(&[
         model.spec.bucket_bits,
         model.spec.char_min,
@@ -66,12 +80,10 @@ pub(super) fn read(bytes: &[u8]) -> Result<LocalModel, ArtefactError> {
         return Err(ArtefactError::Magic);
     }
     let format = r.u16("format")?;
-    if format != FORMAT {
-        return Err(ArtefactError::Format {
-            found: format,
-            expected: FORMAT,
-        });
-    }
+    let gate = gate_of(format).ok_or(ArtefactError::Format {
+        found: format,
+        expected: FORMAT,
+    })?;
     let spec = FeatureSpec {
         bucket_bits: r.u8("bucket bits")?,
         char_min: r.u8("n-gram lengths")?,
@@ -139,6 +151,7 @@ pub(super) fn read(bytes: &[u8]) -> Result<LocalModel, ArtefactError> {
             table,
             bias,
         },
+        gate,
     ))
 }
 

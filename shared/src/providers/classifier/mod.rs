@@ -65,11 +65,35 @@ pub struct LocalAnswer {
     pub department: String,
     /// Its calibrated probability.
     pub department_p: f64,
-    /// Calibrated P(urgent).
+    /// Calibrated P(urgent): the answer's `is_urgent`, decided by the policy's own
+    /// `urgent_threshold` as the large model's is.
     pub urgent_p: f64,
-    /// P(department right and urgency on the right side of 0.5):
-    /// `department_p · max(urgent_p, 1 − urgent_p)`, the two taken as independent.
+    /// What a cascade's threshold gates on ([`Gate`]): `department_p` for a classifier trained
+    /// now.
     pub confidence: f64,
+}
+
+/// What a classifier's confidence is, fixed by its artefact's format so that a stored
+/// classifier answers as it did when its thresholds were derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// The department's probability alone (format 2, issue "It grades itself", item 8): the
+    /// thresholds are derived against the department's correctness, and urgency is a
+    /// calibrated probability the policy's `urgent_threshold` reads, so mixing it in deferred
+    /// tickets whose department was sure (about 2 points of local share on the bank desk at
+    /// equal precision).
+    Department,
+    /// `department_p · max(urgent_p, 1 − urgent_p)` (format 1): classifiers stored before.
+    WholeAnswer,
+}
+
+impl Gate {
+    fn confidence(self, department_p: f64, urgent_p: f64) -> f64 {
+        match self {
+            Gate::Department => department_p,
+            Gate::WholeAnswer => department_p * urgent_p.max(1.0 - urgent_p),
+        }
+    }
 }
 
 /// The most departments a model holds: with the fewest buckets it still fits the size cap.
@@ -101,7 +125,7 @@ pub enum TrainError {
 pub enum ArtefactError {
     #[error("not a local-model artefact (wrong magic bytes)")]
     Magic,
-    #[error("local-model artefact format {found}; this build reads format {expected}")]
+    #[error("local-model artefact format {found}; this build reads formats 1 to {expected}")]
     Format { found: u16, expected: u16 },
     #[error("local-model artefact truncated: {what} needs {needed} bytes, {left} left")]
     Truncated {
@@ -125,6 +149,7 @@ pub struct LocalModel {
     calibration: Calibration,
     examples: usize,
     weights: Weights,
+    gate: Gate,
     version: OnceLock<String>,
 }
 
@@ -159,9 +184,11 @@ impl LocalModel {
             calibration,
             examples.len(),
             weights,
+            Gate::Department,
         ))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn assemble(
         departments: Vec<String>,
         spec: FeatureSpec,
@@ -169,6 +196,7 @@ impl LocalModel {
         calibration: Calibration,
         examples: usize,
         weights: Weights,
+        gate: Gate,
     ) -> Self {
         Self {
             departments,
@@ -177,6 +205,7 @@ impl LocalModel {
             calibration,
             examples,
             weights,
+            gate,
             version: OnceLock::new(),
         }
     }
@@ -219,8 +248,13 @@ impl LocalModel {
             department: self.departments[best].clone(),
             department_p: p,
             urgent_p,
-            confidence: p * urgent_p.max(1.0 - urgent_p),
+            confidence: self.gate.confidence(p, urgent_p),
         })
+    }
+
+    /// What its confidence is.
+    pub fn gate(&self) -> Gate {
+        self.gate
     }
 
     pub fn departments(&self) -> &[String] {

@@ -71,16 +71,19 @@ fn expected_calibration_error(answers: &[(f64, bool)]) -> f64 {
 /// A stated probability and whether the answer it is about was right.
 type Stated = Vec<(f64, bool)>;
 
-/// (confidence, whole answer right) and (department_p, department right) for each ticket.
+/// (P(whole answer right), whole answer right) and (confidence, department right) for each
+/// ticket: a classifier trained now gates on its department's probability alone.
 fn stated_and_right(model: &LocalModel, test: &[Example]) -> (Stated, Stated) {
     test.iter()
         .map(|t| {
             let answer = model.predict(&t.subject, &t.message);
+            assert_eq!(answer.confidence, answer.department_p);
             let department_right = answer.department == t.department;
             let urgency_right = (answer.urgent_p >= 0.5) == t.is_urgent;
+            let whole = answer.department_p * answer.urgent_p.max(1.0 - answer.urgent_p);
             (
-                (answer.confidence, department_right && urgency_right),
-                (answer.department_p, department_right),
+                (whole, department_right && urgency_right),
+                (answer.confidence, department_right),
             )
         })
         .unzip()
@@ -187,6 +190,41 @@ fn an_artefact_round_trips_and_a_damaged_one_is_refused() {
     ));
 }
 
+/// A classifier trained now gates on its department's probability alone (issue "It grades
+/// itself", item 8), so an unsure urgency no longer defers a sure department; one stored in
+/// format 1 still loads and gates on the whole answer, as its thresholds were derived.
+#[test]
+fn the_confidence_is_the_departments_probability_and_a_format_1_classifier_keeps_its_own() {
+    let model = small_model();
+    assert_eq!(model.gate(), Gate::Department);
+    let unsure_urgency = clean(200, 13)
+        .iter()
+        .map(|t| model.predict(&t.subject, &t.message))
+        .filter(|a| (0.2..0.8).contains(&a.urgent_p))
+        .count();
+    assert!(unsure_urgency > 0, "some answers are unsure of urgency");
+    for t in clean(200, 13) {
+        let answer = model.predict(&t.subject, &t.message);
+        assert_eq!(answer.confidence, answer.department_p);
+    }
+
+    let mut old = model.to_bytes();
+    old[8..10].copy_from_slice(&1u16.to_le_bytes());
+    let body = old.len() - 32;
+    let digest = sha2::Sha256::digest(&old[..body]);
+    old[body..].copy_from_slice(&digest);
+    let stored = LocalModel::from_bytes(&old).unwrap();
+    assert_eq!(stored.gate(), Gate::WholeAnswer);
+    assert_eq!(stored.to_bytes(), old, "it is written back as it was stored");
+    assert_ne!(stored.version(), model.version());
+    for t in clean(50, 14) {
+        let answer = stored.predict(&t.subject, &t.message);
+        let whole = answer.department_p * answer.urgent_p.max(1.0 - answer.urgent_p);
+        assert_eq!(answer.confidence, whole);
+        assert_eq!(answer.department, model.predict(&t.subject, &t.message).department);
+    }
+}
+
 #[test]
 fn the_same_examples_give_the_same_version_and_other_examples_another() {
     let examples = clean(400, 11);
@@ -222,6 +260,7 @@ fn the_artefact_stays_under_5_mb_for_any_number_of_departments() {
             Calibration::IDENTITY,
             0,
             Weights::zeros(classes, spec.buckets()),
+            Gate::Department,
         );
         let size = model.to_bytes().len();
         assert!(size <= 5_000_000, "{classes} departments: {size} bytes");
