@@ -251,6 +251,9 @@ pub struct Agreement {
     pub urgent_precision: Option<f64>,
     /// `None` while the desk labelled nothing urgent.
     pub urgent_recall: Option<f64>,
+    /// What the figures are judged against: always the desk's labels (`ticket_feedback`'s
+    /// `desk` source), never the large model's own answers.
+    pub truth: &'static str,
 }
 
 /// The windows `triage stats` reports, in days.
@@ -285,6 +288,7 @@ pub async fn agreement(client: &impl GenericClient) -> Result<Vec<Agreement>> {
                 department_accuracy: share(agrees, n).unwrap_or(0.0),
                 urgent_precision: share(tp, tp + fp),
                 urgent_recall: share(tp, tp + fn_),
+                truth: "desk",
             }
         })
         .collect())

@@ -58,6 +58,8 @@ pub struct Retrained {
     pub judged: usize,
     pub candidate_local_share: f64,
     pub candidate_precision: Option<f64>,
+    /// What the precisions are judged against (the same truth as `triage cascade status`).
+    pub truth: &'static str,
     pub live_local_share: f64,
     pub live_precision: Option<f64>,
     /// Runs in a row, this one included, that did not switch (`RetrainFailingAlarm` at 3).
@@ -199,6 +201,7 @@ async fn attempt(
         judged: candidate.n(),
         candidate_local_share: candidate.local_share(),
         candidate_precision: candidate.precision(),
+        truth: crate::quality::live::TRUTH,
         live_local_share: live_judged.local_share(),
         live_precision: live_judged.precision(),
         failing_runs: 0,

@@ -18,8 +18,8 @@
 use sha2::{Digest, Sha256};
 
 use super::{
-    calibrate::Calibration, features::FeatureSpec, fit::Hyper, fit::Weights, ArtefactError,
-    Gate, LocalModel, MAX_DEPARTMENTS,
+    calibrate::Calibration, features::FeatureSpec, fit::Hyper, fit::Weights, ArtefactError, Gate,
+    LocalModel, MAX_DEPARTMENTS,
 };
 
 const MAGIC: &[u8; 8] = b"TRIAGELM";

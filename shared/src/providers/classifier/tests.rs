@@ -215,13 +215,20 @@ fn the_confidence_is_the_departments_probability_and_a_format_1_classifier_keeps
     old[body..].copy_from_slice(&digest);
     let stored = LocalModel::from_bytes(&old).unwrap();
     assert_eq!(stored.gate(), Gate::WholeAnswer);
-    assert_eq!(stored.to_bytes(), old, "it is written back as it was stored");
+    assert_eq!(
+        stored.to_bytes(),
+        old,
+        "it is written back as it was stored"
+    );
     assert_ne!(stored.version(), model.version());
     for t in clean(50, 14) {
         let answer = stored.predict(&t.subject, &t.message);
         let whole = answer.department_p * answer.urgent_p.max(1.0 - answer.urgent_p);
         assert_eq!(answer.confidence, whole);
-        assert_eq!(answer.department, model.predict(&t.subject, &t.message).department);
+        assert_eq!(
+            answer.department,
+            model.predict(&t.subject, &t.message).department
+        );
     }
 }
 
