@@ -272,6 +272,7 @@ mod tests {
             is_urgent: false,
             desk,
             audited,
+            weight: 1.0,
             large: prediction("billing"),
             cost_usd: 0.0,
             local: Some((prediction(if right { "billing" } else { "sales" }), 0.99)),

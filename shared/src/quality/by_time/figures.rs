@@ -21,6 +21,10 @@ pub struct JudgedRow {
     /// The ticket was drawn for the cascade's audit (`pipeline::cascade::audit`): the large
     /// model's answer on it is a truth drawn at random, not only where a classifier was unsure.
     pub audited: bool,
+    /// How many tickets it stands for in a precision: `1 / share` for an audited ticket the
+    /// desk did not label (the draw was uniform among the live classifier's local answers),
+    /// else 1.
+    pub weight: f64,
     pub large: Prediction,
     /// What the large model's answer cost; a content shared by several tickets counts once.
     pub cost_usd: f64,
@@ -37,7 +41,8 @@ pub struct Slice {
     pub n: usize,
     /// Share of the rows the classifier answered.
     pub local_share: f64,
-    /// Precision of its answers on these rows (`None`: it answered none).
+    /// Precision of its answers on these rows, each row weighted ([`JudgedRow::weight`]: the
+    /// same as unweighted where no audit drew a row); `None`: it answered none.
     pub local_precision: Option<f64>,
     pub cascade_accuracy: f64,
     pub large_accuracy: f64,
@@ -87,14 +92,16 @@ pub fn slice(rows: &[&JudgedRow]) -> Slice {
     let per_row = |x: f64| if n == 0 { 0.0 } else { x / n as f64 };
     let (cascade, large) = scored_pair(rows);
     let local: Vec<&&JudgedRow> = rows.iter().filter(|r| r.answered_locally).collect();
-    let local_right = local
+    let local_right: f64 = local
         .iter()
         .filter(|r| {
             r.local
                 .as_ref()
                 .is_some_and(|(p, _)| p.department == r.department)
         })
-        .count();
+        .map(|r| r.weight)
+        .sum();
+    let local_weight: f64 = local.iter().map(|r| r.weight).sum();
     let large_cost: f64 = rows.iter().map(|r| r.cost_usd).sum();
     let cascade_cost: f64 = rows
         .iter()
@@ -106,7 +113,7 @@ pub fn slice(rows: &[&JudgedRow]) -> Slice {
     Slice {
         n,
         local_share: per_row(local.len() as f64),
-        local_precision: (!local.is_empty()).then(|| local_right as f64 / local.len() as f64),
+        local_precision: (!local.is_empty()).then(|| local_right / local_weight),
         cascade_accuracy: metrics::department(&cascade).accuracy,
         large_accuracy: metrics::department(&large).accuracy,
         difference,
@@ -150,6 +157,7 @@ mod tests {
             is_urgent: false,
             desk,
             audited: false,
+            weight: 1.0,
             large: prediction(large),
             cost_usd: 0.01,
             local: Some((prediction(local), confidence)),
@@ -178,5 +186,27 @@ mod tests {
         assert!((s.cascade_cost_per_correct_usd.unwrap() - 0.02 / 3.0).abs() < 1e-12);
         let c = curve(&rows);
         assert_eq!((c[0].coverage, c[0].precision), (1.0, Some(0.5)));
+    }
+
+    /// An audited ticket stands for the tickets its draw stood in for: at a share of 0.25, one
+    /// wrong audited answer weighs as four desk-labelled ones.
+    #[test]
+    fn an_audited_answer_weighs_one_over_its_share_in_the_precision() {
+        let audited = |truth: &str, local: &str| JudgedRow {
+            audited: true,
+            weight: 4.0,
+            ..row(truth, truth, local, 0.95, false)
+        };
+        let rows = [
+            row("billing", "billing", "billing", 0.95, true),
+            row("sales", "sales", "sales", 0.95, true),
+            row("account", "account", "account", 0.95, true),
+            row("technical", "technical", "technical", 0.95, true),
+            audited("billing", "sales"),
+            audited("general", "general"),
+        ];
+        let all: Vec<&JudgedRow> = rows.iter().collect();
+        // (4 desk + 4 audited right) of (4 + 8): not the unweighted 5 of 6.
+        assert_eq!(slice(&all).local_precision, Some(8.0 / 12.0));
     }
 }

@@ -101,6 +101,10 @@ pub struct Report {
     /// The others: the truth is the large model's own answer, so its accuracy there is 1 by
     /// definition and the figure says how often the cascade agrees with it.
     pub model: Slice,
+    /// The desk's and the audit's tickets together, each audited one weighing 1 / its draw's
+    /// share: the truth a precision may be judged by (`None` in runs stored before).
+    #[serde(default)]
+    pub graded: Option<Slice>,
     /// McNemar and the macro-F1 difference, cascade against the large model, every row.
     pub paired: Paired,
     /// The classifier's risk–coverage curve on the judged tickets, against their truth.
@@ -121,6 +125,7 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &str) -> Result<Report> {
     let (desk, others): (Vec<&JudgedRow>, Vec<&JudgedRow>) = rows.iter().partition(|row| row.desk);
     let (audit, model_truth): (Vec<&JudgedRow>, Vec<&JudgedRow>) =
         others.into_iter().partition(|row| row.audited);
+    let graded: Vec<&JudgedRow> = desk.iter().chain(&audit).copied().collect();
     let (cascade, large_scored) = figures::scored_pair(&all);
     let mut report = Report {
         stored: None,
@@ -141,6 +146,7 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &str) -> Result<Report> {
         desk: figures::slice(&desk),
         audit: Some(figures::slice(&audit)),
         model: figures::slice(&model_truth),
+        graded: Some(figures::slice(&graded)),
         paired: metrics::paired(&large_scored, &cascade),
         curve: figures::curve(&rows),
     };

@@ -101,13 +101,14 @@ pub type Judge<'a> = (Option<&'a LocalModel>, Option<&'a Thresholds>);
 
 /// The tickets created in `[$1, $2)` with the newest answer a model gave under the policy `$3`
 /// and the prompt `$4`, the current labeller's label in the policy's departments (`$5`) and
-/// what the answer cost (production work only; erased tickets are gone).
+/// what the answer cost, and the share of the audit's draw when one sent it to the model
+/// (production work only; erased tickets are gone).
 const JUDGED: &str = r#"
 SELECT t.id, t.subject, t.message, r.department, r.is_urgent, r.model_version,
        r.idempotency_key, f.department, f.is_urgent,
        (SELECT coalesce(sum(c.cost_usd), 0)::float8 FROM provider_call c
         WHERE c.idempotency_key = r.idempotency_key),
-       EXISTS (SELECT 1 FROM cascade_audit a WHERE a.idempotency_key = r.idempotency_key)
+       (SELECT min(a.share) FROM cascade_audit a WHERE a.idempotency_key = r.idempotency_key)
 FROM ticket t
 JOIN ticket_evaluation te ON te.ticket_id = t.id
 JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
@@ -157,6 +158,7 @@ pub async fn judge(
             is_urgent: row.get(4),
         };
         let desk: Option<String> = row.get(7);
+        let drawn_share: Option<f64> = row.get(10);
         let large_urgent = large_answer.is_urgent >= policy.urgent_threshold;
         // A desk label of the department alone leaves urgency unlabelled (V40): the large
         // model's, as for a ticket the desk did not label.
@@ -178,7 +180,13 @@ pub async fn judge(
             department,
             is_urgent,
             desk: desk.is_some(),
-            audited: row.get(10),
+            audited: drawn_share.is_some(),
+            // An audited ticket stands for the 1 / share tickets the classifier answered with
+            // it; the desk's label is its own truth.
+            weight: match (desk.is_some(), drawn_share) {
+                (false, Some(share)) => 1.0 / share,
+                _ => 1.0,
+            },
             large: large_answer,
             local: None,
             answered_locally: false,

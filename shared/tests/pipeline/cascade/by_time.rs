@@ -93,6 +93,10 @@ async fn a_time_split_trains_before_the_split_judges_after_it_and_calls_no_provi
     );
     // No cascade audited these tickets: its truth has none.
     assert_eq!(all_local["audit"]["n"], 0, "{all_local}");
+    assert_eq!(
+        all_local["graded"]["n"], 10,
+        "the desk's tickets: {all_local}"
+    );
     // Against its own answers the large model is right by definition.
     assert_eq!(model["large_accuracy"], 1.0);
     // Against the desk, as often as its answer is the desk's label.
@@ -126,6 +130,38 @@ async fn a_time_split_trains_before_the_split_judges_after_it_and_calls_no_provi
     );
     assert_eq!(all_local["curve"][0]["coverage"], 1.0);
 
+    // Eight of the unlabelled tickets drawn by a cascade's audit at a share of 0.25: they are
+    // the audit's truth, and in the graded precision each stands for four local answers.
+    app.pool
+        .get()
+        .await
+        .unwrap()
+        .execute(
+            "INSERT INTO cascade_audit
+                 (idempotency_key, model_version, department, is_urgent, confidence, draw, share)
+             SELECT te.idempotency_key, 'local-000000000000', 'billing', false, 0.95, 0.1, 0.25
+             FROM ticket t JOIN ticket_evaluation te ON te.ticket_id = t.id
+             WHERE t.created_at > now() - interval '1 day'
+               AND NOT EXISTS (SELECT 1 FROM ticket_feedback f WHERE f.ticket_id = t.id)
+             ORDER BY t.id LIMIT 8",
+            &[],
+        )
+        .await
+        .unwrap();
+    let audited = op(&app, split(json!({"threshold": 0.0}))).await;
+    let (desk, audit, graded) = (&audited["desk"], &audited["audit"], &audited["graded"]);
+    assert_eq!(
+        (&audit["n"], &graded["n"], &audited["model"]["n"]),
+        (&json!(8), &json!(18), &json!(22)),
+        "{audited}"
+    );
+    let precision = |s: &Value| s["local_precision"].as_f64().unwrap();
+    let weighted = (10.0 * precision(desk) + 4.0 * 8.0 * precision(audit)) / (10.0 + 32.0);
+    assert!(
+        (precision(graded) - weighted).abs() < 1e-12,
+        "graded {graded}, desk {desk}, audit {audit}"
+    );
+
     // Nothing local: the cascade is the large model, on the same rows, at the same cost.
     let none_local = op(&app, split(json!({"threshold": 1.0}))).await;
     let all = &none_local["all"];
@@ -151,7 +187,7 @@ async fn a_time_split_trains_before_the_split_judges_after_it_and_calls_no_provi
     );
 
     // Each run is stored; an erased ticket no longer trains the candidate.
-    assert_eq!(app.count("SELECT count(*) FROM time_split_run").await, 3);
+    assert_eq!(app.count("SELECT count(*) FROM time_split_run").await, 4);
     let erased: String = app
         .row("SELECT id::text FROM ticket ORDER BY created_at LIMIT 1")
         .await
@@ -170,7 +206,7 @@ async fn a_time_split_trains_before_the_split_judges_after_it_and_calls_no_provi
         page.contains(&format!(r#"data-time-split="{stored}""#)),
         "{page}"
     );
-    for truth in ["all", "desk", "audit", "model"] {
+    for truth in ["all", "desk", "audit", "model", "graded"] {
         assert!(
             page.contains(&format!(r#"data-truth="{truth}""#)),
             "{truth}: {page}"

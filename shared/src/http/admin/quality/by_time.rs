@@ -65,6 +65,9 @@ pub(super) fn lead(split: Option<&StoredTimeSplit>) -> Markup {
                     @if let Some(audit) = &r.audit {
                         (row("audit", "the audit's answer (drawn at random)", audit))
                     }
+                    @if let Some(graded) = &r.graded {
+                        (row("graded", "desk and audit (each audit weighing 1 / its share): the precision that judges", graded))
+                    }
                     (row("model", "the large model's own answer (grading itself)", &r.model))
                 }
             }
