@@ -100,7 +100,7 @@ BEGIN
     GRANT SELECT, INSERT ON subscription TO triage_deliver;
     GRANT UPDATE (failing_since, disabled_at, disabled_reason) ON subscription TO triage_deliver;
     GRANT SELECT ON evaluation_result, provisional_result TO triage_deliver;
-    GRANT SELECT (id, subject, message, created_at, held_until, workload, owner) ON ticket
+    GRANT SELECT (id, subject, message, created_at, held_until, workload) ON ticket
         TO triage_deliver;
     GRANT SELECT ON pause TO triage_deliver;
     GRANT SELECT, UPDATE ON zendesk_ticket TO triage_deliver;

@@ -74,9 +74,12 @@ pub struct Given {
 const ONE_AT_A_TIME: &str =
     "SELECT pg_advisory_xact_lock(hashtextextended('feedback' || $1::uuid::text, 0))";
 
-/// The ticket, if it is a production ticket `owner` may read (`None`: any).
-const TICKET: &str = "SELECT 1 FROM ticket WHERE id = $1 AND workload = 'production' \
-                      AND ($2::text IS NULL OR owner = $2)";
+/// The ticket, if it is a production ticket `$2` (its owner) may read.
+const OWNED_TICKET: &str = "SELECT 1 FROM ticket WHERE id = $1 AND workload = 'production' \
+                            AND owner = $2";
+/// The ticket, if it is a production ticket, whoever owns it: for the desk's own givers (an
+/// operator, a connector), without reading `owner`, which the deliverer may not (V40).
+const ANY_TICKET: &str = "SELECT 1 FROM ticket WHERE id = $1 AND workload = 'production'";
 
 /// The current feedback of the same kind (a labeller's or not, `$2`) steps aside: its matches
 /// (and so its share of the totals) go; its labels are what a label of one field keeps of the
@@ -151,11 +154,15 @@ pub async fn give(
     let mut client = db::client(pool).await?;
     let transaction = client.transaction().await?;
     transaction.execute(ONE_AT_A_TIME, &[&ticket.0]).await?;
-    if transaction
-        .query_opt(TICKET, &[&ticket.0, &owner])
-        .await?
-        .is_none()
-    {
+    let found = match owner {
+        Some(owner) => {
+            transaction
+                .query_opt(OWNED_TICKET, &[&ticket.0, &owner])
+                .await?
+        }
+        None => transaction.query_opt(ANY_TICKET, &[&ticket.0]).await?,
+    };
+    if found.is_none() {
         return Ok(None);
     }
     let old = transaction
