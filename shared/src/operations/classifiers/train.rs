@@ -142,6 +142,9 @@ pub struct Trained {
     /// desk's labels).
     pub examples: usize,
     pub sources: Vec<SourceCount>,
+    /// `"learnt"`, or `"never urgent in its examples"` / `"always urgent in its examples"`:
+    /// its `is_urgent` is then that side's constant (docs/cascade.md, "The classifier").
+    pub urgency: &'static str,
     pub bytes: usize,
     pub seconds: f64,
     /// Each source's window, owner cap and examples per giver and owner
@@ -292,6 +295,7 @@ pub async fn train(
         new,
         examples: model.examples(),
         sources: counts,
+        urgency: model.urgency(),
         bytes: model.to_bytes().len(),
         seconds: started.elapsed().as_secs_f64(),
         provenance,

@@ -21,6 +21,23 @@ impl Calibration {
         urgent_scale: 1.0,
         urgent_shift: 0.0,
     };
+
+    /// The same, with P(urgent) a constant: `side` for every example of `weight` in all, so
+    /// Laplace's `(weight + 1) / (weight + 2)` for that side, whatever the ticket says.
+    pub fn with_constant_urgency(self, side: bool, weight: f64) -> Self {
+        let unseen = 1.0 / (weight + 2.0);
+        let p = if side { 1.0 - unseen } else { unseen };
+        Self {
+            urgent_scale: 0.0,
+            urgent_shift: (p / (1.0 - p)).ln() as f32,
+            ..self
+        }
+    }
+
+    /// Whether urgency was learnt (not a constant: [`Self::with_constant_urgency`]).
+    pub fn learnt_urgency(&self) -> bool {
+        self.urgent_scale != 0.0
+    }
 }
 
 /// One held-out ticket's raw scores and labels.

@@ -93,10 +93,16 @@ pub(super) fn train(
 ) -> Result<(FeatureSpec, Calibration, Weights), TrainError> {
     check_departments(departments)?;
     let labelled = label(examples, departments)?;
-    check_both_sides(&labelled, departments)?;
+    let one_side = check_both_sides(&labelled, departments)?;
     let classes = departments.len();
     let spec = feature_spec(classes);
-    let calibrate = || calibrate_on_holdout(&labelled, departments, &spec, hyper);
+    let calibrate = || {
+        let fitted = calibrate_on_holdout(&labelled, departments, &spec, hyper);
+        match one_side {
+            Some(side) => fitted.with_constant_urgency(side, positive_weight(&labelled)),
+            None => fitted,
+        }
+    };
     let (calibration, weights) = std::thread::scope(|scope| {
         match std::thread::Builder::new().spawn_scoped(scope, calibrate) {
             Ok(holdout) => {
@@ -163,8 +169,22 @@ fn label<'a>(
         .collect()
 }
 
-/// Some weight on two departments at least, and on each side of urgency.
-fn check_both_sides(labelled: &[Labelled<'_>], departments: &[String]) -> Result<(), TrainError> {
+/// The examples' total positive weight.
+fn positive_weight(labelled: &[Labelled<'_>]) -> f64 {
+    labelled
+        .iter()
+        .map(|l| f64::from(l.example.weight))
+        .filter(|w| *w > 0.0)
+        .sum()
+}
+
+/// Some weight on two departments at least; `Some(side)` when every example of positive
+/// weight is on one side of urgency (issue 50, item 5: a desk that never sees an urgent ticket
+/// can still train, and its classifier says so with the certainty its examples give).
+fn check_both_sides(
+    labelled: &[Labelled<'_>],
+    departments: &[String],
+) -> Result<Option<bool>, TrainError> {
     let mut counted = labelled.iter().filter(|l| l.example.weight > 0.0);
     let first = counted.next().ok_or(TrainError::NoExamples)?;
     let mut other_class = false;
@@ -178,12 +198,7 @@ fn check_both_sides(labelled: &[Labelled<'_>], departments: &[String]) -> Result
             department: departments[first.class].clone(),
         });
     }
-    if !other_side {
-        return Err(TrainError::OneUrgencySide {
-            urgent: first.example.is_urgent,
-        });
-    }
-    Ok(())
+    Ok((!other_side).then_some(first.example.is_urgent))
 }
 
 /// 2^17 buckets for up to seven departments, fewer beyond, within [`TABLE_BYTES`].

@@ -117,8 +117,6 @@ pub enum TrainError {
     BadWeight { index: usize, weight: f32 },
     #[error("every example of positive weight is in {department:?}: nothing to tell apart")]
     OneDepartment { department: String },
-    #[error("every example of positive weight is {}: urgency has nothing to learn", if *.urgent { "urgent" } else { "not urgent" })]
-    OneUrgencySide { urgent: bool },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -259,6 +257,21 @@ impl LocalModel {
 
     pub fn departments(&self) -> &[String] {
         &self.departments
+    }
+
+    /// Whether it learnt urgency: `false` when every example it learnt from was on one side,
+    /// and it answers that side with the certainty their number gives.
+    pub fn learnt_urgency(&self) -> bool {
+        self.calibration.learnt_urgency()
+    }
+
+    /// What its urgency is, in words (a training's report).
+    pub fn urgency(&self) -> &'static str {
+        match (self.learnt_urgency(), self.calibration.urgent_shift > 0.0) {
+            (true, _) => "learnt",
+            (false, false) => "never urgent in its examples",
+            (false, true) => "always urgent in its examples",
+        }
     }
 
     /// How many examples trained it.

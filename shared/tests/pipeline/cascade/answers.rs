@@ -65,6 +65,10 @@ async fn train_stores_a_classifier_by_content_lists_it_and_never_learns_from_the
         .collect();
     assert_eq!(trained["examples"], dev.len(), "{trained}");
     assert!(trained["bytes"].as_u64().unwrap() <= 5_000_000, "{trained}");
+    assert_eq!(
+        trained["urgency"], "learnt",
+        "the shipped set has both sides"
+    );
 
     // The same examples make the same artefact: stored once.
     let again = op(&app, json!({"op": "train", "from": ["set:shipped"]})).await;
