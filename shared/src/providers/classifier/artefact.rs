@@ -13,7 +13,8 @@
 //!
 //! The digest catches a damaged or cut copy before it answers a single ticket. Format 2 has
 //! format 1's layout and means the confidence is the department's probability alone
-//! ([`Gate`]); format 1 is still read, and its classifiers gate as they did.
+//! ([`Gate`]) and the features are normalised (`features`); format 1 is still read, and its
+//! classifiers read and gate as they did.
 
 use sha2::{Digest, Sha256};
 
@@ -25,11 +26,11 @@ use super::{
 const MAGIC: &[u8; 8] = b"TRIAGELM";
 /// Bumped whenever the layout or the meaning of a field (the features included) changes.
 pub(super) const FORMAT: u16 = 2;
-/// Formats still read, with what their confidence is.
-fn gate_of(format: u16) -> Option<Gate> {
+/// Formats still read: what their confidence is and whether their features are normalised.
+fn meaning(format: u16) -> Option<(Gate, bool)> {
     match format {
-        1 => Some(Gate::WholeAnswer),
-        2 => Some(Gate::Department),
+        1 => Some((Gate::WholeAnswer, false)),
+        2 => Some((Gate::Department, true)),
         _ => None,
     }
 }
@@ -39,10 +40,10 @@ pub(super) fn write(model: &LocalModel) -> Vec<u8> {
     let weights = &model.weights;
     let mut out = Vec::with_capacity(64 + 4 * (weights.table.len() + weights.bias.len()));
     out.extend_from_slice(MAGIC);
-    let format = match model.gate {
-        Gate::Department => FORMAT,
-        Gate::WholeAnswer => 1,
-    };
+    // A model is trained in the newest format or read from one (`meaning`): no other pair.
+    let format = (1..=FORMAT)
+        .find(|&f| meaning(f) == Some((model.gate, model.spec.normalise)))
+        .expect("a model's gate and features are one format's");
     out.extend_from_slice(&format.to_le_bytes());
     out.extend_from_slice(&[
         model.spec.bucket_bits,
@@ -80,7 +81,7 @@ pub(super) fn read(bytes: &[u8]) -> Result<LocalModel, ArtefactError> {
         return Err(ArtefactError::Magic);
     }
     let format = r.u16("format")?;
-    let gate = gate_of(format).ok_or(ArtefactError::Format {
+    let (gate, normalise) = meaning(format).ok_or(ArtefactError::Format {
         found: format,
         expected: FORMAT,
     })?;
@@ -89,6 +90,7 @@ pub(super) fn read(bytes: &[u8]) -> Result<LocalModel, ArtefactError> {
         char_min: r.u8("n-gram lengths")?,
         char_max: r.u8("n-gram lengths")?,
         char_weight: r.f32("n-gram weight")?,
+        normalise,
     };
     if !(8..=24).contains(&spec.bucket_bits) {
         return Err(ArtefactError::Malformed("bucket bits outside 8..=24"));

@@ -9,6 +9,15 @@
 //! whatever the vocabulary. The hash is FNV-1a 64, written out here rather than std's
 //! `RandomState` (seeded per process): a bucket must mean the same thing in every process
 //! that loads the artefact.
+//!
+//! Normalised (issue 50, item 4; classifiers of artefact format 2): the text is NFKC first
+//! (a full-width `ＲＥＦＵＮＤ` or a ligature is the word it shows), a word of three digits
+//! or more is an identifier whose digits are one shape (`order 48213` and `order 99120` are
+//! the same words), and the character n-grams are read with accents folded (`cobrança`,
+//! `cobranca` and `cobranza` share n-grams) while words keep theirs (`é` and `e` stay two
+//! words in Portuguese).
+
+use unicode_normalization::{char::is_combining_mark, UnicodeNormalization};
 
 /// Of each field, only this many bytes are read: bounds `predict` on a pasted log or a
 /// forwarded thread, and the triage signal is at a ticket's start. Training reads no more of
@@ -25,6 +34,9 @@ pub(super) struct FeatureSpec {
     /// One character n-gram against one word feature: a word has a dozen n-grams, which would
     /// otherwise drown the words themselves in the norm.
     pub char_weight: f32,
+    /// NFKC, identifiers' digits collapsed, accents folded in n-grams (the module's header);
+    /// `false` for classifiers stored in format 1, whose weights were learnt without.
+    pub normalise: bool,
 }
 
 impl FeatureSpec {
@@ -67,6 +79,7 @@ const CHARS: u8 = b'c';
 pub(super) struct Features {
     text: String,
     words: Vec<(usize, usize)>,
+    folded: String,
     padded: Vec<u8>,
     char_starts: Vec<usize>,
     /// `bucket << 1 | is_char_ngram`, one per occurrence.
@@ -113,13 +126,22 @@ impl Features {
         let Features {
             text,
             words,
+            folded,
             padded,
             char_starts,
             keys,
             ..
         } = self;
-        lowercase_into(text, prefix(raw, MAX_FIELD_BYTES));
+        let raw = prefix(raw, MAX_FIELD_BYTES);
+        if spec.normalise {
+            lowercase_into(text, raw.nfkc());
+        } else {
+            lowercase_into(text, raw.chars());
+        }
         split_words(text, words);
+        if spec.normalise {
+            collapse_identifiers(text, words);
+        }
         let mut previous: Option<&str> = None;
         for &(start, end) in words.iter() {
             let word = &text[start..end];
@@ -133,7 +155,13 @@ impl Features {
                 keys.push(spec.bucket(fnv1a(fnv1a(hash, b" "), bytes)) << 1);
             }
             previous = Some(word);
-            char_ngrams(spec, word, padded, char_starts, keys);
+            if spec.normalise {
+                folded.clear();
+                folded.extend(word.nfd().filter(|c| !is_combining_mark(*c)));
+                char_ngrams(spec, folded, padded, char_starts, keys);
+            } else {
+                char_ngrams(spec, word, padded, char_starts, keys);
+            }
         }
     }
 }
@@ -190,15 +218,33 @@ pub(super) fn prefix(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-fn lowercase_into(out: &mut String, text: &str) {
+fn lowercase_into(out: &mut String, text: impl Iterator<Item = char>) {
     out.clear();
-    for ch in text.chars() {
+    for ch in text {
         if ch.is_ascii() {
             out.push(ch.to_ascii_lowercase());
         } else {
             out.extend(ch.to_lowercase());
         }
     }
+}
+
+/// Digits of a word with three or more are `0`: an order, card or account number says what
+/// kind of ticket it is by its shape, never by its value. In place: a digit and `0` are one
+/// byte each.
+fn collapse_identifiers(text: &mut String, words: &[(usize, usize)]) {
+    // SAFETY of the bytes: only ASCII digits are replaced, by an ASCII digit, so the text stays
+    // UTF-8; done on a Vec to say so without `unsafe`.
+    let mut bytes = std::mem::take(text).into_bytes();
+    for &(start, end) in words {
+        let word = &mut bytes[start..end];
+        if word.iter().filter(|b| b.is_ascii_digit()).count() >= 3 {
+            word.iter_mut()
+                .filter(|b| b.is_ascii_digit())
+                .for_each(|b| *b = b'0');
+        }
+    }
+    *text = String::from_utf8(bytes).expect("ASCII digits replaced by an ASCII digit");
 }
 
 /// Runs of letters and digits are words; each `!` is one too (it is how tickets shout).
@@ -231,7 +277,59 @@ mod tests {
         char_min: 3,
         char_max: 5,
         char_weight: 0.5,
+        normalise: false,
     };
+    const NORMALISED: FeatureSpec = FeatureSpec {
+        normalise: true,
+        ..SPEC
+    };
+
+    fn shared(spec: &FeatureSpec, a: &str, b: &str) -> f32 {
+        let mut features = Features::default();
+        let a = features.extract(spec, "", a).to_vec();
+        let b = features.extract(spec, "", b);
+        a.iter()
+            .filter_map(|(k, v)| b.iter().find(|(j, _)| j == k).map(|(_, w)| v * w))
+            .sum()
+    }
+
+    /// Normalised features (issue 50, item 4): a full-width or ligature form is its word, an
+    /// order number's value is not a feature, accents fold in n-grams but not in words; and
+    /// none of it applies to a format-1 classifier's features.
+    #[test]
+    fn normalised_text_reads_the_same_word_however_it_is_written() {
+        let mut features = Features::default();
+        let plain = features
+            .extract(&NORMALISED, "", "refund order 48213")
+            .to_vec();
+        assert_eq!(
+            features.extract(&NORMALISED, "", "ＲＥＦＵＮＤ order 99120"),
+            plain.as_slice()
+        );
+        assert_eq!(
+            features
+                .extract(&NORMALISED, "", "refund order 12")
+                .to_vec(),
+            features.extract(&SPEC, "", "refund order 12"),
+            "short numbers and plain words are as before"
+        );
+        assert_ne!(
+            features.extract(&SPEC, "", "refund order 99120").to_vec(),
+            plain,
+            "unnormalised: the number is a feature of its own"
+        );
+        // Accents: the n-grams are one, the words two.
+        let folded = shared(&NORMALISED, "cobrança", "cobranca");
+        assert!(
+            folded > shared(&SPEC, "cobrança", "cobranca") + 0.2,
+            "{folded}"
+        );
+        assert!(folded < 0.99, "the words differ: {folded}");
+        assert!(
+            shared(&NORMALISED, "ﬁle", "file") > 0.99,
+            "a ligature is its letters"
+        );
+    }
 
     #[test]
     fn the_hash_is_fnv1a_64_as_published() {
@@ -257,12 +355,7 @@ mod tests {
     }
 
     fn cosine(a: &str, b: &str) -> f32 {
-        let mut features = Features::default();
-        let a = features.extract(&SPEC, "", a).to_vec();
-        let b = features.extract(&SPEC, "", b);
-        a.iter()
-            .filter_map(|(k, v)| b.iter().find(|(j, _)| j == k).map(|(_, w)| v * w))
-            .sum()
+        shared(&SPEC, a, b)
     }
 
     #[test]

@@ -213,6 +213,7 @@ pub(super) fn feature_spec(classes: usize) -> FeatureSpec {
         char_min: 3,
         char_max: 5,
         char_weight: 0.4,
+        normalise: true,
     }
 }
 
