@@ -7,6 +7,7 @@ pub mod lambda;
 pub mod markdown;
 pub mod moto;
 mod postgres;
+pub mod template;
 
 pub use postgres::{fresh_database, psql, roles_sql, server_url, OwnServer};
 

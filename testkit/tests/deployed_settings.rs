@@ -7,21 +7,14 @@
 
 use std::path::{Path, PathBuf};
 
+use testkit::template::globals;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap()
-}
-
-/// The template's `Globals` section: what every function's environment holds.
-fn globals(template: &str) -> &str {
-    template
-        .split("\nGlobals:\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\nResources:\n").next())
-        .expect("Globals")
 }
 
 /// Whether `variable` is set in `Globals` from the parameter `parameter` (directly, or when
