@@ -152,8 +152,11 @@ impl Harness {
         let work = self.dir.join(name);
         std::fs::create_dir_all(&work).unwrap();
         let log = work.join("aws.jsonl");
+        // A permissions boundary looked up answers an ARN: IAM refuses shorter ones (20).
         let mut script = String::from(
-            "command_not_found_handle() { echo PLACEHOLDER; return 0; }\nset -- '{\"op\": \"stats\"}'\n",
+            "command_not_found_handle() { case \"$*\" in\n  \
+               *PermissionsBoundary=*) echo arn:aws:iam::123456789012:policy/PLACEHOLDER ;;\n  \
+               *) echo PLACEHOLDER ;;\nesac; return 0; }\nset -- '{\"op\": \"stats\"}'\n",
         );
         for (line, block) in blocks {
             script.push_str(&format!("export DOCS_BLOCK_LINE={line}\n{block}\n"));
@@ -294,6 +297,21 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
         "the rotation's change set was not seen as the shell passes it:\n{}",
         seen.join("\n")
     );
+    // The roles made outside the template get the boundary (docs/deploy.md, steps 4 and 12).
+    for (command, option) in [
+        ("iam create-role", "--permissions-boundary arn:"),
+        (
+            "cloudformation create-change-set",
+            "--change-set-name with-boundary",
+        ),
+    ] {
+        assert!(
+            seen.iter()
+                .any(|c| c.starts_with(command) && c.contains(option)),
+            "no aws {command} with {option}:\n{}",
+            seen.join("\n")
+        );
+    }
     // docs/delivery.md's: a consumer's policy and the removal of rules on the stack's bus.
     for command in [
         "iam put-role-policy",
