@@ -4,14 +4,12 @@
 //! (docs/deploy.md step 4) and the rotation application's (step 12, which offers no boundary
 //! parameter of its own: its processed template is deployed with one).
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use testkit::{
     markdown::sh_blocks,
+    stdout_of,
     template::{globals, resources},
 };
 
@@ -45,20 +43,6 @@ fn commands(block: &str) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-fn run(program: &str, args: &[&str], dir: &Path) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e} (the docs' commands need it)"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]
@@ -158,7 +142,7 @@ fn the_bastion_role_gets_the_boundary_samconfig_toml_names() {
     ] {
         std::fs::write(dir.join("samconfig.toml"), samconfig).unwrap();
         let script = format!("ENV={env}\n{lookup}\nprintf %s \"$BOUNDARY\"");
-        assert_eq!(run("bash", &["-c", &script], &dir), expected, "{env}");
+        assert_eq!(stdout_of("bash", &["-c", &script], &dir), expected, "{env}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -206,7 +190,7 @@ fn the_rotation_application_is_deployed_with_the_boundary_on_its_roles() {
     let dir = std::env::temp_dir().join(format!("rotation-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("processed.json"), processed.to_string()).unwrap();
-    let out = run(
+    let out = stdout_of(
         "jq",
         &[
             "--arg",
