@@ -2,10 +2,13 @@
 //! (issue "Round four", items 8 and 9): the promote gate's set is a parameter, the console
 //! run against the deployed database gets every setting that decides what it shows, and the
 //! ops function's memory, which its refusals name, is a parameter too; a failed scheduled retrain
-//! is not retried by Lambda (issue "Round five", item 6), and the docs' scopes, upgrade range and
-//! `RetrainSchedule` quoting hold (item 8).
+//! is not retried by Lambda (issue "Round five", item 6), and the docs' scopes, upgrade range,
+//! `RetrainSchedule` quoting, taxonomy payload and set digest hold (item 8).
 
 use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use testkit::{markdown::sh_blocks, stdout_of, template::globals};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -13,15 +16,6 @@ fn root() -> PathBuf {
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap()
-}
-
-/// The template's `Globals` section: what every function's environment holds.
-fn globals(template: &str) -> &str {
-    template
-        .split("\nGlobals:\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\nResources:\n").next())
-        .expect("Globals")
 }
 
 /// Whether `variable` is set in `Globals` from the parameter `parameter` (directly, or when
@@ -287,4 +281,59 @@ fn the_docs_show_retrain_schedule_in_the_escaped_quotes_samconfig_needs() {
         parsed["v"].as_str(),
         Some("RetrainSchedule=\"rate(1 day)\"")
     );
+}
+
+/// The runbook's `jq` line wraps a taxonomy file in the ops Lambda's `taxonomy` payload
+/// (issue "Round five", item 8): run on the bank's file, it is `add` of the file itself, in
+/// the shape of the runbook's own example payload, all 77 departments kept.
+#[test]
+fn the_runbooks_jq_wraps_the_bank_taxonomy_in_the_taxonomy_payload() {
+    let runbook = read("docs/runbook.md");
+    let line = sh_blocks(&runbook)
+        .into_iter()
+        .flat_map(|(_, block)| block.lines().map(str::to_string).collect::<Vec<_>>())
+        .find(|line| line.contains("jq -c '{op: \"taxonomy\""))
+        .expect("the runbook's taxonomy jq line");
+    let program = line.split('\'').nth(1).unwrap();
+    let file = "examples/desks/bank/taxonomy.json";
+    assert!(line.contains(&format!("' {file})")), "{line}");
+    let payload: Value =
+        serde_json::from_str(&stdout_of("jq", &["-c", program, file], &root())).unwrap();
+    let taxonomy: Value = serde_json::from_str(&read(file)).unwrap();
+    assert_eq!(taxonomy["departments"].as_array().unwrap().len(), 77);
+    // The runbook's own `add` payload (which shared/tests/pipeline/operations/lambda.rs
+    // parses as the ops Lambda does) with the bank's file in it.
+    let mut example: Value = serde_json::from_str(
+        runbook
+            .lines()
+            .find(|l| l.starts_with(r#"{"op": "taxonomy", "action": {"add""#))
+            .expect("the runbook's taxonomy add payload"),
+    )
+    .unwrap();
+    example["action"]["add"]["file"] = taxonomy;
+    assert_eq!(payload, example);
+}
+
+/// The digest docs/zendesk.md computes for a set it uploads is the one the code names a set by
+/// (issue "Round five", item 8): its line, run on the shipped set, gives the shipped digest.
+#[test]
+fn the_digest_zendesk_md_computes_is_the_sets() {
+    let line = sh_blocks(&read("docs/zendesk.md"))
+        .into_iter()
+        .flat_map(|(_, block)| block.lines().map(str::to_string).collect::<Vec<_>>())
+        .find(|line| line.starts_with("DIGEST=") && line.contains("desk.jsonl"))
+        .expect("docs/zendesk.md's digest line");
+    let shipped = read("shared/src/quality/set.rs")
+        .lines()
+        .find_map(|l| l.strip_prefix("pub const SHIPPED_DIGEST: &str = \""))
+        .and_then(|rest| rest.strip_suffix("\";"))
+        .expect("SHIPPED_DIGEST")
+        .to_string();
+    let dir = std::env::temp_dir().join(format!("digest-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(root().join("evals/tickets.jsonl"), dir.join("desk.jsonl")).unwrap();
+    let script = format!("{line}\nprintf %s \"$DIGEST\"");
+    let digest = stdout_of("bash", &["-c", &script], &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(digest, format!("sha256:{shipped}"));
 }

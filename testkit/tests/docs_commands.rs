@@ -1,5 +1,5 @@
-//! The command blocks of docs/deploy.md, docs/runbook.md and docs/delivery.md (a consumer's
-//! subscriptions and EventBridge rules), as a reader pastes them: every
+//! The command blocks of docs/deploy.md, docs/runbook.md, docs/delivery.md (a consumer's
+//! subscriptions and EventBridge rules) and docs/zendesk.md, as a reader pastes them: every
 //! `sh` block passes `bash -n`, and every `aws` command in them passes the AWS CLI's own
 //! parsing of its options and shorthand, with the arguments the shell really hands it
 //! (quotes stripped, variables expanded).
@@ -152,8 +152,14 @@ impl Harness {
         let work = self.dir.join(name);
         std::fs::create_dir_all(&work).unwrap();
         let log = work.join("aws.jsonl");
+        // A command's `--out FILE` exists after it (`aws s3 cp` checks its source before it
+        // connects); a permissions boundary looked up answers an ARN: IAM refuses shorter ones.
         let mut script = String::from(
-            "command_not_found_handle() { echo PLACEHOLDER; return 0; }\nset -- '{\"op\": \"stats\"}'\n",
+            "command_not_found_handle() { local prev arg\n  \
+               for arg in \"$@\"; do [ \"$prev\" = --out ] && : >\"$arg\"; prev=$arg; done\n  \
+               case \"$*\" in\n  \
+               *PermissionsBoundary=*) echo arn:aws:iam::123456789012:policy/PLACEHOLDER ;;\n  \
+               *) echo PLACEHOLDER ;;\nesac; return 0; }\nset -- '{\"op\": \"stats\"}'\n",
         );
         for (line, block) in blocks {
             script.push_str(&format!("export DOCS_BLOCK_LINE={line}\n{block}\n"));
@@ -216,35 +222,40 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
     };
     // The documents side by side (each AWS CLI start costs about a second).
     let results: Vec<(Vec<String>, Vec<serde_json::Value>)> = std::thread::scope(|scope| {
-        let runs: Vec<_> = ["docs/deploy.md", "docs/runbook.md", "docs/delivery.md"]
-            .into_iter()
-            .map(|doc| {
-                let harness = &harness;
-                scope.spawn(move || {
-                    let text = std::fs::read_to_string(root().join(doc)).unwrap();
-                    let mut problems = Vec::new();
-                    let mut blocks = sh_blocks(&text);
-                    let at_least = if doc == "docs/delivery.md" { 4 } else { 5 };
-                    assert!(
-                        blocks.len() >= at_least,
-                        "{doc}: only {} sh blocks",
-                        blocks.len()
-                    );
-                    blocks.retain(|(line, block)| match harness.syntax(block) {
-                        Some(complaint) => {
-                            problems.push(format!("{doc}:{line}: bash -n: {complaint}"));
-                            false
-                        }
-                        None => true,
-                    });
-                    let mut records = harness.aws_commands(&doc.replace('/', "-"), &blocks);
-                    for record in &mut records {
-                        record["doc"] = doc.into();
+        // Each document with the fewest sh blocks it has.
+        let runs: Vec<_> = [
+            ("docs/deploy.md", 5),
+            ("docs/runbook.md", 5),
+            ("docs/delivery.md", 4),
+            ("docs/zendesk.md", 2),
+        ]
+        .into_iter()
+        .map(|(doc, at_least)| {
+            let harness = &harness;
+            scope.spawn(move || {
+                let text = std::fs::read_to_string(root().join(doc)).unwrap();
+                let mut problems = Vec::new();
+                let mut blocks = sh_blocks(&text);
+                assert!(
+                    blocks.len() >= at_least,
+                    "{doc}: only {} sh blocks",
+                    blocks.len()
+                );
+                blocks.retain(|(line, block)| match harness.syntax(block) {
+                    Some(complaint) => {
+                        problems.push(format!("{doc}:{line}: bash -n: {complaint}"));
+                        false
                     }
-                    (problems, records)
-                })
+                    None => true,
+                });
+                let mut records = harness.aws_commands(&doc.replace('/', "-"), &blocks);
+                for record in &mut records {
+                    record["doc"] = doc.into();
+                }
+                (problems, records)
             })
-            .collect();
+        })
+        .collect();
         runs.into_iter().map(|run| run.join().unwrap()).collect()
     });
     let mut problems = Vec::new();
@@ -294,8 +305,25 @@ fn every_command_block_parses_in_bash_and_every_aws_command_in_the_aws_cli() {
         "the rotation's change set was not seen as the shell passes it:\n{}",
         seen.join("\n")
     );
-    // docs/delivery.md's: a consumer's policy and the removal of rules on the stack's bus.
+    // The roles made outside the template get the boundary (docs/deploy.md, steps 4 and 12).
+    for (command, option) in [
+        ("iam create-role", "--permissions-boundary arn:"),
+        (
+            "cloudformation create-change-set",
+            "--change-set-name with-boundary",
+        ),
+    ] {
+        assert!(
+            seen.iter()
+                .any(|c| c.starts_with(command) && c.contains(option)),
+            "no aws {command} with {option}:\n{}",
+            seen.join("\n")
+        );
+    }
+    // docs/delivery.md's: a consumer's policy and the removal of rules on the stack's bus;
+    // docs/zendesk.md's upload of a set.
     for command in [
+        "s3 cp",
         "iam put-role-policy",
         "events remove-targets",
         "events delete-rule",

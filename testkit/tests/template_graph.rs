@@ -10,44 +10,11 @@ use std::{
     path::Path,
 };
 
+use testkit::template::resources;
+
 fn template() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     std::fs::read_to_string(path).unwrap()
-}
-
-/// Each resource's block of lines, by its logical id.
-fn resources(template: &str) -> BTreeMap<String, String> {
-    let mut blocks = BTreeMap::new();
-    let mut current: Option<(String, String)> = None;
-    let mut inside = false;
-    for line in template.lines() {
-        if !line.starts_with(' ') && !line.trim().is_empty() && !line.starts_with('#') {
-            inside = line.trim_end() == "Resources:";
-            blocks.extend(current.take());
-            continue;
-        }
-        if !inside {
-            continue;
-        }
-        let name = line
-            .strip_prefix("  ")
-            .filter(|rest| !rest.starts_with(' ') && !rest.starts_with('#'))
-            .and_then(|rest| rest.trim_end().strip_suffix(':'));
-        match name {
-            Some(name) => {
-                blocks.extend(current.take());
-                current = Some((name.to_string(), String::new()));
-            }
-            None => {
-                if let Some((_, block)) = current.as_mut() {
-                    block.push_str(line);
-                    block.push('\n');
-                }
-            }
-        }
-    }
-    blocks.extend(current);
-    blocks
 }
 
 /// The identifiers a block names, whatever the syntax (a superset; only resources count).
