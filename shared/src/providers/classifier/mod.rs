@@ -18,6 +18,8 @@ mod fit;
 pub mod target;
 
 #[cfg(test)]
+mod artefact_tests;
+#[cfg(test)]
 mod synthetic;
 #[cfg(test)]
 mod tests;
