@@ -25,7 +25,7 @@ use crate::{
     },
     pipeline::cascade::{
         examples::{self, Read},
-        gather::{Gathered, LeftOut, Taken},
+        gather::{Gathered, LeftOut, Standing, Taken},
         models::{self, StoredModel},
         targets, trained_on,
     },
@@ -332,7 +332,7 @@ async fn read_into(
                     is_urgent: row.is_urgent,
                     weight: 1.0,
                 };
-                match gathered.take(example) {
+                match gathered.take(example, Standing::Desk) {
                     Taken::Full => read.left_out.memory += 1,
                     Taken::New | Taken::Merged => {
                         read.rows += 1;

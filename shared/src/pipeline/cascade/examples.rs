@@ -14,7 +14,7 @@ use deadpool_postgres::Client;
 use serde::Serialize;
 use tokio_postgres::{types::ToSql, IsolationLevel};
 
-use super::gather::{Gathered, LeftOut, Taken};
+use super::gather::{Gathered, LeftOut, Standing, Taken};
 use crate::{
     domain::error::Result,
     providers::{classifier::Example, Policy},
@@ -23,6 +23,14 @@ use crate::{
 /// How much one correction from the desk counts beside one answer of the model: the desk's
 /// word is the truth the model's answers only approximate.
 pub const FEEDBACK_WEIGHT: f32 = 3.0;
+
+/// The most one audited answer counts. A ticket the audit drew at the share `s` stands for the
+/// `1 / s` tickets the classifier answered itself, which have no model's answer to train on:
+/// weighed so, the tickets a live cascade answers locally are in the training in proportion
+/// and a retrain does not drift towards the hard tickets the model saw. Capped because at the
+/// default share (0.03) one audited ticket would count 33 times, and a few mistaken ones would
+/// outweigh what the rest teach.
+pub const AUDIT_WEIGHT_CAP: f64 = 10.0;
 
 /// The most rows one source gives: each owner's newest. Each is bounded in bytes
 /// (`classifier::bounded`), and the gathering's budget bounds them all.
@@ -44,13 +52,19 @@ const READ_CHARS: i32 = 8 * 1024;
 
 /// Production results answered by a model under the policy `$3` in the last `$1` days, with
 /// the ticket they name, its owner and the model version that labelled it; `$2` turns the
-/// answer's `is_urgent` into a label. A classifier learns one taxonomy. No text: it is read
-/// for the rows kept only ([`capped`]).
+/// answer's `is_urgent` into a label. A classifier learns one taxonomy. An answer on a ticket
+/// the audit drew weighs `1 / share`, at most `$4` ([`AUDIT_WEIGHT_CAP`]), and any other 1. No
+/// text: it is read for the rows kept only ([`capped`]).
 const RESULTS: &str = r#"
 SELECT t.id, coalesce(t.owner, '(none)') AS owner, r.department, r.is_urgent >= $2 AS is_urgent,
-       r.model_version AS giver, r.computed_at AS at, r.idempotency_key AS tiebreak
+       r.model_version AS giver, r.computed_at AS at, r.idempotency_key AS tiebreak,
+       CASE WHEN drawn.share IS NULL THEN 1 ELSE least(1 / drawn.share, $4::float8) END AS weight,
+       CASE WHEN drawn.share IS NULL THEN 'model' ELSE 'audit' END AS standing
 FROM evaluation_result r
 JOIN ticket t ON t.id = r.ticket_id AND t.workload = 'production'
+LEFT JOIN LATERAL (
+    SELECT min(a.share) AS share FROM cascade_audit a WHERE a.idempotency_key = r.idempotency_key
+) drawn ON true
 WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'model'
   AND r.policy_version = $3
 "#;
@@ -59,10 +73,11 @@ WHERE r.computed_at > now() - make_interval(days => $1) AND r.answered_by = 'mod
 /// labels given under another taxonomy are not this classifier's), with the ticket's owner and
 /// who gave them. Feedback from a giver who may not label never trains (docs/labelling.md); a
 /// label lacking a field (V40: a desk event labels the field it changed) trains once both are
-/// labelled, and is no feedback example until then.
+/// labelled, and is no feedback example until then. Each weighs `$3` ([`FEEDBACK_WEIGHT`]).
 const FEEDBACK: &str = r#"
 SELECT t.id, coalesce(t.owner, '(none)') AS owner, f.department, f.is_urgent,
-       f.given_by AS giver, f.created_at AS at, f.id AS tiebreak
+       f.given_by AS giver, f.created_at AS at, f.id AS tiebreak,
+       $3::float8 AS weight, 'desk' AS standing
 FROM ticket_feedback f
 JOIN ticket t ON t.id = f.ticket_id
 WHERE f.superseded_at IS NULL AND f.labeller AND f.created_at > now() - make_interval(days => $1)
@@ -84,7 +99,8 @@ fn per_owner(source: &str) -> String {
 fn capped(source: &str, params: usize) -> String {
     let (cap, limit, chars) = (params + 1, params + 2, params + 3);
     format!(
-        "SELECT text.subject, text.message, s.department, s.is_urgent, s.id, s.owner, s.giver
+        "SELECT text.subject, text.message, s.department, s.is_urgent, s.id, s.owner, s.giver,
+                s.weight, s.standing
          FROM (
              SELECT * FROM (
                  SELECT s.*, row_number() OVER (PARTITION BY owner ORDER BY at DESC, tiebreak) AS nth
@@ -160,7 +176,6 @@ async fn read(
     source: &str,
     params: &[&(dyn ToSql + Sync)],
     share: f64,
-    weight: f32,
     gathered: &mut Gathered,
 ) -> Result<Read> {
     let transaction = client
@@ -196,7 +211,8 @@ async fn read(
         'portal: loop {
             let rows = transaction.query_portal(&portal, BATCH_ROWS).await?;
             for row in &rows {
-                if gathered.take(example(row, weight)) == Taken::Full {
+                let (example, standing) = example(row);
+                if gathered.take(example, standing) == Taken::Full {
                     break 'portal;
                 }
                 read.rows += 1;
@@ -228,8 +244,8 @@ pub async fn results(
     gathered: &mut Gathered,
 ) -> Result<Read> {
     let threshold = policy.urgent_threshold;
-    let params: [&(dyn ToSql + Sync); 3] = [&days, &threshold, &policy.version];
-    read(client, RESULTS, &params, share, 1.0, gathered).await
+    let params: [&(dyn ToSql + Sync); 4] = [&days, &threshold, &policy.version, &AUDIT_WEIGHT_CAP];
+    read(client, RESULTS, &params, share, gathered).await
 }
 
 /// A labeller's current labels of the last `days` days, each owner's share capped, into
@@ -241,8 +257,9 @@ pub async fn feedback(
     share: f64,
     gathered: &mut Gathered,
 ) -> Result<Read> {
-    let params: [&(dyn ToSql + Sync); 2] = [&days, &policy.departments];
-    read(client, FEEDBACK, &params, share, FEEDBACK_WEIGHT, gathered).await
+    let weight = f64::from(FEEDBACK_WEIGHT);
+    let params: [&(dyn ToSql + Sync); 3] = [&days, &policy.departments, &weight];
+    read(client, FEEDBACK, &params, share, gathered).await
 }
 
 /// A source (its `days` parameter first) read over the window `[until - days, until)` only:
@@ -267,9 +284,16 @@ pub async fn results_before(
     gathered: &mut Gathered,
 ) -> Result<Read> {
     let threshold = policy.urgent_threshold;
-    let params: [&(dyn ToSql + Sync); 5] =
-        [&ANY_WINDOW, &threshold, &policy.version, &until, &days];
-    read(client, &before(RESULTS, 3), &params, share, 1.0, gathered).await
+    let cap = AUDIT_WEIGHT_CAP;
+    let params: [&(dyn ToSql + Sync); 6] = [
+        &ANY_WINDOW,
+        &threshold,
+        &policy.version,
+        &cap,
+        &until,
+        &days,
+    ];
+    read(client, &before(RESULTS, 4), &params, share, gathered).await
 }
 
 /// [`feedback`] as it stood at `until`: the labellers' labels of the `days` days before it.
@@ -280,26 +304,26 @@ pub async fn feedback_before(
     share: f64,
     gathered: &mut Gathered,
 ) -> Result<Read> {
-    let params: [&(dyn ToSql + Sync); 4] = [&ANY_WINDOW, &policy.departments, &until, &days];
-    read(
-        client,
-        &before(FEEDBACK, 2),
-        &params,
-        share,
-        FEEDBACK_WEIGHT,
-        gathered,
-    )
-    .await
+    let weight = f64::from(FEEDBACK_WEIGHT);
+    let params: [&(dyn ToSql + Sync); 5] =
+        [&ANY_WINDOW, &policy.departments, &weight, &until, &days];
+    read(client, &before(FEEDBACK, 3), &params, share, gathered).await
 }
 
-fn example(row: &tokio_postgres::Row, weight: f32) -> Example {
-    Example {
+fn example(row: &tokio_postgres::Row) -> (Example, Standing) {
+    let example = Example {
         subject: row.get(0),
         message: row.get(1),
         department: row.get(2),
         is_urgent: row.get(3),
-        weight,
-    }
+        weight: row.get::<_, f64>(7) as f32,
+    };
+    let standing = match row.get::<_, &str>(8) {
+        "desk" => Standing::Desk,
+        "audit" => Standing::Audit,
+        _ => Standing::Model,
+    };
+    (example, standing)
 }
 
 #[cfg(test)]

@@ -18,10 +18,25 @@ use crate::providers::classifier::{self, Example};
 /// in the ops function's memory".
 pub const PER_EXAMPLE_BYTES: u64 = 512;
 
+/// Whose word an example's labels are, lowest first: of two examples of one text, the labels
+/// of the higher standing train, whatever their weights (an audited answer may weigh more than
+/// a desk label, `examples::AUDIT_WEIGHT_CAP`, and is still the model's word).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Standing {
+    /// The large model's answer.
+    Model,
+    /// The large model's answer on a ticket the audit drew at random.
+    Audit,
+    /// A labeller's label, or a labelled set's row.
+    Desk,
+}
+
 /// The examples of one training, one per text.
 #[derive(Debug, Default)]
 pub struct Gathered {
     examples: Vec<Example>,
+    /// Beside each example, whose word its labels are.
+    standing: Vec<Standing>,
     /// The first 16 bytes of SHA-256 over the example's (bounded) text: 16 bytes a text,
     /// however long, and a collision as likely as a random one among 2^128.
     at: HashMap<[u8; 16], usize>,
@@ -35,8 +50,8 @@ pub struct Gathered {
 pub enum Taken {
     /// Held: a text not held before.
     New,
-    /// Its text is held already: one example stands for both, with the heavier one's labels
-    /// (the desk's over the model's), in the place of the first.
+    /// Its text is held already: one example stands for both, with the labels (and weight) of
+    /// the higher [`Standing`] (the first of equals), in the place of the first.
     Merged,
     /// Not held: it would take the examples beyond the budget, and the gathering takes
     /// nothing more (its sources are read newest first: nothing older replaces it).
@@ -52,7 +67,7 @@ impl Gathered {
         }
     }
 
-    pub fn take(&mut self, example: Example) -> Taken {
+    pub fn take(&mut self, example: Example, standing: Standing) -> Taken {
         if self.full {
             return Taken::Full;
         }
@@ -63,9 +78,10 @@ impl Gathered {
         };
         match self.at.entry(digest(&example)) {
             Entry::Occupied(at) => {
-                let kept = &mut self.examples[*at.get()];
-                if example.weight > kept.weight {
-                    *kept = example;
+                let at = *at.get();
+                if standing > self.standing[at] {
+                    self.examples[at] = example;
+                    self.standing[at] = standing;
                 }
                 Taken::Merged
             }
@@ -78,6 +94,7 @@ impl Gathered {
                 self.held = held;
                 slot.insert(self.examples.len());
                 self.examples.push(example);
+                self.standing.push(standing);
                 Taken::New
             }
         }
@@ -151,29 +168,51 @@ mod tests {
     #[test]
     fn one_example_per_text_and_the_desks_label_stands_over_the_models() {
         let model = [
-            example("a", "m", "billing", 1.0),
-            example("b", "m", "sales", 1.0),
+            (example("a", "m", "billing", 1.0), Standing::Model),
+            (example("b", "m", "sales", 1.0), Standing::Model),
         ];
-        let desk = example("a", "m", "account", 3.0);
+        // An audited answer weighs more than a desk label and is still the model's word.
+        let audited = (example("a", "m", "cards", 10.0), Standing::Audit);
+        let desk = (example("a", "m", "account", 3.0), Standing::Desk);
         for desk_first in [false, true] {
             let mut gathered = Gathered::within(None);
             let mut offered = model.to_vec();
+            offered.push(audited.clone());
             if desk_first {
                 offered.insert(0, desk.clone());
             } else {
                 offered.push(desk.clone());
             }
-            let taken: Vec<Taken> = offered.into_iter().map(|e| gathered.take(e)).collect();
-            assert_eq!(taken.iter().filter(|t| **t == Taken::Merged).count(), 1);
+            let taken: Vec<Taken> = offered
+                .into_iter()
+                .map(|(e, standing)| gathered.take(e, standing))
+                .collect();
+            assert_eq!(taken.iter().filter(|t| **t == Taken::Merged).count(), 2);
             let merged = gathered.into_examples();
             assert_eq!(merged.len(), 2);
             let a = merged.iter().find(|e| e.subject == "a").unwrap();
-            assert_eq!(a.department, "account");
+            assert_eq!((a.department.as_str(), a.weight), ("account", 3.0));
         }
+        // The audit's answer stands over the model's own, with its weight.
+        let mut gathered = Gathered::within(None);
+        gathered.take(example("a", "m", "billing", 1.0), Standing::Model);
+        gathered.take(audited.0.clone(), audited.1);
+        let merged = gathered.into_examples();
+        assert_eq!(
+            (merged[0].department.as_str(), merged[0].weight),
+            ("cards", 10.0)
+        );
         // The same words split otherwise between subject and message are another text.
         let mut gathered = Gathered::within(None);
-        assert_eq!(gathered.take(example("ab", "c", "sales", 1.0)), Taken::New);
-        assert_eq!(gathered.take(example("a", "bc", "sales", 1.0)), Taken::New);
+        let model = Standing::Model;
+        assert_eq!(
+            gathered.take(example("ab", "c", "sales", 1.0), model),
+            Taken::New
+        );
+        assert_eq!(
+            gathered.take(example("a", "bc", "sales", 1.0), model),
+            Taken::New
+        );
     }
 
     #[test]
@@ -186,7 +225,10 @@ mod tests {
         assert_eq!(one, 2 + 8 * 1024 + 7 + PER_EXAMPLE_BYTES);
         let mut gathered = Gathered::within(Some(3 * one + one / 2));
         let taken: Vec<Taken> = (0..5)
-            .map(|i| gathered.take(example(&format!("s{i}"), &long, "billing", 1.0)))
+            .map(|i| {
+                let e = example(&format!("s{i}"), &long, "billing", 1.0);
+                gathered.take(e, Standing::Model)
+            })
             .collect();
         assert_eq!(
             taken,
@@ -195,7 +237,7 @@ mod tests {
         assert!(gathered.is_full());
         // Once full, nothing more, not even a text held already.
         assert_eq!(
-            gathered.take(example("s0", &long, "billing", 3.0)),
+            gathered.take(example("s0", &long, "billing", 3.0), Standing::Desk),
             Taken::Full
         );
         assert_eq!(gathered.held_bytes(), 3 * one);
@@ -203,8 +245,8 @@ mod tests {
         assert!(held.iter().all(|e| e.message.len() == 8 * 1024));
         // Without a budget, every text is held.
         let mut unbounded = Gathered::within(None);
-        assert!(
-            (0..5).all(|i| unbounded.take(example(&i.to_string(), &long, "b", 1.0)) == Taken::New)
-        );
+        assert!((0..5).all(|i| unbounded
+            .take(example(&i.to_string(), &long, "b", 1.0), Standing::Model)
+            == Taken::New));
     }
 }

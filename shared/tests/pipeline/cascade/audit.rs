@@ -8,7 +8,14 @@ use std::time::{Duration, Instant};
 
 use fake_provider::{Behavior, FakeProvider};
 use serde_json::{json, Value};
-use triage::{operations, pipeline::sweep::Sweeper};
+use triage::{
+    operations,
+    pipeline::{
+        cascade::{examples, gather::Gathered},
+        sweep::Sweeper,
+    },
+    providers::Policy,
+};
 
 use super::{configured, trained};
 use crate::helpers::{
@@ -253,4 +260,51 @@ async fn no_audit_share_audits_nothing_and_a_version_that_is_no_cascade_has_no_s
         (Some(0), &Value::Null)
     );
     assert_eq!(live["interval"], json!([0.0, 1.0]));
+}
+
+/// What a retrain learns from (docs/cascade.md, "Kept fresh"): the large model's answers at 1
+/// each, and its answers on audited tickets at the draw's weight, `1 / share`, at most
+/// `AUDIT_WEIGHT_CAP`: each stands for the tickets the classifier answered itself.
+#[tokio::test]
+async fn an_audited_answer_trains_at_the_draws_weight_capped() {
+    let fake = FakeProvider::start().await;
+    let app = spawn_app_with_fake(&fake, |_| {}).await;
+    let (local, _) = trained(&app, "shipped").await;
+    app.ingest_many(&distinct_tickets(20, "plain")).await;
+    app.drain(&app.worker(), Duration::from_secs(60)).await;
+    let cascade = format!("cascade({local},0,gpt-6-luna@medium)");
+    for (share, tag, n) in [(0.5, "half", 40), (0.05, "twentieth", 400)] {
+        let app = configured(&app, &cascade, |c| c.audit.share = share);
+        app.ingest_many(&distinct_tickets(n, tag)).await;
+        app.drain(&app.worker(), Duration::from_secs(120)).await;
+    }
+
+    let policy = Policy::load(app.config.versions.policy.as_str()).unwrap();
+    let mut gathered = Gathered::within(None);
+    let mut client = app.pool.get().await.unwrap();
+    let read = examples::results(&mut client, 30, &policy, 1.0, &mut gathered)
+        .await
+        .unwrap();
+    let examples = gathered.into_examples();
+    let weights = |tag: &str| -> Vec<f32> {
+        let prefix = format!("Invoice question {tag} ");
+        examples
+            .iter()
+            .filter(|e| e.subject.starts_with(&prefix))
+            .map(|e| e.weight)
+            .collect()
+    };
+    let app = &app;
+    let audited = |share: f64| {
+        let query = format!("SELECT count(*) FROM cascade_audit WHERE share = {share}");
+        async move { app.count(&query).await }
+    };
+    assert_eq!(weights("plain"), vec![1.0; 20]);
+    let half = audited(0.5).await as usize;
+    assert!(half > 0);
+    assert_eq!(weights("half"), vec![2.0; half]);
+    let twentieth = audited(0.05).await as usize;
+    assert!(twentieth > 0);
+    assert_eq!(weights("twentieth"), vec![10.0; twentieth]);
+    assert_eq!(read.rows, 20 + half + twentieth);
 }
