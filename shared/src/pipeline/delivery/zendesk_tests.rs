@@ -130,14 +130,7 @@ fn priority_by_table_only_while_the_ticket_still_has_what_we_left() {
     let urgent = Some("urgent");
     // (what we wrote before, the ticket's priority now, the answer urgent,
     //  sent: None unchanged / Some(None) null, left, raised)
-    let cases: [(
-        Written,
-        Option<&str>,
-        bool,
-        Option<Option<&str>>,
-        Option<&str>,
-        bool,
-    ); 10] = [
+    let cases = [
         // Nothing written yet: urgent raises whatever it is, else it is left alone.
         (
             Written::default(),
