@@ -6,7 +6,7 @@
 -- while the ticket still has it. `priority_raised`: the connector made it `urgent` itself, from
 -- `priority_before` (NULL: empty), so a provisional urgent the final answer does not confirm
 -- is set back, to `null` if need be. Until now `written_priority` was only ever `urgent`, set by
--- the connector.
+-- the connector; a ticket written before with another priority keeps it (taken for an agent's).
 ALTER TABLE zendesk_ticket ADD COLUMN priority_raised boolean NOT NULL DEFAULT false;
 UPDATE zendesk_ticket SET priority_raised = true WHERE written_priority = 'urgent';
 

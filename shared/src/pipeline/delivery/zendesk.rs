@@ -127,7 +127,7 @@ pub fn plan(ticket: &Ticket, answer: &Answer<'_>, before: &Written) -> (Update, 
 }
 
 /// Solved or closed: the desk is done with it.
-pub fn settled(ticket: &Ticket) -> bool {
+fn settled(ticket: &Ticket) -> bool {
     matches!(ticket.status.as_deref(), Some("solved" | "closed"))
 }
 
@@ -179,7 +179,8 @@ impl ZendeskWriter {
                 after: retry_after.unwrap_or(DEFAULT_HOLD),
                 error: "Zendesk's rate limit".into(),
             },
-            // Closed (or merged into another): no retry will be taken, in three days or ever.
+            // This update refused for this ticket (closed, or merged, which closes it): a retry
+            // is refused alike, in an hour or in three days.
             Ok(Err(error @ ApiError::Unprocessable(_))) => Attempt::Rejected(error.to_string()),
             Ok(Err(error)) => Attempt::Failed(error.to_string()),
             Err(error) => Attempt::Failed(error.report()),
