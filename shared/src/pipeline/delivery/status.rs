@@ -20,7 +20,8 @@ pub struct EndpointReport {
     pub pending: i64,
     pub processing: i64,
     pub delivered: i64,
-    /// Given up when the endpoint was disabled (a replay brings them back).
+    /// Given up when the endpoint was disabled, or `abandoned`: refused for good by the
+    /// receiver (a closed Zendesk ticket). A replay brings them back.
     pub dead: i64,
     pub oldest_pending_age_seconds: Option<f64>,
     pub failing_since: Option<DateTime<Utc>>,
