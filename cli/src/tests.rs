@@ -122,7 +122,38 @@ fn eval_takes_repeated_versions_or_list_and_a_forced_promote_needs_a_reason() {
     let forced = [&promote[..], &["--reason", "incident 42"]].concat();
     assert!(matches!(
         operation(&forced).unwrap(),
-        Request::Promote { force: true, .. }
+        Request::Promote {
+            force: true,
+            write_back: false,
+            ..
+        }
+    ));
+    let written = [&promote[..3], &["--write-back"]].concat();
+    assert!(matches!(
+        operation(&written).unwrap(),
+        Request::Promote {
+            write_back: true,
+            ..
+        }
+    ));
+    // The ops Lambda's payload: optional, false unless asked.
+    let payload = |extra: &str| {
+        let json = format!(r#"{{"op": "promote", "prompt_version": "triage-v6"{extra}}}"#);
+        serde_json::from_str::<Request>(&json).unwrap()
+    };
+    assert!(matches!(
+        payload(""),
+        Request::Promote {
+            write_back: false,
+            ..
+        }
+    ));
+    assert!(matches!(
+        payload(r#", "write_back": true"#),
+        Request::Promote {
+            write_back: true,
+            ..
+        }
     ));
 }
 

@@ -266,9 +266,17 @@ fn redrive(r: &redrive::Report) -> String {
 }
 
 fn promote(p: &Promotion) -> String {
+    // Undone as it was done: Zendesk's tickets are restored only by a write-back too.
+    let (written, again) = match p.write_back {
+        true => (
+            "its results are written back to the desk's open Zendesk tickets\n",
+            " --write-back",
+        ),
+        false => ("", ""),
+    };
     let undo = match &p.previous {
         Some(previous) => format!(
-            "previously {previous}; to undo: triage promote --prompt-version {} --model-version {}",
+            "previously {previous}; to undo: triage promote --prompt-version {} --model-version {}{again}",
             previous.prompt_version, previous.model_version
         ),
         None => "previously the API's configured version; to undo, promote that one".into(),
@@ -279,7 +287,7 @@ fn promote(p: &Promotion) -> String {
         .map(|note| format!("quality gate: {note}\n"))
         .unwrap_or_default();
     format!(
-        "{gate}GET /tickets/{{id}} now shows {} (promoted {})\n{undo}\n",
+        "{gate}GET /tickets/{{id}} now shows {} (promoted {})\n{written}{undo}\n",
         p.version,
         p.promoted_at.format("%Y-%m-%d %H:%M:%S UTC"),
     )

@@ -6,7 +6,9 @@
 //!   `{"ticket": {...}}` with known fields only; tags are added with `additional_tags` and
 //!   removed with `remove_tags` (a `tags` field would replace the agents' and is counted as
 //!   a violation); a safe update (`safe_update: true`) needs `updated_stamp`, and one older
-//!   than the ticket's `updated_at` is answered 409 `UpdateConflict`;
+//!   than the ticket's `updated_at` is answered 409 `UpdateConflict`; `priority` is one of
+//!   Zendesk's four or `null`; a closed ticket's update is answered 422 `RecordInvalid`
+//!   (`Status: closed prevents ticket update`);
 //! - Show Self (`/api/v2/users/me.json`);
 //! - the cursor-based Incremental Ticket Export (`/api/v2/incremental/tickets/cursor.json`):
 //!   `start_time` (a Unix time) for the first page, `cursor` after it, never both; pages
@@ -179,6 +181,14 @@ impl FakeZendesk {
     pub fn agent_edit(&self, id: i64, group_id: Option<i64>, priority: Option<&str>) {
         let mut account = self.shared.account();
         server::edit(&mut account, id, group_id, priority.map(str::to_string));
+    }
+
+    /// An agent sets the ticket's status (`solved`, `closed`): a closed ticket refuses every
+    /// update with 422 `Status: closed prevents ticket update`, as Zendesk does (merged
+    /// tickets are closed).
+    pub fn set_status(&self, id: i64, status: &str) {
+        let mut account = self.shared.account();
+        server::change(&mut account, id, |ticket| ticket.status = status.into());
     }
 
     /// An agent's edit that lands between the connector's read and its next update.

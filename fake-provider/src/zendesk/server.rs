@@ -51,15 +51,22 @@ pub(super) async fn serve(
 }
 
 pub(super) fn edit(account: &mut Account, id: i64, group: Option<i64>, priority: Option<String>) {
-    account.clock += 1;
-    let clock = account.clock;
-    if let Some(ticket) = account.tickets.get_mut(&id) {
+    change(account, id, |ticket| {
         if group.is_some() {
             ticket.group_id = group;
         }
         if priority.is_some() {
             ticket.priority = priority;
         }
+    });
+}
+
+/// A change made in Zendesk (not through the API): bumps the ticket's `updated_at`.
+pub(super) fn change(account: &mut Account, id: i64, apply: impl FnOnce(&mut super::Ticket)) {
+    account.clock += 1;
+    let clock = account.clock;
+    if let Some(ticket) = account.tickets.get_mut(&id) {
+        apply(ticket);
         ticket.version = clock;
     }
 }
@@ -199,7 +206,8 @@ fn update(account: &mut Account, id: i64, body: &Value) -> (StatusCode, Value) {
             "PUT {id}: not a safe update (safe_update and updated_stamp)"
         ));
     }
-    if let Some(priority) = fields.get("priority") {
+    // `null` empties it, as Zendesk's reference allows.
+    if let Some(priority) = fields.get("priority").filter(|p| !p.is_null()) {
         if !priority.as_str().is_some_and(|p| PRIORITIES.contains(&p)) {
             account.violations.push(format!(
                 "PUT {id}: priority {priority} is not one of {PRIORITIES:?}"
@@ -213,9 +221,20 @@ fn update(account: &mut Account, id: i64, body: &Value) -> (StatusCode, Value) {
     if let Some((edited, group, priority)) = account.edit_before_update.take() {
         edit(account, edited, group, priority);
     }
-    let Some(current) = account.tickets.get(&id).map(|t| t.updated_at()) else {
+    let Some((current, status)) = account
+        .tickets
+        .get(&id)
+        .map(|t| (t.updated_at(), t.status.clone()))
+    else {
         return not_found();
     };
+    if status == "closed" {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"error": "RecordInvalid", "description": "Record validation errors",
+                   "details": {"status": [{"description": "Status: closed prevents ticket update"}]}}),
+        );
+    }
     if safe && stamp.as_deref() != Some(current.as_str()) {
         return (
             StatusCode::CONFLICT,
@@ -239,8 +258,8 @@ fn update(account: &mut Account, id: i64, body: &Value) -> (StatusCode, Value) {
     if let Some(group) = fields.get("group_id").and_then(Value::as_i64) {
         ticket.group_id = Some(group);
     }
-    if let Some(priority) = fields.get("priority").and_then(Value::as_str) {
-        ticket.priority = Some(priority.to_string());
+    if let Some(priority) = fields.get("priority") {
+        ticket.priority = priority.as_str().map(str::to_string);
     }
     ticket.tags.retain(|t| !removed.contains(t));
     for tag in added {

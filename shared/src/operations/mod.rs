@@ -238,6 +238,7 @@ async fn execute(
             policy_version,
             force,
             reason,
+            write_back,
         } => {
             let version = pair(prompt_version, model_version);
             let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
@@ -256,7 +257,7 @@ async fn execute(
             }
             Outcome::Promote(promote::Promotion {
                 gate,
-                ..promote::promote(pool, &version).await?
+                ..promote::promote(pool, &version, write_back).await?
             })
         }
         request @ Request::Eval { .. } => eval::run(pool, config, request, operator, watch).await?,

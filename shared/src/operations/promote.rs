@@ -31,6 +31,8 @@ pub struct Promotion {
     /// The promotion this one replaces; `None`: readers saw the configured version (the API's
     /// environment, which this process need not share).
     pub previous: Option<VersionPair>,
+    /// Its results go to the desk's open Zendesk tickets too (`--write-back`).
+    pub write_back: bool,
     /// What the quality gate said of a pass worth knowing ("no significant difference ...").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<String>,
@@ -42,8 +44,8 @@ const PROMOTE: &str = r#"
 WITH previous AS (
     SELECT prompt_version, model_version FROM version_promotion ORDER BY id DESC LIMIT 1
 ), promoted AS (
-    INSERT INTO version_promotion (prompt_version, model_version)
-    SELECT $1, $2
+    INSERT INTO version_promotion (prompt_version, model_version, write_back)
+    SELECT $1, $2, $3
     WHERE EXISTS (SELECT 1 FROM evaluation_result WHERE prompt_version = $1 AND model_version = $2)
     RETURNING promoted_at
 )
@@ -51,11 +53,16 @@ SELECT promoted.promoted_at, previous.prompt_version, previous.model_version
 FROM promoted LEFT JOIN previous ON true
 "#;
 
-pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
+/// `write_back`: the desk asked for the version's results on its open Zendesk tickets
+/// (`--write-back`); without it Zendesk is sent nothing, webhooks and buses hear as ever.
+pub async fn promote(pool: &Pool, version: &VersionPair, write_back: bool) -> Result<Promotion> {
     let mut client = db::client(pool).await?;
     let tx = client.transaction().await?;
     let row = tx
-        .query_opt(PROMOTE, &[&version.prompt_version, &version.model_version])
+        .query_opt(
+            PROMOTE,
+            &[&version.prompt_version, &version.model_version, &write_back],
+        )
         .await?
         .ok_or_else(|| {
             InvalidRequest::new(
@@ -74,10 +81,11 @@ pub async fn promote(pool: &Pool, version: &VersionPair) -> Result<Promotion> {
                 prompt_version,
                 model_version: row.get(2),
             }),
+        write_back,
         gate: None,
     };
     // Results of the promoted version are announced to subscribers with the promotion.
-    let announced = announce::announce_promoted(&tx, version).await?;
+    let announced = announce::announce_promoted(&tx, version, write_back).await?;
     tx.commit().await?;
     tracing::info!(?promotion, announced, "version promoted");
     Ok(promotion)

@@ -106,6 +106,11 @@ pub enum Request {
         #[arg(long)]
         #[serde(default)]
         reason: Option<String>,
+        /// Also write the version's results back to the desk's Zendesk tickets that are not
+        /// solved or closed (docs/zendesk.md); without it Zendesk is sent nothing.
+        #[arg(long)]
+        #[serde(default)]
+        write_back: bool,
     },
     /// Evaluate versions over a labelled set through the pipeline (docs/quality.md); --list
     /// shows the stored runs.

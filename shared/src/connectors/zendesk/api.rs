@@ -31,6 +31,10 @@ pub enum ApiError {
     Conflict,
     #[error("Zendesk answered 404: no such ticket")]
     NotFound,
+    /// The update is refused for this ticket, whenever it is sent: a closed ticket (merged
+    /// ones are closed) answers `Status: closed prevents ticket update`.
+    #[error("Zendesk answered 422: {0}")]
+    Unprocessable(String),
     #[error("Zendesk answered {0}")]
     Status(u16),
     #[error("Zendesk could not be reached: {0}")]
@@ -66,8 +70,9 @@ pub struct Ticket {
 pub struct Update {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group_id: Option<i64>,
+    /// `Some(None)` sends `null`: the priority emptied (Zendesk's default).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub priority: Option<String>,
+    pub priority: Option<Option<String>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub additional_tags: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -176,6 +181,9 @@ impl Client {
             }),
             StatusCode::CONFLICT => Err(ApiError::Conflict),
             StatusCode::NOT_FOUND => Err(ApiError::NotFound),
+            StatusCode::UNPROCESSABLE_ENTITY => Err(ApiError::Unprocessable(refusal(
+                &response.json().await.unwrap_or_default(),
+            ))),
             status => Err(ApiError::Status(status.as_u16())),
         }
     }
@@ -232,6 +240,23 @@ impl Client {
     }
 }
 
+/// What a 422 refused, quoting nothing of the ticket: the fields Zendesk's `details` name, and
+/// Zendesk's own words for `status` alone ("Status: closed prevents ticket update").
+fn refusal(body: &Value) -> String {
+    let bounded = |text: &str| text.chars().take(120).collect::<String>();
+    let Some(details) = body["details"].as_object() else {
+        return bounded(body["error"].as_str().unwrap_or("no details"));
+    };
+    let fields: Vec<String> = details
+        .iter()
+        .map(|(field, errors)| match errors[0]["description"].as_str() {
+            Some(said) if field == "status" => bounded(said),
+            _ => format!("{} is invalid", bounded(field)),
+        })
+        .collect();
+    fields.join("; ")
+}
+
 fn field<T: serde::de::DeserializeOwned>(mut answer: Value, name: &str) -> Result<T, ApiError> {
     serde_json::from_value(answer[name].take()).map_err(|e| ApiError::Shape(format!("{name}: {e}")))
 }
@@ -243,7 +268,7 @@ mod tests {
     #[test]
     fn an_update_is_a_safe_update_with_only_what_it_changes() {
         let update = Update {
-            priority: Some("urgent".into()),
+            priority: Some(Some("urgent".into())),
             additional_tags: vec!["triage_billing".into()],
             safe_update: true,
             updated_stamp: "2026-12-04T10:00:00Z".into(),
@@ -254,5 +279,22 @@ mod tests {
             json!({"ticket": {"priority": "urgent", "additional_tags": ["triage_billing"],
                               "safe_update": true, "updated_stamp": "2026-12-04T10:00:00Z"}})
         );
+        let emptied = Update {
+            priority: Some(None),
+            ..Update::default()
+        };
+        assert_eq!(json!(emptied)["priority"], Value::Null);
+        assert!(json!(emptied).as_object().unwrap().contains_key("priority"));
+    }
+
+    #[test]
+    fn a_refusal_names_fields_and_quotes_only_zendesks_status_words() {
+        let closed = json!({"error": "RecordInvalid", "description": "Record validation errors",
+            "details": {"status": [{"description": "Status: closed prevents ticket update"}]}});
+        assert_eq!(refusal(&closed), "Status: closed prevents ticket update");
+        let other = json!({"error": "RecordInvalid",
+            "details": {"subject": [{"description": "Subject: my card 4111 is too long"}]}});
+        assert_eq!(refusal(&other), "subject is invalid");
+        assert_eq!(refusal(&json!({"error": "RecordInvalid"})), "RecordInvalid");
     }
 }

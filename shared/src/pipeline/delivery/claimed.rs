@@ -66,7 +66,7 @@ WITH claimed AS (
         LIMIT $3
     )
     RETURNING id, subscription_id, ticket_id, event_id, idempotency_key, attempts, claim_token,
-              created_at, provisional
+              created_at, provisional, promoted
 )
 SELECT c.id, c.subscription_id, c.event_id, c.attempts, c.claim_token, c.created_at,
        s.kind, s.target, s.secret,
@@ -80,7 +80,7 @@ SELECT c.id, c.subscription_id, c.event_id, c.attempts, c.claim_token, c.created
        greatest(r.computed_at, t.created_at, t.held_until),
        CASE WHEN s.include_text THEN t.subject END,
        CASE WHEN s.include_text THEN t.message END,
-       c.provisional, r.answered_by
+       c.provisional, r.answered_by, c.promoted
 FROM claimed c
 JOIN subscription s ON s.id = c.subscription_id
 -- The answer announced: the final one, or the provisional one given before it.
@@ -156,6 +156,8 @@ pub struct ClaimedDelivery {
     /// How long the endpoint has been failing (zero when its last attempt succeeded).
     pub failing_for: Duration,
     pub data: EventData,
+    /// Announced for a promotion, not as the ticket's answer came (`delivery.promoted`, V41).
+    pub promoted: bool,
 }
 
 pub async fn claim(
@@ -214,6 +216,7 @@ pub async fn claim(
                     provisional: row.get(21),
                     answered_by: row.get(22),
                 },
+                promoted: row.get(23),
             }
         })
         .collect())
@@ -318,6 +321,11 @@ impl ClaimedDelivery {
                 .await?;
         }
         Ok(fencing)
+    }
+
+    /// Ends this delivery, which its receiver refuses for good; the endpoint is not at fault.
+    pub async fn abandon(&self, client: &impl GenericClient, reason: &str) -> Result<Fencing> {
+        self.lease.dead_letter(client, reason, "abandoned").await
     }
 
     /// Gives this delivery up and disables its endpoint: `reason` for the operator, `shown`

@@ -15,6 +15,9 @@ pub enum Attempt {
     Failed(String),
     /// The endpoint may not be called at all (SSRF): retrying cannot help.
     Refused(String),
+    /// The receiver refuses this one event for good, and is well otherwise (Zendesk's 422
+    /// for a closed or merged ticket): retrying cannot help, nor is the endpoint at fault.
+    Rejected(String),
     /// The receiver asked us to wait (a 429's `Retry-After`): retried no earlier.
     Throttled { after: Duration, error: String },
 }
@@ -33,6 +36,10 @@ pub enum Decision {
     Disable {
         reason: String,
         shown: &'static str,
+    },
+    /// End this delivery (`dead`, `abandoned`, with `reason`); the endpoint stays enabled.
+    Abandon {
+        reason: String,
     },
 }
 
@@ -53,6 +60,7 @@ pub fn decide(
             shown: "refused: the endpoint's address may not be called (private, loopback or \
                     link-local, or not https)",
         },
+        Attempt::Rejected(why) => Decision::Abandon { reason: why },
         Attempt::Failed(error) if failing_for >= retry_window => Decision::Disable {
             reason: format!("failing for {}s (last: {error})", failing_for.as_secs()),
             shown: "failing for longer than the retry window",
@@ -104,12 +112,19 @@ mod tests {
                 Duration::ZERO,
                 "disable",
             ),
+            (
+                Attempt::Rejected("Status: closed prevents ticket update".into()),
+                1,
+                Duration::ZERO,
+                "abandon",
+            ),
         ];
         for (attempt, attempts, failing_for, expected) in cases {
             let got = match decide(attempt, attempts, failing_for, window, &schedule, 0) {
                 Decision::Delivered => "delivered".to_string(),
                 Decision::Retry { after, .. } => format!("retry {}s", after.as_secs()),
                 Decision::Disable { .. } => "disable".to_string(),
+                Decision::Abandon { .. } => "abandon".to_string(),
             };
             assert_eq!(
                 got, expected,

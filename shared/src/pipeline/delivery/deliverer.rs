@@ -55,6 +55,8 @@ pub struct Report {
     pub delivered: u32,
     pub retried: u32,
     pub endpoints_disabled: u32,
+    /// Deliveries the receiver refused for good (a closed Zendesk ticket): ended, with why.
+    pub rejected: u32,
     pub fenced: u32,
     /// Deliveries whose write failed (the database went away): their leases return them.
     pub abandoned: u32,
@@ -67,6 +69,7 @@ enum Outcome {
     Delivered,
     Retried,
     Disabled,
+    Rejected,
     Fenced,
     Abandoned,
 }
@@ -277,6 +280,7 @@ impl Deliverer {
                 Decision::Delivered => Outcome::Delivered,
                 Decision::Retry { .. } => Outcome::Retried,
                 Decision::Disable { .. } => Outcome::Disabled,
+                Decision::Abandon { .. } => Outcome::Rejected,
             },
             Err(error) => {
                 tracing::warn!(delivery = delivery.id(), error = %error.report(), "delivery outcome not written; its lease will return it");
@@ -321,6 +325,11 @@ impl Deliverer {
                 tracing::warn!(subscription = %delivery.subscription_id, %reason, "endpoint disabled");
                 delivery.disable_endpoint(&client, reason, shown).await
             }
+            Decision::Abandon { reason } => {
+                metric::delivery("abandoned");
+                tracing::warn!(delivery = delivery.id(), %reason, "delivery abandoned");
+                delivery.abandon(&client, reason).await
+            }
         }
     }
 }
@@ -339,6 +348,7 @@ impl Report {
             Outcome::Delivered => &mut self.delivered,
             Outcome::Retried => &mut self.retried,
             Outcome::Disabled => &mut self.endpoints_disabled,
+            Outcome::Rejected => &mut self.rejected,
             Outcome::Fenced => &mut self.fenced,
             Outcome::Abandoned => &mut self.abandoned,
         };

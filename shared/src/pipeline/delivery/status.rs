@@ -7,7 +7,7 @@ use deadpool_postgres::Pool;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::{db, domain::error::Result, telemetry::metric};
+use crate::{db, domain::error::Result, pipeline::outbox::announce::requeued, telemetry::metric};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EndpointReport {
@@ -20,7 +20,8 @@ pub struct EndpointReport {
     pub pending: i64,
     pub processing: i64,
     pub delivered: i64,
-    /// Given up when the endpoint was disabled (a replay brings them back).
+    /// Given up when the endpoint was disabled, or `abandoned`: refused for good by the
+    /// receiver (a closed Zendesk ticket). A replay brings them back.
     pub dead: i64,
     pub oldest_pending_age_seconds: Option<f64>,
     pub failing_since: Option<DateTime<Utc>>,
@@ -116,28 +117,28 @@ pub async fn emit_lag(pool: &Pool) {
     }
 }
 
+const REPLAY: &str = concat!(
+    r#"
+WITH enabled AS (
+    UPDATE subscription
+    SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL
+    WHERE id = $1
+), queued AS (
+    UPDATE delivery
+    SET "#,
+    requeued!("now()"),
+    r#"
+    WHERE subscription_id = $1 AND created_at >= $2 AND status IN ('done', 'dead')
+    RETURNING 1
+)
+SELECT count(*) FROM queued
+"#
+);
+
 /// Queues again every event announced to `subscription` since `since`, delivered or given up,
 /// with its original event id; re-enables the endpoint. Answers how many were queued.
 pub async fn replay(pool: &Pool, subscription: Uuid, since: DateTime<Utc>) -> Result<u64> {
     let client = db::client(pool).await?;
-    let row = client
-        .query_one(
-            r#"
-            WITH enabled AS (
-                UPDATE subscription
-                SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL
-                WHERE id = $1
-            ), queued AS (
-                UPDATE delivery
-                SET status = 'pending', available_at = now(), attempts = 0, finished_at = NULL,
-                    last_error = NULL, error_class = NULL
-                WHERE subscription_id = $1 AND created_at >= $2 AND status IN ('done', 'dead')
-                RETURNING 1
-            )
-            SELECT count(*) FROM queued
-            "#,
-            &[&subscription, &since],
-        )
-        .await?;
+    let row = client.query_one(REPLAY, &[&subscription, &since]).await?;
     Ok(row.get::<_, i64>(0) as u64)
 }

@@ -57,9 +57,11 @@ pub fn department_tag(department: &str) -> String {
 }
 
 /// The update for `ticket` as read, and what will have been written once it is applied.
-/// Tags are only added and removed (ours), never replaced; the group is set only where no
-/// agent has set one (none, or still ours); urgent sets `urgent`, and a provisional urgent
-/// that the final answer does not confirm is undone if nobody changed it since.
+/// Tags are only added and removed (ours), never replaced. The group and the priority are
+/// written only while the ticket still has what we left (nothing written yet: any priority, but
+/// no group an agent set): an agent's edit stays, whatever a later answer says. Urgent raises
+/// the priority to `urgent`; a raise the next answer does not confirm is undone, to `null` when
+/// the ticket had none (Zendesk's default).
 pub fn plan(ticket: &Ticket, answer: &Answer<'_>, before: &Written) -> (Update, Written) {
     let mut wanted = vec![department_tag(answer.department)];
     if answer.urgent {
@@ -76,30 +78,39 @@ pub fn plan(ticket: &Ticket, answer: &Answer<'_>, before: &Written) -> (Update, 
         .filter(|t| !wanted.contains(t) && has(t))
         .cloned()
         .collect();
-    let ours = before.group_id.is_some() && ticket.group_id == before.group_id;
+    // `before.group_id` is only ever a group we set: equal, nobody regrouped it since.
+    let group_ours = ticket.group_id == before.group_id;
     let group_id = answer
         .group
-        .filter(|&g| (ticket.group_id.is_none() || ours) && ticket.group_id != Some(g));
-    let current = ticket.priority.as_deref();
-    let (priority, priority_before) = if answer.urgent {
-        match current {
-            Some("urgent") => (None, before.priority_before.clone()),
-            _ => (Some("urgent".to_string()), ticket.priority.clone()),
+        .filter(|&g| group_ours && ticket.group_id != Some(g));
+    let current = &ticket.priority;
+    let priority_ours = before.at.is_none() || *current == before.priority;
+    // (what to send: `Some(None)` is `null`; we raised it; from what)
+    let (priority, priority_raised, priority_before) = match (priority_ours, answer.urgent) {
+        // An agent's since our last update: theirs, and nothing of ours is left to undo.
+        (false, _) => (None, false, None),
+        (true, true) if current.as_deref() == Some("urgent") => {
+            (None, before.priority_raised, before.priority_before.clone())
         }
-    } else if before.priority.as_deref() == Some("urgent") && current == Some("urgent") {
-        (before.priority_before.clone(), None)
-    } else {
-        (None, None)
+        (true, true) => (Some(Some("urgent".to_string())), true, current.clone()),
+        (true, false) if before.priority_raised => {
+            (Some(before.priority_before.clone()), false, None)
+        }
+        (true, false) => (None, false, None),
     };
     let written = Written {
-        group_id: group_id.or(if ours { before.group_id } else { None }),
-        // What we set ourselves: urgent now, or kept urgent since we set it.
-        priority: match &priority {
-            Some(p) if p == "urgent" => priority.clone(),
-            Some(_) => None,
-            None if answer.urgent && current == Some("urgent") => before.priority.clone(),
-            None => None,
+        group_id: if group_ours {
+            group_id.or(ticket.group_id)
+        } else {
+            before.group_id
         },
+        // An agent's priority keeps differing from what we left, so it stays theirs.
+        priority: match (&priority, priority_ours) {
+            (Some(sent), _) => sent.clone(),
+            (None, true) => current.clone(),
+            (None, false) => before.priority.clone(),
+        },
+        priority_raised,
         priority_before,
         tags: wanted,
         ..before.clone()
@@ -113,6 +124,11 @@ pub fn plan(ticket: &Ticket, answer: &Answer<'_>, before: &Written) -> (Update, 
         updated_stamp: ticket.updated_at.clone(),
     };
     (update, written)
+}
+
+/// Solved or closed: the desk is done with it.
+fn settled(ticket: &Ticket) -> bool {
+    matches!(ticket.status.as_deref(), Some("solved" | "closed"))
 }
 
 /// Writes results back to the configured Zendesk account.
@@ -163,6 +179,9 @@ impl ZendeskWriter {
                 after: retry_after.unwrap_or(DEFAULT_HOLD),
                 error: "Zendesk's rate limit".into(),
             },
+            // This update refused for this ticket (closed, or merged, which closes it): a retry
+            // is refused alike, in an hour or in three days.
+            Ok(Err(error @ ApiError::Unprocessable(_))) => Attempt::Rejected(error.to_string()),
             Ok(Err(error)) => Attempt::Failed(error.to_string()),
             Err(error) => Attempt::Failed(error.report()),
         }
@@ -198,6 +217,11 @@ impl ZendeskWriter {
                 Err(ApiError::NotFound) => return Ok(Ok(())),
                 Err(error) => return Ok(Err(error)),
             };
+            // A promotion rewrites no history: a solved or closed ticket keeps what it was
+            // solved with (and a closed one would refuse it).
+            if delivery.promoted && settled(&ticket) {
+                return Ok(Ok(()));
+            }
             let (update, written) = plan(&ticket, &answer, &before);
             let unchanged = update.group_id.is_none()
                 && update.priority.is_none()

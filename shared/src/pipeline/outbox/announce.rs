@@ -10,6 +10,10 @@
 //! ticket's first evaluation (the one it was ingested under), and results of the promoted
 //! version; a reprocess result under another version waits for its promotion
 //! ([`announce_promoted`]). Eval work is never announced.
+//!
+//! The desk's Zendesk write-back hears of the first evaluation; of a promoted version's results
+//! only when the desk asked (`triage promote --write-back`, `version_promotion.write_back`), as
+//! deliveries `promoted`, which leave solved and closed tickets alone (docs/zendesk.md).
 
 use deadpool_postgres::GenericClient;
 
@@ -42,12 +46,12 @@ macro_rules! announce_from {
         concat!(
             r#", announced AS (
     INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id, provisional,
-                          available_at)
+                          available_at, promoted)
     SELECT s.id, te.ticket_id, te.idempotency_key, "#,
             $crate::pipeline::outbox::announce::event_id!("te.ticket_id", $event_key),
             ", ",
             $provisional,
-            r#", greatest(now(), t.held_until)
+            r#", greatest(now(), t.held_until), NOT f.first
     FROM "#,
             $cte,
             r#" AS answered
@@ -63,13 +67,30 @@ macro_rules! announce_from {
     "#,
             $crate::pipeline::outbox::announce::subscribers_of_t!(),
             r#"
-    WHERE NOT EXISTS (SELECT 1 FROM ticket_evaluation first
-                      WHERE first.ticket_id = te.ticket_id AND first.created_at < te.created_at)
-       OR (te.prompt_version, te.model_version) = (
-              SELECT prompt_version, model_version FROM version_promotion ORDER BY id DESC LIMIT 1)
+    CROSS JOIN LATERAL (
+        SELECT NOT EXISTS (SELECT 1 FROM ticket_evaluation first
+                           WHERE first.ticket_id = te.ticket_id
+                             AND first.created_at < te.created_at) AS first) f
+    LEFT JOIN LATERAL (
+        SELECT prompt_version, model_version, write_back
+        FROM version_promotion ORDER BY id DESC LIMIT 1) p ON true
+    WHERE f.first
+       OR ((te.prompt_version, te.model_version) = (p.prompt_version, p.model_version)
+           AND (s.kind <> 'zendesk' OR p.write_back))
     ON CONFLICT (subscription_id, event_id) DO NOTHING
 )
 "#
+        )
+    };
+}
+
+/// The `SET` list that queues a finished delivery again as new, from `$available_at`.
+macro_rules! requeued {
+    ($available_at:literal) => {
+        concat!(
+            "status = 'pending', available_at = ",
+            $available_at,
+            ", attempts = 0, finished_at = NULL, last_error = NULL, error_class = NULL"
         )
     };
 }
@@ -81,32 +102,44 @@ macro_rules! announce_done {
     };
 }
 
-pub(crate) use {announce_done, announce_from, event_id, subscribers_of_t};
+pub(crate) use {announce_done, announce_from, event_id, requeued, subscribers_of_t};
 
 /// Announces every stored result of a version just promoted, to the subscribers of each of
-/// its tickets. Runs in the promotion's transaction.
+/// its tickets, and to the desk's Zendesk write-back when `$3` (`--write-back`). Runs in the
+/// promotion's transaction. A write-back already done (a version promoted again: a rollback)
+/// is queued again, so Zendesk is restored too; a webhook's receiver has that event's id.
 const ANNOUNCE_PROMOTED: &str = concat!(
     r#"
-INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id, available_at)
+INSERT INTO delivery (subscription_id, ticket_id, idempotency_key, event_id, available_at,
+                      promoted)
 SELECT s.id, te.ticket_id, te.idempotency_key, "#,
     event_id!("te.ticket_id", "te.idempotency_key"),
-    r#", greatest(now(), t.held_until)
+    r#", greatest(now(), t.held_until), true
 FROM ticket_evaluation te
 JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
 JOIN ticket t ON t.id = te.ticket_id AND t.workload = 'production'
 "#,
     subscribers_of_t!(),
     r#"
-WHERE te.prompt_version = $1 AND te.model_version = $2
-ON CONFLICT (subscription_id, event_id) DO NOTHING
+WHERE te.prompt_version = $1 AND te.model_version = $2 AND (s.kind <> 'zendesk' OR $3)
+ON CONFLICT (subscription_id, event_id) DO UPDATE
+SET "#,
+    requeued!("EXCLUDED.available_at"),
+    r#", promoted = true
+WHERE delivery.status IN ('done', 'dead')
+  AND delivery.subscription_id IN (SELECT id FROM subscription WHERE kind = 'zendesk')
 "#
 );
 
-pub async fn announce_promoted(client: &impl GenericClient, version: &VersionPair) -> Result<u64> {
+pub async fn announce_promoted(
+    client: &impl GenericClient,
+    version: &VersionPair,
+    write_back: bool,
+) -> Result<u64> {
     Ok(client
         .execute(
             ANNOUNCE_PROMOTED,
-            &[&version.prompt_version, &version.model_version],
+            &[&version.prompt_version, &version.model_version, &write_back],
         )
         .await?)
 }

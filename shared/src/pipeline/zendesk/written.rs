@@ -14,7 +14,11 @@ pub struct Written {
     pub account_id: i64,
     pub zendesk_id: i64,
     pub group_id: Option<i64>,
+    /// The ticket's priority once our last update applied (`None`: empty): what we left,
+    /// set by us or not. An agent's change since makes it differ.
     pub priority: Option<String>,
+    /// We made the ticket `urgent` ourselves, from `priority_before` (`None`: empty).
+    pub priority_raised: bool,
     pub priority_before: Option<String>,
     pub tags: Vec<String>,
     /// `None`: nothing written yet.
@@ -26,7 +30,7 @@ pub async fn of_ticket(client: &impl GenericClient, ticket: Uuid) -> Result<Opti
     let row = client
         .query_opt(
             "SELECT account_id, zendesk_id, written_group_id, written_priority, priority_before,
-                    written_tags, written_at
+                    written_tags, written_at, priority_raised
              FROM zendesk_ticket WHERE ticket_id = $1",
             &[&ticket],
         )
@@ -39,6 +43,7 @@ pub async fn of_ticket(client: &impl GenericClient, ticket: Uuid) -> Result<Opti
         priority_before: row.get(4),
         tags: row.get(5),
         at: row.get(6),
+        priority_raised: row.get(7),
     }))
 }
 
@@ -47,7 +52,7 @@ pub async fn record(client: &impl GenericClient, written: &Written) -> Result<()
         .execute(
             "UPDATE zendesk_ticket
              SET written_group_id = $3, written_priority = $4, priority_before = $5,
-                 written_tags = $6, written_at = now()
+                 written_tags = $6, priority_raised = $7, written_at = now()
              WHERE account_id = $1 AND zendesk_id = $2",
             &[
                 &written.account_id,
@@ -56,6 +61,7 @@ pub async fn record(client: &impl GenericClient, written: &Written) -> Result<()
                 &written.priority,
                 &written.priority_before,
                 &written.tags,
+                &written.priority_raised,
             ],
         )
         .await?;

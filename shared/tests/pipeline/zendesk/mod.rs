@@ -3,7 +3,11 @@
 //! - `inbound`: signed events become tickets once; unsigned, wrong or replayed ones are
 //!   refused and change nothing; no secret, no route; a burst is accepted without loss.
 //! - `writeback`: answers written back once, through a 429 and an agent's concurrent edit,
-//!   with the taxonomy's groups (never over an agent's) and none under the built-in policy.
+//!   with the taxonomy's groups (never over an agent's) and none under the built-in policy;
+//!   an agent's priority survives the final answer, a provisional urgent over an empty
+//!   priority is undone with `null`, a closed ticket's 422 abandons its delivery.
+//! - `promotion`: a reprocess's results are written back only by `promote --write-back`, to
+//!   open tickets only; promoting back with it restores them.
 //! - `corrections`: a person's regroup or priority change is the desk's label of that field
 //!   only, applied in event time order, kept when it comes before the write-back; our own
 //!   updates, triggers' (`-1`), retries, unmapped and shared groups and erased tickets are not.
@@ -13,6 +17,7 @@
 mod corrections;
 mod import;
 mod inbound;
+mod promotion;
 mod writeback;
 
 use std::time::Duration;
