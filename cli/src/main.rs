@@ -104,6 +104,10 @@ enum ImportSource {
         /// TRIAGE_POLICY_VERSION).
         #[arg(long)]
         taxonomy: Option<String>,
+        /// An admin to authenticate as with the account's API token: the incremental export is
+        /// for admins only (default: TRIAGE_ZENDESK_EMAIL, the connector's agent).
+        #[arg(long)]
+        email: Option<String>,
     },
 }
 
@@ -177,6 +181,7 @@ async fn main() -> anyhow::Result<()> {
                     since,
                     out,
                     taxonomy,
+                    email,
                 },
         } => {
             let config = config_from_env().await?;
@@ -186,6 +191,7 @@ async fn main() -> anyhow::Result<()> {
                 out,
                 policy_version: taxonomy.unwrap_or_else(|| config.versions.policy.to_string()),
                 requests_per_minute: operations::import::EXPORT_RPM,
+                email,
             };
             let imported =
                 operations::import::zendesk(&pool, &config.zendesk, config.delivery.timeout, &run)

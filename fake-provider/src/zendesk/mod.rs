@@ -10,7 +10,8 @@
 //!   Zendesk's four or `null`; a closed ticket's update is answered 422 `RecordInvalid`
 //!   (`Status: closed prevents ticket update`);
 //! - Show Self (`/api/v2/users/me.json`);
-//! - the cursor-based Incremental Ticket Export (`/api/v2/incremental/tickets/cursor.json`):
+//! - the cursor-based Incremental Ticket Export (`/api/v2/incremental/tickets/cursor.json`),
+//!   for admins only (an agent is answered 403, as Zendesk answers one; [`ADMIN_EMAIL`]):
 //!   `start_time` (a Unix time) for the first page, `cursor` after it, never both; pages
 //!   of [`FakeZendesk::set_page_size`] with `after_cursor` and `end_of_stream`;
 //! - 429 with `Retry-After` (seconds) for the next requests a test scripts.
@@ -132,6 +133,10 @@ pub struct FakeZendesk {
 
 /// The account id the fake's events carry.
 pub const ACCOUNT_ID: i64 = 88_888_888;
+
+/// An admin of the account: the API token authenticates as it too (Zendesk's tokens are the
+/// account's), and only an admin may read the incremental export.
+pub const ADMIN_EMAIL: &str = "admin@acme.example";
 
 impl FakeZendesk {
     /// Serves on a free loopback port, accepting `email` with API token `token`; the API

@@ -84,17 +84,26 @@ async fn handle(
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or("").to_string();
-    let expected = format!(
-        "Basic {}",
-        STANDARD.encode(format!("{}/token:{}", shared.email, shared.token))
-    );
-    let mut account = shared.account();
-    let authorized = parts
+    // An API token is the account's: it authenticates as any user the email names.
+    let as_user = |email: &str| {
+        format!(
+            "Basic {}",
+            STANDARD.encode(format!("{email}/token:{}", shared.token))
+        )
+    };
+    let given = parts
         .headers
         .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        == Some(expected.as_str());
-    let (status, answer, retry_after) = if !authorized {
+        .and_then(|v| v.to_str().ok());
+    let role = if given == Some(as_user(&shared.email).as_str()) {
+        Some(Role::Agent)
+    } else if given == Some(as_user(super::ADMIN_EMAIL).as_str()) {
+        Some(Role::Admin)
+    } else {
+        None
+    };
+    let mut account = shared.account();
+    let (status, answer, retry_after) = if role.is_none() {
         account.violations.push(format!(
             "{} {path}: not basic auth as email/token:api_token",
             parts.method
@@ -111,7 +120,16 @@ async fn handle(
             Some(seconds),
         )
     } else {
-        let (status, answer) = route(&mut account, &shared, &parts.method, &path, &query, &body);
+        let role = role.unwrap_or(Role::Agent);
+        let (status, answer) = route(
+            &mut account,
+            &shared,
+            role,
+            &parts.method,
+            &path,
+            &query,
+            &body,
+        );
         (status, answer, None)
     };
     account.requests.push(Request {
@@ -146,9 +164,17 @@ fn not_found() -> (StatusCode, Value) {
     )
 }
 
+/// Who a request authenticated as: the connector's agent, or an admin (`ADMIN_EMAIL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Agent,
+    Admin,
+}
+
 fn route(
     account: &mut Account,
     shared: &Shared,
+    role: Role,
     method: &Method,
     path: &str,
     query: &str,
@@ -157,7 +183,15 @@ fn route(
     match (method, path) {
         (&Method::GET, "/api/v2/users/me.json") => (
             StatusCode::OK,
-            json!({"user": {"id": shared.api_user, "role": "agent"}}),
+            match role {
+                Role::Agent => json!({"user": {"id": shared.api_user, "role": "agent"}}),
+                Role::Admin => json!({"user": {"id": shared.api_user + 1, "role": "admin"}}),
+            },
+        ),
+        // "Allowed for: Admins" (Incremental Exports).
+        (&Method::GET, "/api/v2/incremental/tickets/cursor.json") if role != Role::Admin => (
+            StatusCode::FORBIDDEN,
+            json!({"error": "Forbidden", "description": "You do not have access to this page. Please contact the account owner of this help desk for further help."}),
         ),
         (&Method::GET, "/api/v2/incremental/tickets/cursor.json") => export(account, query),
         (&Method::GET, _) if ticket_id(path).is_some() => {
@@ -278,41 +312,46 @@ fn update(account: &mut Account, id: i64, body: &Value) -> (StatusCode, Value) {
 fn export(account: &mut Account, query: &str) -> (StatusCode, Value) {
     let params: Vec<(&str, &str)> = query.split('&').filter_map(|p| p.split_once('=')).collect();
     let get = |name: &str| params.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
-    let (start, offset) = match (get("start_time"), get("cursor")) {
+    // A cursor is a place in the account's history (the last ticket's change and id), as
+    // Zendesk's are: a ticket changed after it comes again, and none is skipped.
+    let (start, after) = match (get("start_time"), get("cursor")) {
         (Some(time), None) => match time.parse::<i64>() {
-            Ok(time) => (time, 0),
+            Ok(time) => (time, None),
             Err(_) => return bad(account, "start_time is not a Unix time"),
         },
-        (None, Some(cursor)) => match cursor
-            .split_once('.')
-            .and_then(|(s, o)| Some((s.parse().ok()?, o.parse().ok()?)))
-        {
-            Some(at) => at,
-            None => return bad(account, "not a cursor this account gave"),
-        },
+        (None, Some(cursor)) => {
+            let parts: Vec<i64> = cursor.split('.').filter_map(|p| p.parse().ok()).collect();
+            match parts[..] {
+                [start, version, id] => (start, Some((version as u32, id))),
+                [start] => (start, None),
+                _ => return bad(account, "not a cursor this account gave"),
+            }
+        }
         _ => return bad(account, "exactly one of start_time and cursor"),
     };
     let mut changed: Vec<_> = account
         .tickets
         .values()
-        .filter(|t| t.updated_unix() >= start)
+        .filter(|t| t.updated_unix() >= start && after.is_none_or(|a| (t.version, t.id) > a))
         .cloned()
         .collect();
     changed.sort_by_key(|t| (t.version, t.id));
-    let page: Vec<Value> = changed
-        .iter()
-        .skip(offset)
-        .take(account.page_size)
-        .map(|t| t.json())
-        .collect();
-    let next = offset + page.len();
-    let cursor = format!("{start}.{next}");
+    let page: Vec<_> = changed.iter().take(account.page_size).collect();
+    let cursor = match page.last() {
+        Some(last) => format!("{start}.{}.{}", last.version, last.id),
+        None => match after {
+            Some((version, id)) => format!("{start}.{version}.{id}"),
+            None => start.to_string(),
+        },
+    };
+    let end_of_stream = page.len() >= changed.len();
+    let page: Vec<Value> = page.iter().map(|t| t.json()).collect();
     (
         StatusCode::OK,
         json!({
             "tickets": page, "after_cursor": cursor, "before_cursor": null,
             "after_url": format!("/api/v2/incremental/tickets/cursor.json?cursor={cursor}"),
-            "end_of_stream": next >= changed.len(),
+            "end_of_stream": end_of_stream,
         }),
     )
 }

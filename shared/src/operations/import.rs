@@ -7,12 +7,20 @@
 //!
 //! Resumable: after each page its rows are appended and the page's `after_cursor` written
 //! to `FILE.cursor`; a run that finds that file continues from it (an interrupted run, or a
-//! later one that picks up what changed since). Within its rate limit: each page takes a
-//! slot of a shared limit (the export's own, 10 requests a minute per Zendesk's reference),
-//! and a 429 waits its `Retry-After`.
+//! later one that picks up what changed since). Zendesk exports again every ticket updated
+//! since (solved → closed is routine), so a run ends by keeping each id's newest row only.
+//! Within its rate limit: each page takes a slot of a shared limit (the export's own, 10
+//! requests a minute per Zendesk's reference), and a 429 waits its `Retry-After`.
+//!
+//! The export is for admins only: `--email` names an admin to authenticate as with the
+//! account's API token (the connector's own user is an agent). Both files hold customers'
+//! text and are created readable by their owner only (0600; docs/runbook.md, erasure).
 
 use std::{
+    collections::HashMap,
+    fs::{OpenOptions, Permissions},
     io::Write,
+    os::unix::fs::{OpenOptionsExt, PermissionsExt},
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -49,7 +57,12 @@ pub struct ImportZendesk {
     /// The taxonomy the groups are mapped through.
     pub policy_version: String,
     pub requests_per_minute: u32,
+    /// An admin's email to authenticate as (`--email`); `None`: `TRIAGE_ZENDESK_EMAIL`.
+    pub email: Option<String>,
 }
+
+/// Who may read the files: their owner only.
+const PRIVATE: u32 = 0o600;
 
 /// What a run did (also `--json`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -65,6 +78,8 @@ pub struct Imported {
     pub pages: u64,
     /// The run continued from the cursor of an earlier one.
     pub resumed: bool,
+    /// Rows replaced by a newer export of the same ticket (the file keeps one row per id).
+    pub superseded: u64,
 }
 
 fn cursor_file(out: &Path) -> PathBuf {
@@ -121,6 +136,10 @@ pub async fn zendesk(
     timeout: Duration,
     run: &ImportZendesk,
 ) -> Result<Imported> {
+    let config = ZendeskConfig {
+        email: run.email.clone().unwrap_or_else(|| config.email.clone()),
+        ..config.clone()
+    };
     let api = config
         .api(timeout)
         .ok_or_else(|| {
@@ -150,12 +169,13 @@ pub async fn zendesk(
                 .timestamp(),
         ),
     };
-    let mut out = std::fs::OpenOptions::new()
-        .create(true)
+    let mut out = private()
         .append(imported.resumed)
-        .write(true)
         .truncate(!imported.resumed)
         .open(&run.out)
+        .map_err(io)?;
+    // A file an earlier version created with the default umask.
+    out.set_permissions(Permissions::from_mode(PRIVATE))
         .map_err(io)?;
     let limit = format!("zendesk-export:{}", api.host());
     let pace = Pace::new(
@@ -188,6 +208,14 @@ pub async fn zendesk(
                 .await?;
                 continue;
             }
+            Err(ApiError::Status(403)) => {
+                let why = format!(
+                    "Zendesk answered 403 to {}: the incremental export is for admins only; \
+                     name an admin with --email (the API token authenticates as any user)",
+                    config.email
+                );
+                return Err(InvalidRequest::new("email", why).into());
+            }
             Err(error) => return Err(Error::unavailable("Zendesk", error.to_string())),
         };
         imported.pages += 1;
@@ -211,11 +239,59 @@ pub async fn zendesk(
         // Only once the page's rows are on disk: a crash in between re-reads the page, and
         // its rows are written twice at worst, never lost.
         if let Some(cursor) = &page.after_cursor {
-            std::fs::write(&state, cursor).map_err(io)?;
+            private()
+                .truncate(true)
+                .open(&state)
+                .and_then(|mut file| file.write_all(cursor.as_bytes()))
+                .map_err(io)?;
             start = Start::Cursor(cursor.clone());
         }
         if page.end_of_stream || page.after_cursor.is_none() {
+            imported.superseded = keep_newest(&run.out).map_err(io)?;
             return Ok(imported);
         }
     }
+}
+
+/// A file opened for writing, created readable by its owner only.
+fn private() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.create(true).write(true).mode(PRIVATE);
+    options
+}
+
+/// Rewrites the set at `path` with each id's last row only, where the newest export of a
+/// ticket was appended (in place: a new file renamed over it, so a crash leaves one or the
+/// other whole); how many rows it dropped.
+fn keep_newest(path: &Path) -> std::io::Result<u64> {
+    let text = std::fs::read_to_string(path)?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let id = |line: &str| {
+        serde_json::from_str::<serde_json::Value>(line)
+            .ok()
+            .and_then(|row| row["id"].as_str().map(str::to_string))
+    };
+    let mut last = HashMap::new();
+    for (at, line) in lines.iter().enumerate() {
+        if let Some(id) = id(line) {
+            last.insert(id, at);
+        }
+    }
+    let kept: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .filter(|(at, line)| id(line).is_none_or(|id| last[&id] == *at))
+        .map(|(_, line)| *line)
+        .collect();
+    let dropped = (lines.len() - kept.len()) as u64;
+    if dropped > 0 {
+        let mut next = path.as_os_str().to_owned();
+        next.push(".next");
+        let next = PathBuf::from(next);
+        let mut file = private().truncate(true).open(&next)?;
+        file.write_all((kept.join("\n") + "\n").as_bytes())?;
+        file.sync_data()?;
+        std::fs::rename(&next, path)?;
+    }
+    Ok(dropped)
 }

@@ -6,7 +6,7 @@
 pub mod columns;
 pub mod split;
 
-use std::{collections::HashSet, fmt, path::Path, str::FromStr};
+use std::{collections::HashMap, fmt, path::Path, str::FromStr};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -191,9 +191,11 @@ impl LabelledSet {
         Self::parse_as(bytes, &Format::Jsonl, policy)
     }
 
-    /// Every row valid, with a unique id and a department of `policy`; a bad row is named by
-    /// its line, and nothing is evaluated. Rows are split as the set says, or, when it says
-    /// nowhere, by [`split::assign`]; a set that splits some rows and not others is refused.
+    /// Every row valid, with a department of `policy`; a bad row is named by its line, and
+    /// nothing is evaluated. An id given again is the same ticket exported again (`triage
+    /// import` appends what changed since): its last row, the newest, is the one kept. Rows are
+    /// split as the set says, or, when it says nowhere, by [`split::assign`]; a set that
+    /// splits some rows and not others is refused.
     pub fn parse_as(
         bytes: &[u8],
         format: &Format,
@@ -205,15 +207,12 @@ impl LabelledSet {
             Format::Jsonl => jsonl(text)?,
             Format::Csv(columns) => columns.read(text)?,
         };
-        let mut ids = HashSet::new();
+        let drafts = newest_of_each_id(drafts);
         for row in &drafts {
             let bad = |why: String| InvalidRequest::new("set", format!("line {}: {why}", row.line));
             check_department(policy, &row.department).map_err(bad)?;
             if row.subject.trim().is_empty() || row.message.trim().is_empty() {
                 return Err(bad("subject and message must not be empty".into()));
-            }
-            if !ids.insert(row.id.as_str()) {
-                return Err(bad(format!("id {:?} appears twice", row.id)));
             }
         }
         if drafts.is_empty() {
@@ -232,6 +231,21 @@ impl LabelledSet {
             .filter(|r| split.is_none_or(|s| r.split == s))
             .collect()
     }
+}
+
+/// The rows with each id's last one only, in the order of the rows kept.
+fn newest_of_each_id(drafts: Vec<Draft>) -> Vec<Draft> {
+    let last: HashMap<String, usize> = drafts
+        .iter()
+        .enumerate()
+        .map(|(at, row)| (row.id.clone(), at))
+        .collect();
+    drafts
+        .into_iter()
+        .enumerate()
+        .filter(|(at, row)| last[&row.id] == *at)
+        .map(|(_, row)| row)
+        .collect()
 }
 
 fn jsonl(text: &str) -> Result<Vec<Draft>, InvalidRequest> {

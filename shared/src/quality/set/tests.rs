@@ -1,3 +1,5 @@
+use std::collections::HashSet;
+
 use super::*;
 
 fn policy() -> Policy {
@@ -180,10 +182,25 @@ fn a_set_without_splits_keeps_each_tickets_copies_with_it() {
     }
 }
 
+/// `triage import` appends a ticket exported again (solved, then closed): the newest row of an
+/// id is the one kept, in its place among the rows kept.
+#[test]
+fn an_id_given_again_keeps_its_newest_row() {
+    let newer = ROW.replace("billing", "technical");
+    let other = ROW.replace("\"a\"", "\"b\"");
+    let text = format!("{ROW}\n{other}\n{newer}");
+    let set = LabelledSet::parse(text.as_bytes(), &policy()).unwrap();
+    let rows: Vec<(&str, &str)> = set
+        .rows
+        .iter()
+        .map(|r| (r.id.as_str(), r.department.as_str()))
+        .collect();
+    assert_eq!(rows, [("b", "billing"), ("a", "technical")]);
+}
+
 #[test]
 fn bad_rows_are_refused_by_line_number() {
     let cases = [
-        (format!("{ROW}\n{ROW}"), "line 2: id \"a\" appears twice"),
         (
             ROW.replace("billing", "legal"),
             "line 1: department \"legal\"",

@@ -1,6 +1,8 @@
 use std::time::Duration;
 
-use fake_provider::zendesk::{FakeZendesk, Ticket};
+use std::os::unix::fs::PermissionsExt;
+
+use fake_provider::zendesk::{FakeZendesk, Ticket, ADMIN_EMAIL};
 use triage::{
     operations::{
         import::{self, ImportZendesk},
@@ -87,6 +89,7 @@ async fn the_desks_history_becomes_a_labelled_set_that_trains_a_classifier_and_r
         policy_version: version,
         // Zendesk's 10 a minute made fast for the test; the pacing is the shared limiter's.
         requests_per_minute: 6000,
+        email: Some(ADMIN_EMAIL.into()),
     };
     let first = import::zendesk(&app.pool, &app.config.zendesk, Duration::from_secs(5), &run)
         .await
@@ -105,15 +108,35 @@ async fn the_desks_history_becomes_a_labelled_set_that_trains_a_classifier_and_r
     assert_eq!(exports[0].status, 429, "Zendesk's limit, waited out");
     assert!(exports[1].query.contains("start_time=") && exports[2].query.contains("cursor="));
 
-    // A later run picks up where the last one ended: only what changed since.
+    // Customers' text: the owner's alone.
+    for file in [out.clone(), out.with_extension("jsonl.cursor")] {
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+    }
+
+    // A later run picks up where the last one ended: only what changed since, which is the
+    // new tickets and a solved one closed since (exported again: its newest row is kept).
     history(&fake, 100, 1);
+    fake.set_status(2, "closed");
     let second = import::zendesk(&app.pool, &app.config.zendesk, Duration::from_secs(5), &run)
         .await
         .unwrap();
     assert!(second.resumed);
-    assert_eq!((second.rows, second.unmapped), (5, 1));
+    assert_eq!((second.rows, second.unmapped, second.superseded), (6, 1, 1));
     let text = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(text.lines().count(), 35);
+    assert_eq!(text.lines().count(), 35, "one row per ticket");
+    let ids: std::collections::HashSet<&str> = text
+        .lines()
+        .map(|l| {
+            l.split("\"id\":\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ids.len(), 35);
     assert_eq!(
         app.count("SELECT count(*) FROM provider_call").await,
         0,
@@ -151,6 +174,7 @@ async fn a_group_several_departments_share_is_no_row_and_the_report_says_so() {
         out: dir.path().join("desk.jsonl"),
         policy_version: version,
         requests_per_minute: 6000,
+        email: Some(ADMIN_EMAIL.into()),
     };
     let imported = import::zendesk(&app.pool, &app.config.zendesk, Duration::from_secs(5), &run)
         .await
@@ -165,4 +189,31 @@ async fn a_group_several_departments_share_is_no_row_and_the_report_says_so() {
         text.contains("technical") && !text.contains("billing"),
         "{text}"
     );
+}
+
+/// The incremental export is for admins: as the connector's agent the import is refused
+/// (Zendesk's 403), saying to name an admin, and writes no row.
+#[tokio::test]
+async fn the_import_as_the_connectors_agent_is_refused_naming_email() {
+    let fake = start_fake().await;
+    let app = spawn(Some(&fake)).await;
+    let version = desk_taxonomy(&app).await;
+    history(&fake, 1, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let run = ImportZendesk {
+        since: Duration::from_secs(30 * 24 * 3600),
+        out: dir.path().join("desk.jsonl"),
+        policy_version: version,
+        requests_per_minute: 6000,
+        email: None,
+    };
+    let refused = import::zendesk(&app.pool, &app.config.zendesk, Duration::from_secs(5), &run)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("email") && refused.contains("admins only"),
+        "{refused}"
+    );
+    assert_eq!(std::fs::read_to_string(&run.out).unwrap_or_default(), "");
 }
