@@ -223,6 +223,7 @@ impl Config {
             },
             limits: Limits {
                 caller_daily_tickets: env.limit("TRIAGE_CALLER_DAILY_TICKETS")?,
+                desk_daily_tickets: env.limit("TRIAGE_DESK_DAILY_TICKETS")?,
                 caller_rpm: env.limit("TRIAGE_CALLER_RPM")?,
                 dedup_hold: env
                     .seconds("TRIAGE_DEDUP_HOLD_SECONDS", policies::DEFAULT_DEDUP_HOLD)?,

@@ -17,6 +17,10 @@ pub struct Limits {
     /// `TRIAGE_CALLER_DAILY_TICKETS`: tickets one principal may create per UTC day; `None`, no
     /// quota.
     pub caller_daily_tickets: Option<u32>,
+    /// `TRIAGE_DESK_DAILY_TICKETS`: a help desk's tickets evaluated per UTC day; past it they
+    /// are taken and their jobs wait for the next day with room (docs/caller-limits.md); `None`,
+    /// no quota.
+    pub desk_daily_tickets: Option<u32>,
     /// `TRIAGE_CALLER_RPM`: requests one principal may make per minute, every route counted
     /// (`http::rate`); `None`, no limit.
     pub caller_rpm: Option<u32>,
@@ -36,6 +40,7 @@ impl Default for Limits {
             max_message_chars: 20_000,
             idempotency_key_ttl: Duration::from_secs(24 * 3600),
             caller_daily_tickets: None,
+            desk_daily_tickets: None,
             caller_rpm: None,
             dedup_hold: DEFAULT_DEDUP_HOLD,
             feedback_history: 20,

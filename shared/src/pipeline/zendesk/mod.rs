@@ -61,6 +61,9 @@ const REMEMBER: &str = "INSERT INTO zendesk_ticket (account_id, zendesk_id) VALU
                         ON CONFLICT DO NOTHING RETURNING 1";
 const LINK: &str =
     "UPDATE zendesk_ticket SET ticket_id = $3 WHERE account_id = $1 AND zendesk_id = $2";
+/// Counts a desk ticket against the desk's daily quota and, past it, delays its job to the
+/// first UTC day with room (V42); the day it was placed on.
+const PLACE: &str = "SELECT desk_quota_place($1, $2, $3)";
 /// The desk's one write-back target (a unique index per desk owner makes it one).
 const SUBSCRIBE: &str = "INSERT INTO subscription (id, kind, owner, target) \
                          VALUES ($1, 'zendesk', $2, $3) \
@@ -106,12 +109,16 @@ async fn create(desk: Desk<'_>, event: &TicketEvent) -> Result<Received> {
     }
     let submitter = Submitter {
         owner: &owner,
-        // A desk after an outage sends its backlog at once: the account's quota is its plan.
+        // Never refused: Zendesk does not retry a refusal. The desk's quota delays instead.
         daily_quota: None,
         rate_per_minute: None,
         dedup_hold: desk.limits.dedup_hold,
     };
     let created = ingest::create_ticket_on(&tx, desk.versions, &ticket, submitter).await?;
+    if let Some(quota) = desk.limits.desk_daily_tickets {
+        let quota = i32::try_from(quota).unwrap_or(i32::MAX);
+        tx.execute(PLACE, &[&owner, &quota, &created.id.0]).await?;
+    }
     tx.execute(LINK, &[&event.account_id, &event.ticket, &created.id.0])
         .await?;
     tx.commit().await?;

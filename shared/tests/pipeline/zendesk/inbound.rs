@@ -3,8 +3,8 @@ use std::time::Duration;
 use fake_provider::zendesk::{self, created_event, Ticket, ACCOUNT_ID};
 use serde_json::json;
 
-use super::{spawn, timestamp, SECRET};
-use crate::helpers::spawn_app;
+use super::{spawn, timestamp, use_zendesk, SECRET};
+use crate::helpers::{spawn_app, spawn_app_with};
 
 fn ticket(id: i64) -> Ticket {
     Ticket::new(
@@ -144,4 +144,52 @@ async fn a_burst_of_created_events_is_accepted_without_loss() {
         n
     );
     assert_eq!(app.count("SELECT count(*) FROM evaluation_outbox").await, n);
+}
+
+/// A desk's quota delays, never refuses (docs/caller-limits.md, "A desk's tickets"): with
+/// `TRIAGE_DESK_DAILY_TICKETS` at 2, five created events are all taken (200, five tickets),
+/// two jobs can be claimed now, and the others wait for 00:00 UTC of the first days with room:
+/// two tomorrow, one the day after.
+#[tokio::test]
+async fn past_its_daily_quota_a_desks_tickets_are_taken_and_their_jobs_wait_for_a_day_with_room() {
+    let app = spawn_app_with(|config| {
+        use_zendesk(config, None);
+        config.limits.desk_daily_tickets = Some(2);
+    })
+    .await;
+    for id in 1..=5 {
+        let event = created_event(&format!("01HQ-{id}"), &ticket(id));
+        let answer = app.post_event(&event).await;
+        assert_eq!(
+            (answer.status, answer.body["received"].as_str()),
+            (200, Some("created"))
+        );
+    }
+    assert_eq!(app.count("SELECT count(*) FROM ticket").await, 5);
+    let days: Vec<i32> = app
+        .row(
+            "SELECT array_agg((available_at AT TIME ZONE 'UTC')::date \
+                 - (now() AT TIME ZONE 'UTC')::date ORDER BY id) FROM evaluation_outbox",
+        )
+        .await
+        .get(0);
+    assert_eq!(days, [0, 0, 1, 1, 2]);
+    // Those that wait start at the day's first second.
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM evaluation_outbox WHERE available_at > now() \
+             AND available_at <> date_trunc('day', available_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
+        )
+        .await,
+        0
+    );
+    // A POST /tickets caller's quota is another's: the desk's counts are its owner's rows.
+    let owner = triage::pipeline::zendesk::owner(ACCOUNT_ID);
+    assert_eq!(
+        app.count(&format!(
+            "SELECT sum(tickets)::bigint FROM caller_daily_tickets WHERE owner = '{owner}'"
+        ))
+        .await,
+        5
+    );
 }
