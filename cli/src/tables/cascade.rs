@@ -42,14 +42,28 @@ pub(super) fn trained(t: &Trained) -> String {
     let left_out: Vec<String> = t
         .sources
         .iter()
-        .filter(|s| s.left_out.total() > 0)
-        .map(|s| {
+        .zip(&t.provenance)
+        .filter(|(s, _)| s.left_out.total() > 0)
+        .map(|(s, from)| {
+            // Whom the owner cap bit, and by how much: a cap is no silent thinning either.
+            let owners = from
+                .from
+                .owner_capped
+                .iter()
+                .map(|(owner, n)| format!("{n} of owner {owner}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let owner_cap = if owners.is_empty() {
+                "beyond their owner's cap".to_string()
+            } else {
+                format!("beyond their owner's cap ({owners})")
+            };
             let why = [
                 (
                     s.left_out.memory,
                     "beyond the memory's budget: older than those read",
                 ),
-                (s.left_out.owner_cap, "beyond their owner's cap"),
+                (s.left_out.owner_cap, owner_cap.as_str()),
                 (s.left_out.row_cap, "beyond the rows' cap"),
             ]
             .iter()

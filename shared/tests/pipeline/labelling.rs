@@ -8,7 +8,10 @@ use std::time::Duration;
 use fake_provider::FakeProvider;
 use serde_json::{json, Value};
 
+use triage::pipeline::cascade::caps::FLOOR_ROWS;
+
 use crate::{
+    cascade::caps::answered_tickets,
     feedback::other,
     helpers::gateway::{iam, scoped_jwt, send},
     helpers::operations::{op, try_op},
@@ -200,20 +203,22 @@ async fn the_same_relabels_from_a_labeller_count_for_training_agreement_eval_and
 async fn one_owners_many_tickets_are_capped_in_a_training_set_of_several_owners_and_recorded() {
     let fake = FakeProvider::start().await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
-    let owners = [
-        ("arn:aws:iam::123456789012:user/flood", 12),
-        ("arn:aws:iam::123456789012:user/b", 2),
-        ("arn:aws:iam::123456789012:user/c", 2),
+    let flood = triage::pipeline::ingest::owner_of("iam arn:aws:iam::123456789012:user/flood");
+    answered_tickets(&app, &flood, "flood", FLOOR_ROWS as usize + 500).await;
+    let others = [
+        "arn:aws:iam::123456789012:user/b",
+        "arn:aws:iam::123456789012:user/c",
     ];
-    for (caller, n) in owners {
-        for i in 0..n {
+    for caller in others {
+        for i in 0..2 {
             post_as(&app, caller, &format!("{caller} ticket {i}")).await;
         }
     }
     app.drain(&app.worker(), Duration::from_secs(20)).await;
-    // Three owners: none gives more than a third, so the flood gives 2 (2 <= (2 + 2 + 2) / 3).
+    // Three owners: none gives more than a third (2 <= (2 + 2 + 2) / 3), but none is cut
+    // below the floor: the flood gives its newest FLOOR_ROWS.
     let trained = op(&app, json!({"op": "train", "from": ["results:1"]})).await;
-    assert_eq!(trained["examples"], 6, "{trained}");
+    assert_eq!(trained["examples"], FLOOR_ROWS + 4, "{trained}");
     let version = trained["version"].as_str().unwrap();
     let recorded = app
         .row(&format!(
@@ -225,17 +230,17 @@ async fn one_owners_many_tickets_are_capped_in_a_training_set_of_several_owners_
     let source = &recorded[0];
     assert_eq!(source["source"], "results:1");
     assert_eq!(source["days"], 1);
-    assert_eq!(source["owner_cap"], 2);
-    let flood = triage::pipeline::ingest::owner_of(&format!("iam {}", owners[0].0));
-    assert_eq!(source["owners"][&flood], 2, "{source}");
+    assert_eq!(source["owner_cap"], FLOOR_ROWS);
+    assert_eq!(source["owner_capped"], json!({ flood.clone(): 500 }));
+    assert_eq!(source["owners"][&flood], FLOOR_ROWS, "{source}");
     assert_eq!(source["owners"].as_object().unwrap().len(), 3);
     assert!(source["owners"]
         .as_object()
         .unwrap()
-        .values()
-        .all(|n| n == 2));
+        .iter()
+        .all(|(owner, n)| *owner == flood || n == 2));
     let model = app.config.versions.model.as_str();
-    assert_eq!(source["givers"], json!({ model: 6 }));
+    assert_eq!(source["givers"], json!({ model: FLOOR_ROWS + 4 }));
     // `triage models --json` shows it.
     let models = op(&app, json!({"op": "models"})).await;
     let listed = models

@@ -14,7 +14,10 @@ use deadpool_postgres::Client;
 use serde::Serialize;
 use tokio_postgres::{types::ToSql, IsolationLevel};
 
-use super::gather::{Gathered, LeftOut, Taken};
+use super::{
+    caps,
+    gather::{Gathered, LeftOut, Taken},
+};
 use crate::{
     domain::error::Result,
     providers::{classifier::Example, Policy},
@@ -104,31 +107,12 @@ fn capped(source: &str, params: usize) -> String {
 
 /// The most examples one owner may give a source of `counts` (examples per owner) so that
 /// none gives more than `share` of what is read, or, with fewer owners than `1 / share`, more
-/// than an equal share; `None`: no cap (a single owner, or no owner above it). The largest `c`
-/// with `c <= share' * sum(min(n, c))`: that sum over `c` only falls as `c` grows.
+/// than an equal share; never fewer than [`caps::FLOOR_ROWS`], so that a desk beside a smoke
+/// test's one ticket is not cut to one row. `None`: no cap (a single owner, or no owner above
+/// it).
 pub fn owner_cap(counts: &[i64], share: f64) -> Option<i64> {
-    let owners = counts.iter().filter(|&&n| n > 0).count();
-    let most = counts.iter().copied().max().unwrap_or(0);
-    if owners <= 1 {
-        return None;
-    }
-    let share = share.max(1.0 / owners as f64);
-    let holds =
-        |c: i64| c as f64 <= share * counts.iter().map(|&n| n.min(c)).sum::<i64>() as f64 + 1e-9;
-    if holds(most) {
-        return None;
-    }
-    // holds(1): each of `owners` gives one, and share >= 1 / owners.
-    let (mut low, mut high) = (1, most);
-    while high - low > 1 {
-        let middle = low + (high - low) / 2;
-        if holds(middle) {
-            low = middle;
-        } else {
-            high = middle;
-        }
-    }
-    Some(low)
+    let owners = counts.iter().filter(|&&n| n > 0).count().max(1);
+    caps::cap(counts, 0.0, share.max(1.0 / owners as f64))
 }
 
 /// What one source gave a training: how many of its rows were read (each an example, one per
@@ -148,6 +132,8 @@ pub struct Read {
 #[derive(Debug, Default, Clone, PartialEq, Serialize)]
 pub struct Provenance {
     pub owner_cap: Option<i64>,
+    /// The owners the cap bit, with the rows it left out of each (their oldest).
+    pub owner_capped: BTreeMap<String, u64>,
     pub owners: BTreeMap<String, usize>,
     pub givers: BTreeMap<String, usize>,
 }
@@ -170,12 +156,13 @@ async fn read(
         .start()
         .await?;
     transaction.batch_execute(READ_STATEMENT_TIMEOUT).await?;
-    let counts: Vec<i64> = transaction
+    let owners: Vec<(String, i64)> = transaction
         .query(&per_owner(source), params)
         .await?
         .iter()
-        .map(|row| row.get(1))
+        .map(|row| (row.get(0), row.get(1)))
         .collect();
+    let counts: Vec<i64> = owners.iter().map(|(_, n)| *n).collect();
     let cap = owner_cap(&counts, share);
     let all: i64 = counts.iter().sum();
     let capped_rows: i64 = counts.iter().map(|&n| n.min(cap.unwrap_or(n))).sum();
@@ -183,6 +170,7 @@ async fn read(
     let mut read = Read {
         provenance: Provenance {
             owner_cap: cap,
+            owner_capped: caps::cut(&owners, cap),
             ..Provenance::default()
         },
         ..Read::default()
@@ -307,31 +295,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn no_owner_gives_more_than_its_share_and_a_single_owner_is_not_capped() {
-        let cases: [(&[i64], f64, Option<i64>); 8] = [
+    fn no_owner_gives_more_than_its_share_a_single_owner_is_not_capped_nor_one_starved() {
+        let floor = caps::FLOOR_ROWS;
+        let cases: [(&[i64], f64, Option<i64>); 9] = [
             (&[], 0.2, None),
-            (&[1000], 0.2, None),
+            (&[100_000], 0.2, None),
+            // A desk and a smoke test's one ticket: the desk trains on all it has (an equal
+            // share would be one row each).
+            (&[1_000, 1], 0.2, None),
+            (&[50_000, 1], 0.2, Some(floor)),
             // Two owners: no more than an equal share.
-            (&[1000, 10], 0.2, Some(10)),
-            (&[10, 10], 0.2, None),
+            (&[50_000, 3_000], 0.2, Some(3_000)),
+            (&[3_000, 3_000], 0.2, None),
             // Five or more: a fifth at most.
-            (&[1000, 10, 10, 10, 10, 10], 0.2, Some(12)),
-            (&[10; 6], 0.2, None),
-            (&[1000, 10, 10, 10, 10, 10], 1.0, None),
-            (&[100, 100, 0], 0.2, None),
+            (
+                &[50_000, 3_000, 3_000, 3_000, 3_000, 3_000],
+                0.2,
+                Some(3_750),
+            ),
+            (&[50_000, 3_000, 3_000, 3_000, 3_000, 3_000], 1.0, None),
+            (&[5_000, 5_000, 0], 0.2, None),
         ];
         for (counts, share, cap) in cases {
             assert_eq!(owner_cap(counts, share), cap, "{counts:?} {share}");
-            if let Some(c) = cap {
+            if let Some(c) = cap.filter(|&c| c > floor) {
                 let total: i64 = counts.iter().map(|&n| n.min(c)).sum();
                 let owners = counts.iter().filter(|&&n| n > 0).count() as f64;
                 assert!(c as f64 <= share.max(1.0 / owners) * total as f64 + 1e-9);
-                // And for every smaller cap: the first rows read, each owner's newest level by
-                // level, hold no owner beyond its share wherever a budget stops them.
-                for m in 1..c {
-                    let held: i64 = counts.iter().map(|&n| n.min(m)).sum();
-                    assert!(m as f64 <= share.max(1.0 / owners) * held as f64 + 1e-9);
-                }
             }
         }
     }
