@@ -345,7 +345,8 @@ fn section<'a>(template: &'a str, name: &str) -> &'a str {
 }
 
 #[test]
-fn the_deployed_api_gets_the_labellers_and_the_ops_function_the_owner_share_from_parameters() {
+fn the_deployed_api_gets_the_labellers_and_the_ops_function_the_owner_and_giver_shares_from_parameters(
+) {
     let template =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
     let api = section(&template, "ApiFunction");
@@ -359,12 +360,19 @@ fn the_deployed_api_gets_the_labellers_and_the_ops_function_the_owner_share_from
         ops.contains("TRIAGE_TRAIN_OWNER_SHARE: !Ref TrainOwnerShare"),
         "{ops}"
     );
-    let share = section(&template, "TrainOwnerShare");
-    assert!(share.contains("Default: \"0.2\""), "{share}");
+    assert!(
+        ops.contains("TRIAGE_TRAIN_GIVER_SHARE: !Ref TrainGiverShare"),
+        "{ops}"
+    );
+    for parameter in ["TrainOwnerShare", "TrainGiverShare"] {
+        let share = section(&template, parameter);
+        assert!(share.contains("Default: \"0.2\""), "{share}");
+    }
     // What the functions read from them.
     let config = triage::config::Config::from_lookup(|name| match name {
         "TRIAGE_LABELLERS" => Some(format!(" {TENANT} , https://issuer.example desk,")),
         "TRIAGE_TRAIN_OWNER_SHARE" => Some("0.25".into()),
+        "TRIAGE_TRAIN_GIVER_SHARE" => Some("0.1".into()),
         _ => None,
     })
     .unwrap();
@@ -373,13 +381,16 @@ fn the_deployed_api_gets_the_labellers_and_the_ops_function_the_owner_share_from
         [TENANT.to_string(), "https://issuer.example desk".into()]
     );
     assert_eq!(config.labelling.owner_share, 0.25);
+    assert_eq!(config.labelling.giver_share, 0.1);
     let defaults = triage::config::Config::from_lookup(|_| None).unwrap();
     assert_eq!(defaults.labelling.owner_share, 0.2);
+    assert_eq!(defaults.labelling.giver_share, 0.2);
     assert!(defaults.labelling.labellers.is_empty());
-    for bad in ["0", "1.5", "x"] {
-        let refused = triage::config::Config::from_lookup(|name| {
-            (name == "TRIAGE_TRAIN_OWNER_SHARE").then(|| bad.to_string())
-        });
-        assert!(refused.is_err(), "{bad}");
+    for name in ["TRIAGE_TRAIN_OWNER_SHARE", "TRIAGE_TRAIN_GIVER_SHARE"] {
+        for bad in ["0", "1.5", "-0.2", "x", "NaN"] {
+            let refused = triage::config::Config::from_lookup(|n| (n == name).then(|| bad.into()))
+                .expect_err(bad);
+            assert!(refused.to_string().contains(name), "{bad}: {refused}");
+        }
     }
 }

@@ -2,6 +2,28 @@
 //! gives more than its share of a source's rows, and no label giver more than its share of a
 //! training set's weight or of a window's desk truth. One arithmetic for them all.
 
+use std::collections::BTreeMap;
+
+use crate::config::Labelling;
+
+/// The shares the caps keep (`TRIAGE_TRAIN_OWNER_SHARE`, `TRIAGE_TRAIN_GIVER_SHARE`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shares {
+    /// Of a source's rows, per ticket owner.
+    pub owner: f64,
+    /// Of a training set's weight, and of a by-time window's desk truth, per label giver.
+    pub giver: f64,
+}
+
+impl From<&Labelling> for Shares {
+    fn from(labelling: &Labelling) -> Self {
+        Self {
+            owner: labelling.owner_share,
+            giver: labelling.giver_share,
+        }
+    }
+}
+
 /// The fewest rows a cap leaves anyone. A cap below it would starve a young desk, whose own
 /// traffic (or its own labels) is all there is, to keep one smoke test's ticket from being an
 /// equal owner: with the desk at 1,000 rows and a second owner at 1, an equal share trained
@@ -38,10 +60,7 @@ pub fn cap(counts: &[i64], base: f64, share: f64) -> Option<i64> {
 
 /// What a cap `c` leaves out of each party of `counts` (named by the first of each pair) it
 /// cuts: reported, so that it is clear whom the cap bit and by how much.
-pub fn cut<K: Clone + Ord>(
-    counts: &[(K, i64)],
-    c: Option<i64>,
-) -> std::collections::BTreeMap<K, u64> {
+pub fn cut<K: Clone + Ord>(counts: &[(K, i64)], c: Option<i64>) -> BTreeMap<K, u64> {
     let Some(c) = c else {
         return Default::default();
     };
