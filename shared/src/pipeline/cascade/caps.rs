@@ -58,6 +58,16 @@ pub fn cap(counts: &[i64], base: f64, share: f64) -> Option<i64> {
     Some(low)
 }
 
+/// The most examples one owner may give a source of `counts` (examples per owner) so that
+/// none gives more than `share` of what is read, or, with fewer owners than `1 / share`, more
+/// than an equal share; never fewer than [`FLOOR_ROWS`], so that a desk beside a smoke
+/// test's one ticket is not cut to one row. `None`: no cap (a single owner, or no owner above
+/// it).
+pub fn owner_cap(counts: &[i64], share: f64) -> Option<i64> {
+    let owners = counts.iter().filter(|&&n| n > 0).count().max(1);
+    cap(counts, 0.0, share.max(1.0 / owners as f64))
+}
+
 /// What a cap `c` leaves out of each party of `counts` (named by the first of each pair) it
 /// cuts: reported, so that it is clear whom the cap bit and by how much.
 pub fn cut<K: Clone + Ord>(counts: &[(K, i64)], c: Option<i64>) -> BTreeMap<K, u64> {
@@ -109,5 +119,37 @@ mod tests {
         }
         let cut = cut(&[("desk", 5_000), ("smoke", 10)], Some(FLOOR_ROWS));
         assert_eq!(cut.into_iter().collect::<Vec<_>>(), [("desk", 4_000)]);
+    }
+
+    #[test]
+    fn no_owner_gives_more_than_its_share_a_single_owner_is_not_capped_nor_one_starved() {
+        let floor = FLOOR_ROWS;
+        let cases: [(&[i64], f64, Option<i64>); 9] = [
+            (&[], 0.2, None),
+            (&[100_000], 0.2, None),
+            // A desk and a smoke test's one ticket: the desk trains on all it has (an equal
+            // share would be one row each).
+            (&[1_000, 1], 0.2, None),
+            (&[50_000, 1], 0.2, Some(floor)),
+            // Two owners: no more than an equal share.
+            (&[50_000, 3_000], 0.2, Some(3_000)),
+            (&[3_000, 3_000], 0.2, None),
+            // Five or more: a fifth at most.
+            (
+                &[50_000, 3_000, 3_000, 3_000, 3_000, 3_000],
+                0.2,
+                Some(3_750),
+            ),
+            (&[50_000, 3_000, 3_000, 3_000, 3_000, 3_000], 1.0, None),
+            (&[5_000, 5_000, 0], 0.2, None),
+        ];
+        for (counts, share, cap) in cases {
+            assert_eq!(owner_cap(counts, share), cap, "{counts:?} {share}");
+            if let Some(c) = cap.filter(|&c| c > floor) {
+                let total: i64 = counts.iter().map(|&n| n.min(c)).sum();
+                let owners = counts.iter().filter(|&&n| n > 0).count() as f64;
+                assert!(c as f64 <= share.max(1.0 / owners) * total as f64 + 1e-9);
+            }
+        }
     }
 }

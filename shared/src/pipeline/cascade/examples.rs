@@ -2,7 +2,7 @@
 //! (distillation; never the classifier's own, never eval work) and the help desk's
 //! corrections. A labelled set's dev rows come from `operations::train`. Erased tickets are
 //! gone from both, so they never train the next classifier. Each source is read with each
-//! ticket owner's share capped (`TRIAGE_TRAIN_OWNER_SHARE`, [`owner_cap`]), so one caller's
+//! ticket owner's share capped (`TRIAGE_TRAIN_OWNER_SHARE`, [`caps::owner_cap`]), so one caller's
 //! traffic cannot make up a training set, and the desk's with each label giver's share of the
 //! training set's weight capped (`TRIAGE_TRAIN_GIVER_SHARE`) and a lone giver's word against
 //! both the model and the classifier held ([`hold`]; docs/labelling.md); streamed (a portal, a
@@ -111,7 +111,7 @@ fn per_giver(source: &str, params: usize) -> String {
 /// newest, at most the third one after's rows in all, with the first characters (the fourth
 /// one after) of the ticket's texts. Ordered by each row's rank among its owner's, newest
 /// first, so that any first rows read hold each owner's newest and none more than its share
-/// (a share that holds for the cap holds for fewer: `owner_cap`). The texts are read after the
+/// (a share that holds for the cap holds for fewer: `caps::owner_cap`). The texts are read after the
 /// ordering and the limit, for the rows fetched only.
 fn capped(source: &str, params: usize) -> String {
     let (cap, giver_cap, limit, chars) = (params + 1, params + 2, params + 3, params + 4);
@@ -135,16 +135,6 @@ fn capped(source: &str, params: usize) -> String {
          ) AS text
          ORDER BY s.nth, s.at DESC, s.tiebreak"
     )
-}
-
-/// The most examples one owner may give a source of `counts` (examples per owner) so that
-/// none gives more than `share` of what is read, or, with fewer owners than `1 / share`, more
-/// than an equal share; never fewer than [`caps::FLOOR_ROWS`], so that a desk beside a smoke
-/// test's one ticket is not cut to one row. `None`: no cap (a single owner, or no owner above
-/// it).
-pub fn owner_cap(counts: &[i64], share: f64) -> Option<i64> {
-    let owners = counts.iter().filter(|&&n| n > 0).count().max(1);
-    caps::cap(counts, 0.0, share.max(1.0 / owners as f64))
 }
 
 /// What one source gave a training: how many of its rows were read (each an example, one per
@@ -260,7 +250,7 @@ async fn read(
         held += row.get::<_, i64>(2);
     }
     let counts: Vec<i64> = owners.iter().map(|(_, n)| *n).collect();
-    let cap = owner_cap(&counts, capping.owner_share);
+    let cap = caps::owner_cap(&counts, capping.owner_share);
     let bound = cap.unwrap_or(i64::MAX);
     let all: i64 = counts.iter().sum();
     let capped_rows: i64 = counts.iter().map(|&n| n.min(bound)).sum();
@@ -411,42 +401,5 @@ fn example(row: &tokio_postgres::Row, weight: f32) -> Example {
         department: row.get(2),
         is_urgent: row.get(3),
         weight,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn no_owner_gives_more_than_its_share_a_single_owner_is_not_capped_nor_one_starved() {
-        let floor = caps::FLOOR_ROWS;
-        let cases: [(&[i64], f64, Option<i64>); 9] = [
-            (&[], 0.2, None),
-            (&[100_000], 0.2, None),
-            // A desk and a smoke test's one ticket: the desk trains on all it has (an equal
-            // share would be one row each).
-            (&[1_000, 1], 0.2, None),
-            (&[50_000, 1], 0.2, Some(floor)),
-            // Two owners: no more than an equal share.
-            (&[50_000, 3_000], 0.2, Some(3_000)),
-            (&[3_000, 3_000], 0.2, None),
-            // Five or more: a fifth at most.
-            (
-                &[50_000, 3_000, 3_000, 3_000, 3_000, 3_000],
-                0.2,
-                Some(3_750),
-            ),
-            (&[50_000, 3_000, 3_000, 3_000, 3_000, 3_000], 1.0, None),
-            (&[5_000, 5_000, 0], 0.2, None),
-        ];
-        for (counts, share, cap) in cases {
-            assert_eq!(owner_cap(counts, share), cap, "{counts:?} {share}");
-            if let Some(c) = cap.filter(|&c| c > floor) {
-                let total: i64 = counts.iter().map(|&n| n.min(c)).sum();
-                let owners = counts.iter().filter(|&&n| n > 0).count() as f64;
-                assert!(c as f64 <= share.max(1.0 / owners) * total as f64 + 1e-9);
-            }
-        }
     }
 }
