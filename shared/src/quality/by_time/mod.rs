@@ -5,8 +5,9 @@
 //! [`TRAIN_DAYS`] days before it, each owner's share capped, erased tickets gone:
 //! `pipeline::cascade::examples`), and answers each production ticket created after it.
 //! The large model's answers to the same tickets, and what they cost, are already stored:
-//! no provider call is made. The truth is the desk's label where a labeller gave one, else
-//! the large model's own answer (against which the large model is right by definition, so
+//! no provider call is made. The truth is the desk's label where a labeller gave one (not a
+//! held one, and no giver's beyond its share of them: [`truth`]), else the large model's own
+//! answer (against which the large model is right by definition, so
 //! the figures are also given for each truth apart). Each run is stored (`time_split_run`,
 //! V37): the Quality page leads with the newest.
 
