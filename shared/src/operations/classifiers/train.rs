@@ -151,8 +151,12 @@ pub async fn train(
     });
     // The weight beside the desk's labels that their givers' shares are of: the model's
     // answers (before the memory's budget) and the sets' rows read before them, 1 each.
+    // Counted only where there are desk labels to cap.
     let mut others = 0.0;
-    for source in sources {
+    let capped = sources
+        .iter()
+        .any(|s| matches!(s, TrainSource::Feedback { .. }));
+    for source in sources.iter().filter(|_| capped) {
         if let TrainSource::Results { days } = source {
             let mut client = db::client(pool).await?;
             let window = Window::last(*days);
