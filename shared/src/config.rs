@@ -12,7 +12,8 @@ use std::time::Duration;
 use env::Env;
 pub use policies::{
     AuditPolicy, DeliveryPolicy, FleetConfig, Labelling, Limits, QualityGate, RateLimitPolicy,
-    RetentionPolicy, Tolerance, WorkerPolicy, DEFAULT_BULK_SHARE, DEFAULT_TRAIN_OWNER_SHARE,
+    RetentionPolicy, Tolerance, WorkerPolicy, DEFAULT_BULK_SHARE, DEFAULT_TRAIN_GIVER_SHARE,
+    DEFAULT_TRAIN_OWNER_SHARE,
 };
 
 use crate::{
@@ -141,13 +142,6 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
-        let owner_share = env.number("TRIAGE_TRAIN_OWNER_SHARE", DEFAULT_TRAIN_OWNER_SHARE)?;
-        if owner_share.is_nan() || owner_share <= 0.0 || owner_share > 1.0 {
-            return Err(ConfigError::invalid(
-                "TRIAGE_TRAIN_OWNER_SHARE",
-                format!("{owner_share} is not a share above 0 and at most 1"),
-            ));
-        }
         let labelling = Labelling {
             labellers: env
                 .string("TRIAGE_LABELLERS", "")
@@ -155,7 +149,10 @@ impl Config {
                 .map(|p| p.trim().to_string())
                 .filter(|p| !p.is_empty())
                 .collect(),
-            owner_share,
+            owner_share: env
+                .positive_share("TRIAGE_TRAIN_OWNER_SHARE", DEFAULT_TRAIN_OWNER_SHARE)?,
+            giver_share: env
+                .positive_share("TRIAGE_TRAIN_GIVER_SHARE", DEFAULT_TRAIN_GIVER_SHARE)?,
         };
         let audit = AuditPolicy {
             share: env.share("TRIAGE_AUDIT_SHARE", AuditPolicy::default().share)?,

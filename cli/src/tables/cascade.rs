@@ -1,6 +1,8 @@
 //! `triage train`, `triage models`, `triage models retire` and `triage models switch`: the local classifiers a cascade
 //! names.
 
+use std::collections::BTreeMap;
+
 use triage::{
     operations::{models::Retirement, retrain::Retrained, train::Trained},
     pipeline::cascade::{models::StoredModel, switch::Switch},
@@ -42,14 +44,27 @@ pub(super) fn trained(t: &Trained) -> String {
     let left_out: Vec<String> = t
         .sources
         .iter()
-        .filter(|s| s.left_out.total() > 0)
-        .map(|s| {
+        .zip(&t.provenance)
+        .filter(|(s, _)| s.left_out.total() > 0)
+        .map(|(s, from)| {
+            // Whom each cap bit, and by how much: a cap is no silent thinning either.
+            let owner_cap = bitten("beyond their owner's cap", "owner", &from.from.owner_capped);
+            let giver_cap = bitten(
+                "beyond their giver's share",
+                "giver",
+                &from.from.giver_capped,
+            );
             let why = [
                 (
                     s.left_out.memory,
                     "beyond the memory's budget: older than those read",
                 ),
-                (s.left_out.owner_cap, "beyond their owner's cap"),
+                (
+                    s.left_out.held,
+                    "held: against both the model and the classifier, until a second source agrees",
+                ),
+                (s.left_out.owner_cap, owner_cap.as_str()),
+                (s.left_out.giver_cap, giver_cap.as_str()),
                 (s.left_out.row_cap, "beyond the rows' cap"),
             ]
             .iter()
@@ -78,6 +93,18 @@ pub(super) fn trained(t: &Trained) -> String {
             t.version
         ),
     }
+}
+
+/// `why`, naming each `party` a cap cut with the rows it left out of it.
+fn bitten(why: &str, party: &str, cut: &BTreeMap<String, u64>) -> String {
+    if cut.is_empty() {
+        return why.to_string();
+    }
+    let named: Vec<String> = cut
+        .iter()
+        .map(|(k, n)| format!("{n} of {party} {k}"))
+        .collect();
+    format!("{why} ({})", named.join(", "))
 }
 
 /// The thresholds derived for a target, per department, and what they keep out of fold.
@@ -187,6 +214,18 @@ pub(super) fn retrained(r: &Retrained) -> String {
                 share(r.live_local_share),
                 precision(r.live_precision)
             ),
+        ),
+        (
+            "desk truth",
+            if r.truth_capped.is_empty() {
+                "each giver within its share".to_string()
+            } else {
+                bitten(
+                    "beyond their giver's share, no truth",
+                    "giver",
+                    &r.truth_capped,
+                )
+            },
         ),
         ("runs in a row not switched", r.failing_runs.to_string()),
     ])

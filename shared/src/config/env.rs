@@ -49,6 +49,19 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         }
     }
 
+    /// A share above 0 and at most 1 (a cap's: 0 would leave nothing).
+    pub(super) fn positive_share(&self, name: &str, default: f64) -> Result<f64, ConfigError> {
+        let share: f64 = self.number(name, default)?;
+        if share > 0.0 && share <= 1.0 {
+            Ok(share)
+        } else {
+            Err(ConfigError::invalid(
+                name,
+                format!("{share} is not a share above 0 and at most 1"),
+            ))
+        }
+    }
+
     /// An amount of US dollars: finite and not negative; unset, `None`.
     pub(super) fn usd(&self, name: &str) -> Result<Option<f64>, ConfigError> {
         let Some(raw) = self.optional(name) else {

@@ -58,7 +58,14 @@ pub struct Labelling {
     /// `TRIAGE_TRAIN_OWNER_SHARE`: the most of a database source's training examples one
     /// ticket owner may give, once several owners give some (`pipeline::cascade::examples`).
     pub owner_share: f64,
+    /// `TRIAGE_TRAIN_GIVER_SHARE`: the most of a training set's weight, and of a by-time
+    /// window's desk truth, one label giver's labels may carry (`pipeline::cascade::caps`).
+    pub giver_share: f64,
 }
+
+/// `TRIAGE_TRAIN_GIVER_SHARE`'s default: no desk tool or connector, labelling whichever
+/// owner's tickets, carries more than a fifth of a training set or of a gate's desk truth.
+pub const DEFAULT_TRAIN_GIVER_SHARE: f64 = 0.2;
 
 /// `TRIAGE_TRAIN_OWNER_SHARE`'s default: no caller gives more than a fifth of a training set
 /// once five or more give to it (with fewer, no more than an equal share).
@@ -69,6 +76,7 @@ impl Default for Labelling {
         Self {
             labellers: Vec::new(),
             owner_share: DEFAULT_TRAIN_OWNER_SHARE,
+            giver_share: DEFAULT_TRAIN_GIVER_SHARE,
         }
     }
 }

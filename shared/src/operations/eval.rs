@@ -105,7 +105,7 @@ pub(super) async fn run(
             },
             rule,
             policy,
-            owner_share: config.labelling.owner_share,
+            shares: (&config.labelling).into(),
             budget: fits::training_budget(operator).map(|budget| budget.bytes),
         };
         let report = by_time::run(pool, &plan, operator.as_str()).await?;

@@ -348,9 +348,11 @@ async fn execute(
             within("from", sources.len() as i64, fits::MAX_TRAIN_SOURCES)?;
             let policy = chosen_policy(pool, config, policy_version.as_ref()).await?;
             let columns = columns.as_ref();
-            let share = config.labelling.owner_share;
-            let trained =
-                train::train(pool, &policy, &sources, columns, operator, share, precision).await?;
+            let shares = (&config.labelling).into();
+            let trained = train::train(
+                pool, &policy, &sources, columns, operator, shares, precision,
+            )
+            .await?;
             Outcome::Trained(trained)
         }
         Request::Retrain { days, holdout_days } => {

@@ -8,7 +8,10 @@ use std::time::Duration;
 use fake_provider::FakeProvider;
 use serde_json::{json, Value};
 
+use triage::pipeline::cascade::caps::FLOOR_ROWS;
+
 use crate::{
+    cascade::caps::answered_tickets,
     feedback::other,
     helpers::gateway::{iam, scoped_jwt, send},
     helpers::operations::{op, try_op},
@@ -200,20 +203,22 @@ async fn the_same_relabels_from_a_labeller_count_for_training_agreement_eval_and
 async fn one_owners_many_tickets_are_capped_in_a_training_set_of_several_owners_and_recorded() {
     let fake = FakeProvider::start().await;
     let app = spawn_app_with_fake(&fake, |_| {}).await;
-    let owners = [
-        ("arn:aws:iam::123456789012:user/flood", 12),
-        ("arn:aws:iam::123456789012:user/b", 2),
-        ("arn:aws:iam::123456789012:user/c", 2),
+    let flood = triage::pipeline::ingest::owner_of("iam arn:aws:iam::123456789012:user/flood");
+    answered_tickets(&app, &flood, "flood", FLOOR_ROWS as usize + 500).await;
+    let others = [
+        "arn:aws:iam::123456789012:user/b",
+        "arn:aws:iam::123456789012:user/c",
     ];
-    for (caller, n) in owners {
-        for i in 0..n {
+    for caller in others {
+        for i in 0..2 {
             post_as(&app, caller, &format!("{caller} ticket {i}")).await;
         }
     }
     app.drain(&app.worker(), Duration::from_secs(20)).await;
-    // Three owners: none gives more than a third, so the flood gives 2 (2 <= (2 + 2 + 2) / 3).
+    // Three owners: none gives more than a third (2 <= (2 + 2 + 2) / 3), but none is cut
+    // below the floor: the flood gives its newest FLOOR_ROWS.
     let trained = op(&app, json!({"op": "train", "from": ["results:1"]})).await;
-    assert_eq!(trained["examples"], 6, "{trained}");
+    assert_eq!(trained["examples"], FLOOR_ROWS + 4, "{trained}");
     let version = trained["version"].as_str().unwrap();
     let recorded = app
         .row(&format!(
@@ -225,17 +230,17 @@ async fn one_owners_many_tickets_are_capped_in_a_training_set_of_several_owners_
     let source = &recorded[0];
     assert_eq!(source["source"], "results:1");
     assert_eq!(source["days"], 1);
-    assert_eq!(source["owner_cap"], 2);
-    let flood = triage::pipeline::ingest::owner_of(&format!("iam {}", owners[0].0));
-    assert_eq!(source["owners"][&flood], 2, "{source}");
+    assert_eq!(source["owner_cap"], FLOOR_ROWS);
+    assert_eq!(source["owner_capped"], json!({ flood.clone(): 500 }));
+    assert_eq!(source["owners"][&flood], FLOOR_ROWS, "{source}");
     assert_eq!(source["owners"].as_object().unwrap().len(), 3);
     assert!(source["owners"]
         .as_object()
         .unwrap()
-        .values()
-        .all(|n| n == 2));
+        .iter()
+        .all(|(owner, n)| *owner == flood || n == 2));
     let model = app.config.versions.model.as_str();
-    assert_eq!(source["givers"], json!({ model: 6 }));
+    assert_eq!(source["givers"], json!({ model: FLOOR_ROWS + 4 }));
     // `triage models --json` shows it.
     let models = op(&app, json!({"op": "models"})).await;
     let listed = models
@@ -340,7 +345,8 @@ fn section<'a>(template: &'a str, name: &str) -> &'a str {
 }
 
 #[test]
-fn the_deployed_api_gets_the_labellers_and_the_ops_function_the_owner_share_from_parameters() {
+fn the_deployed_api_gets_the_labellers_and_the_ops_function_the_owner_and_giver_shares_from_parameters(
+) {
     let template =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
     let api = section(&template, "ApiFunction");
@@ -354,12 +360,19 @@ fn the_deployed_api_gets_the_labellers_and_the_ops_function_the_owner_share_from
         ops.contains("TRIAGE_TRAIN_OWNER_SHARE: !Ref TrainOwnerShare"),
         "{ops}"
     );
-    let share = section(&template, "TrainOwnerShare");
-    assert!(share.contains("Default: \"0.2\""), "{share}");
+    assert!(
+        ops.contains("TRIAGE_TRAIN_GIVER_SHARE: !Ref TrainGiverShare"),
+        "{ops}"
+    );
+    for parameter in ["TrainOwnerShare", "TrainGiverShare"] {
+        let share = section(&template, parameter);
+        assert!(share.contains("Default: \"0.2\""), "{share}");
+    }
     // What the functions read from them.
     let config = triage::config::Config::from_lookup(|name| match name {
         "TRIAGE_LABELLERS" => Some(format!(" {TENANT} , https://issuer.example desk,")),
         "TRIAGE_TRAIN_OWNER_SHARE" => Some("0.25".into()),
+        "TRIAGE_TRAIN_GIVER_SHARE" => Some("0.1".into()),
         _ => None,
     })
     .unwrap();
@@ -368,13 +381,16 @@ fn the_deployed_api_gets_the_labellers_and_the_ops_function_the_owner_share_from
         [TENANT.to_string(), "https://issuer.example desk".into()]
     );
     assert_eq!(config.labelling.owner_share, 0.25);
+    assert_eq!(config.labelling.giver_share, 0.1);
     let defaults = triage::config::Config::from_lookup(|_| None).unwrap();
     assert_eq!(defaults.labelling.owner_share, 0.2);
+    assert_eq!(defaults.labelling.giver_share, 0.2);
     assert!(defaults.labelling.labellers.is_empty());
-    for bad in ["0", "1.5", "x"] {
-        let refused = triage::config::Config::from_lookup(|name| {
-            (name == "TRIAGE_TRAIN_OWNER_SHARE").then(|| bad.to_string())
-        });
-        assert!(refused.is_err(), "{bad}");
+    for name in ["TRIAGE_TRAIN_OWNER_SHARE", "TRIAGE_TRAIN_GIVER_SHARE"] {
+        for bad in ["0", "1.5", "-0.2", "x", "NaN"] {
+            let refused = triage::config::Config::from_lookup(|n| (n == name).then(|| bad.into()))
+                .expect_err(bad);
+            assert!(refused.to_string().contains(name), "{bad}: {refused}");
+        }
     }
 }

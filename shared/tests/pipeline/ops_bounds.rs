@@ -131,7 +131,7 @@ async fn a_training_beyond_the_functions_memory_reads_the_newest_its_budget_hold
     let left_out = &trained["sources"][0]["left_out"];
     assert_eq!(
         left_out,
-        &json!({"memory": 300 - read, "owner_cap": 0, "row_cap": 0})
+        &json!({"memory": 300 - read, "held": 0, "owner_cap": 0, "giver_cap": 0, "row_cap": 0})
     );
     let budget = &trained["budget"];
     assert_eq!(

@@ -6,4 +6,5 @@
 pub mod cascade;
 pub mod models;
 pub mod retrain;
+mod sources;
 pub mod train;

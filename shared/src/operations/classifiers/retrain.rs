@@ -5,6 +5,8 @@
 //! switch gate passes (`quality::gate::switch`). Kept out, nothing is stored and the reason is
 //! the run's result in the audit trail. Every run sets `models.retrain_failing_runs`.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Duration, Utc};
 use deadpool_postgres::{GenericClient, Pool};
 use serde::Serialize;
@@ -62,6 +64,12 @@ pub struct Retrained {
     pub truth: &'static str,
     pub live_local_share: f64,
     pub live_precision: Option<f64>,
+    /// The givers whose desk labels were beyond their share of the judged days' desk truth
+    /// (`TRIAGE_TRAIN_GIVER_SHARE`), with how many fell back to the audit's truth or none.
+    pub truth_capped: BTreeMap<String, u64>,
+    /// What the candidate learnt from, per source, as `local_model.provenance` records it:
+    /// owners and givers, each giver's rows and weight, and whom the caps cut.
+    pub provenance: serde_json::Value,
     /// Runs in a row, this one included, that did not switch (`RetrainFailingAlarm` at 3).
     pub failing_runs: i64,
 }
@@ -142,7 +150,7 @@ async fn attempt(
         },
         rule: Rule::Precision(target),
         policy: policy.clone(),
-        owner_share: config.labelling.owner_share,
+        shares: (&config.labelling).into(),
         budget: fits::training_budget(operator).map(|budget| budget.bytes),
     };
     let learnt = window::learn(&mut client, &plan).await?;
@@ -157,7 +165,7 @@ async fn attempt(
         (Some(&learnt.model), learnt.thresholds.as_ref()),
         (live_model.as_deref(), live_thresholds.as_deref()),
     ];
-    let judged = window::judge(&client, &plan, &judges).await?;
+    let (judged, truth_capped) = window::judge(&client, &plan, &judges).await?;
     let covers = window::coverage(&client, &plan, &judges).await?;
     let [candidate, live_judged]: [Judged; 2] = judged
         .iter()
@@ -204,6 +212,8 @@ async fn attempt(
         truth: crate::quality::live::TRUTH,
         live_local_share: live_judged.local_share(),
         live_precision: live_judged.precision(),
+        truth_capped,
+        provenance: provenance(&plan, &learnt),
         failing_runs: 0,
     })
 }
@@ -234,17 +244,10 @@ async fn store(
         {"source": format!("results:{days}"), "examples": learnt.from_results},
         {"source": format!("feedback:{days}"), "examples": learnt.from_feedback},
     ]);
-    let [results, feedback] = &learnt.provenance;
-    let provenance = json!([
-        {"source": format!("results:{days}"), "days": days, "until": plan.at,
-         "examples": learnt.from_results, "from": results},
-        {"source": format!("feedback:{days}"), "days": days, "until": plan.at,
-         "examples": learnt.from_feedback, "from": feedback},
-    ]);
     let version = learnt.model.version();
     let stored = Stored {
         sources: &sources,
-        provenance: &provenance,
+        provenance: &provenance(plan, learnt),
         trained_by: operator.as_str(),
         trained_from: Some(plan.at - Duration::days(days.into())),
     };
@@ -254,6 +257,18 @@ async fn store(
         targets::store(client, &version, thresholds, operator.as_str()).await?;
     }
     Ok(())
+}
+
+/// Where the candidate's examples came from, per source (`local_model.provenance`).
+fn provenance(plan: &Plan, learnt: &Learnt) -> serde_json::Value {
+    let days = plan.train_days;
+    let [results, feedback] = &learnt.provenance;
+    json!([
+        {"source": format!("results:{days}"), "days": days, "until": plan.at,
+         "examples": learnt.from_results, "from": results},
+        {"source": format!("feedback:{days}"), "days": days, "until": plan.at,
+         "examples": learnt.from_feedback, "from": feedback},
+    ])
 }
 
 #[cfg(test)]

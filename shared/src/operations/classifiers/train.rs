@@ -3,20 +3,21 @@
 //! large model's own answers of the last days (distillation) and the desk's corrections,
 //! stored by content for every function to load by version.
 
-use std::{fmt, str::FromStr, time::Instant};
+use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
-use super::super::{
-    audit::Operator,
-    fits::{self, Budget},
+pub use super::sources::TrainSource;
+use super::{
+    super::{
+        audit::Operator,
+        fits::{self, Budget},
+    },
+    sources::read_into,
 };
-use crate::quality::{
-    set::{Columns, LabelledSet, Split},
-    source::SetSource,
-};
+use crate::quality::set::Columns;
 use crate::{
     db,
     domain::{
@@ -24,15 +25,16 @@ use crate::{
         versions::ModelVersion,
     },
     pipeline::cascade::{
-        examples::{self, Read},
-        gather::{Gathered, LeftOut, Standing, Taken},
+        caps::Shares,
+        examples::{self, Read, Window},
+        gather::{Gathered, LeftOut},
         models::{self, StoredModel},
         targets, trained_on,
     },
     providers::{
         classifier::{
             target::{self, Thresholds},
-            Example, LocalModel, TrainError,
+            LocalModel, TrainError,
         },
         Policy,
     },
@@ -45,77 +47,6 @@ pub fn target_precision(p: f64) -> Result<(), InvalidRequest> {
     }
     let why = format!("{p} is not a precision in (0, 1] (e.g. 0.97)");
     Err(InvalidRequest::new("precision", why))
-}
-
-/// What a classifier learns from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TrainSource {
-    /// `set:PATH[:dev]` (or `set:shipped`, `set:s3://…`): the set's dev rows only.
-    Set(SetSource),
-    /// `results:DAYS`: production results a model answered in the last DAYS days.
-    Results { days: u32 },
-    /// `feedback:DAYS`: the desk's current labels given in the last DAYS days.
-    Feedback { days: u32 },
-}
-
-/// Days back a source may look (as `--set feedback`).
-const MAX_DAYS: u32 = 366;
-
-impl FromStr for TrainSource {
-    type Err = InvalidRequest;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let invalid = |why: &str| InvalidRequest::new("from", format!("{s:?}: {why}"));
-        let days = |text: &str| {
-            text.parse::<u32>()
-                .ok()
-                .filter(|d| (1..=MAX_DAYS).contains(d))
-                .ok_or_else(|| invalid("DAYS is a whole number of days, 1 to 366"))
-        };
-        if let Some(days_text) = s.strip_prefix("results:") {
-            return Ok(Self::Results {
-                days: days(days_text)?,
-            });
-        }
-        if let Some(days_text) = s.strip_prefix("feedback:") {
-            return Ok(Self::Feedback {
-                days: days(days_text)?,
-            });
-        }
-        let Some(set) = s.strip_prefix("set:") else {
-            return Err(invalid(
-                "give set:PATH[:dev], results:DAYS or feedback:DAYS",
-            ));
-        };
-        if set.ends_with(":test") {
-            return Err(invalid(
-                "the test split never trains: its families judge the classifier",
-            ));
-        }
-        match set.strip_suffix(":dev").unwrap_or(set).parse()? {
-            SetSource::Feedback { .. } => Err(invalid("the desk's labels are feedback:DAYS")),
-            source => Ok(Self::Set(source)),
-        }
-    }
-}
-
-impl TrainSource {
-    /// How many days of production data it reads (`None`: a labelled set, no ticket).
-    fn days(&self) -> Option<u32> {
-        match self {
-            Self::Set(_) => None,
-            Self::Results { days } | Self::Feedback { days } => Some(*days),
-        }
-    }
-}
-
-impl fmt::Display for TrainSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Set(source) => write!(f, "set:{source}:dev"),
-            Self::Results { days } => write!(f, "results:{days}"),
-            Self::Feedback { days } => write!(f, "feedback:{days}"),
-        }
-    }
 }
 
 /// One source's share of the examples.
@@ -177,15 +108,16 @@ pub struct SourceProvenance {
 /// file is held whole as it is read, so best while nothing else is), then the desk's
 /// corrections, then the model's answers, each database source streamed, each owner's newest
 /// first; once the budget is spent nothing more is read, and each source reports the rows it
-/// left out. Each database source gives each ticket owner at most `owner_share` of its
-/// examples (`TRIAGE_TRAIN_OWNER_SHARE`, docs/labelling.md).
+/// left out. Each database source gives each ticket owner at most `shares.owner` of its
+/// examples (`TRIAGE_TRAIN_OWNER_SHARE`), and no giver of the desk's labels carries more than
+/// `shares.giver` of the examples' weight (`TRIAGE_TRAIN_GIVER_SHARE`; docs/labelling.md).
 pub async fn train(
     pool: &Pool,
     policy: &Policy,
     sources: &[TrainSource],
     columns: Option<&Columns>,
     operator: &Operator,
-    owner_share: f64,
+    shares: Shares,
     precision: Option<f64>,
 ) -> Result<Trained> {
     let started = Instant::now();
@@ -217,16 +149,27 @@ pub async fn train(
         TrainSource::Feedback { .. } => 1,
         TrainSource::Results { .. } => 2,
     });
+    // The weight beside the desk's labels that their givers' shares are of: the model's
+    // answers (before the memory's budget) and the sets' rows read before them, 1 each.
+    // Counted only where there are desk labels to cap.
+    let mut others = 0.0;
+    let capped = sources
+        .iter()
+        .any(|s| matches!(s, TrainSource::Feedback { .. }));
+    for source in sources.iter().filter(|_| capped) {
+        if let TrainSource::Results { days } = source {
+            let mut client = db::client(pool).await?;
+            let window = Window::last(*days);
+            others += examples::results_weight(&mut client, window, policy, shares.owner).await?;
+        }
+    }
     for i in by_priority {
-        let read = read_into(
-            pool,
-            policy,
-            &sources[i],
-            columns,
-            owner_share,
-            &mut gathered,
-        );
-        reads[i] = Some(read.await?);
+        let caps = (shares, others);
+        let read = read_into(pool, policy, &sources[i], columns, caps, &mut gathered).await?;
+        if matches!(sources[i], TrainSource::Set(_)) {
+            others += read.rows as f64;
+        }
+        reads[i] = Some(read);
     }
     let held_bytes = gathered.held_bytes();
     let examples = gathered.into_examples();
@@ -308,56 +251,6 @@ pub async fn train(
     Ok(trained)
 }
 
-/// Reads a source into `gathered`: its rows read, the production tickets they were read from
-/// (for a set, the tickets with a learnt row's text) and what it left out.
-async fn read_into(
-    pool: &Pool,
-    policy: &Policy,
-    source: &TrainSource,
-    columns: Option<&Columns>,
-    owner_share: f64,
-    gathered: &mut Gathered,
-) -> Result<Read> {
-    Ok(match source {
-        TrainSource::Set(set) => {
-            let rows = LabelledSet::load(set, columns, policy, pool).await?.rows;
-            let mut read = Read::default();
-            let (mut subjects, mut messages) = (Vec::new(), Vec::new());
-            for row in rows.into_iter().filter(|row| row.split == Split::Dev) {
-                let (subject, message) = (row.subject.clone(), row.message.clone());
-                let example = Example {
-                    subject: row.subject,
-                    message: row.message,
-                    department: row.department,
-                    is_urgent: row.is_urgent,
-                    weight: 1.0,
-                };
-                match gathered.take(example, Standing::Desk) {
-                    Taken::Full => read.left_out.memory += 1,
-                    Taken::New | Taken::Merged => {
-                        read.rows += 1;
-                        subjects.push(subject);
-                        messages.push(message);
-                    }
-                }
-            }
-            // A set's rows may be production tickets (a desk's history, `triage import`): those
-            // are what it learnt from as much as a `results:` source's, and erasure names it.
-            let client = db::client(pool).await?;
-            read.tickets = trained_on::tickets_with_text(&client, &subjects, &messages).await?;
-            read
-        }
-        TrainSource::Results { days } => {
-            let mut client = db::client(pool).await?;
-            examples::results(&mut client, *days as i32, policy, owner_share, gathered).await?
-        }
-        TrainSource::Feedback { days } => {
-            let mut client = db::client(pool).await?;
-            examples::feedback(&mut client, *days as i32, policy, owner_share, gathered).await?
-        }
-    })
-}
-
 /// The stored classifiers, newest first.
 pub async fn list(pool: &Pool) -> Result<Vec<StoredModel>> {
     models::list(&db::client(pool).await?).await
@@ -407,41 +300,4 @@ pub async fn stored_if_cascade(pool: &Pool, model: &ModelVersion, policy: &Polic
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sources_read_as_spec_writes_them_and_the_test_split_never_trains() {
-        let parse = |s: &str| s.parse::<TrainSource>();
-        assert_eq!(
-            parse("set:evals/tickets.jsonl:dev").unwrap(),
-            TrainSource::Set(SetSource::Path("evals/tickets.jsonl".into()))
-        );
-        assert_eq!(
-            parse("set:shipped").unwrap(),
-            TrainSource::Set(SetSource::Shipped)
-        );
-        assert_eq!(
-            parse("results:30").unwrap(),
-            TrainSource::Results { days: 30 }
-        );
-        assert_eq!(
-            parse("feedback:7").unwrap().to_string(),
-            "feedback:7".to_string()
-        );
-        for bad in [
-            "set:evals/tickets.jsonl:test",
-            "set:feedback:30",
-            "results:0",
-            "results:x",
-            "feedback:400",
-            "evals/tickets.jsonl",
-            "set:",
-        ] {
-            assert!(parse(bad).is_err(), "{bad:?}");
-        }
-    }
 }

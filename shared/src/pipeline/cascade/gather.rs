@@ -136,8 +136,14 @@ fn digest(example: &Example) -> [u8; 16] {
 /// A source's rows that did not train, by why (none is left out silently).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct LeftOut {
+    /// Desk labels held: one giver's word against both the model and the classifier, until a
+    /// second source agrees (`cascade::hold`, docs/labelling.md).
+    pub held: u64,
     /// Beyond their owner's cap (`TRIAGE_TRAIN_OWNER_SHARE`, docs/labelling.md).
     pub owner_cap: u64,
+    /// Desk labels beyond their giver's share of the training set's weight
+    /// (`TRIAGE_TRAIN_GIVER_SHARE`): the giver's oldest.
+    pub giver_cap: u64,
     /// Beyond the most rows one source gives (300,000, each owner's newest).
     pub row_cap: u64,
     /// Beyond the budget of the memory where the training runs: the older ones (each owner's
@@ -147,7 +153,7 @@ pub struct LeftOut {
 
 impl LeftOut {
     pub fn total(&self) -> u64 {
-        self.owner_cap + self.row_cap + self.memory
+        self.held + self.owner_cap + self.giver_cap + self.row_cap + self.memory
     }
 }
 

@@ -3,7 +3,7 @@
 //! confidence is at least the threshold (no call, nothing paid, no ledger row); otherwise the
 //! large model is called as for any version. [`models`] stores and loads the classifiers,
 //! [`examples`] reads what trains them from the database into a [`gather`]ing (one example
-//! per text, within a budget in bytes), [`trained_on`] records which tickets did (for
+//! per text, within a budget in bytes) under the [`caps`] on owners and givers, a lone giver's contradicting label [`hold`]-ed, [`trained_on`] records which tickets did (for
 //! erasure's report), [`provisional`] gives new tickets the local answer
 //! while the large model cannot be asked now, [`switch`] keeps a configured cascade on the
 //! classifier a retrain switched to, [`audit`] sends a random share of would-be-local answers
@@ -11,8 +11,10 @@
 //! stops a cascade whose audited precision fell below its target.
 
 pub mod audit;
+pub mod caps;
 pub mod examples;
 pub mod gather;
+pub mod hold;
 pub mod models;
 pub mod provisional;
 pub mod suspension;

@@ -5,14 +5,18 @@
 //! [`TRAIN_DAYS`] days before it, each owner's share capped, erased tickets gone:
 //! `pipeline::cascade::examples`), and answers each production ticket created after it.
 //! The large model's answers to the same tickets, and what they cost, are already stored:
-//! no provider call is made. The truth is the desk's label where a labeller gave one, else
-//! the large model's own answer (against which the large model is right by definition, so
+//! no provider call is made. The truth is the desk's label where a labeller gave one (not a
+//! held one, and no giver's beyond its share of them: [`truth`]), else the large model's own
+//! answer (against which the large model is right by definition, so
 //! the figures are also given for each truth apart). Each run is stored (`time_split_run`,
 //! V37): the Quality page leads with the newest.
 
 mod figures;
 pub mod store;
+mod truth;
 pub mod window;
+
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
 use deadpool_postgres::Pool;
@@ -24,6 +28,7 @@ use super::metrics::{self, Paired};
 use crate::{
     db,
     domain::{error::Result, versions::VersionPair},
+    pipeline::cascade::caps::Shares,
     providers::{
         classifier::target::{CurvePoint, Thresholds},
         Policy,
@@ -57,8 +62,9 @@ pub struct Plan {
     pub version: VersionPair,
     pub rule: Rule,
     pub policy: Policy,
-    /// `TRIAGE_TRAIN_OWNER_SHARE`.
-    pub owner_share: f64,
+    /// `TRIAGE_TRAIN_OWNER_SHARE` and `TRIAGE_TRAIN_GIVER_SHARE` (of the training set's weight,
+    /// and of the judged window's desk truth).
+    pub shares: Shares,
     /// Bytes the candidate's examples may hold where it runs (`operations::fits`); `None`: no
     /// bound but the rows'.
     pub budget: Option<u64>,
@@ -87,6 +93,11 @@ pub struct Report {
     /// budget), never silently.
     #[serde(default)]
     pub left_out: u64,
+    /// The givers whose desk labels were beyond their share of the judged tickets' desk truth
+    /// (`TRIAGE_TRAIN_GIVER_SHARE`), with how many: those tickets fell back to the audit's
+    /// truth, else to the model's own answer.
+    #[serde(default)]
+    pub truth_capped: BTreeMap<String, u64>,
     pub rule: Rule,
     /// With a target precision: the thresholds derived on the training window.
     pub thresholds: Option<Thresholds>,
@@ -116,7 +127,8 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &str) -> Result<Report> {
     let mut client = db::client(pool).await?;
     let learnt = window::learn(&mut client, plan).await?;
     let candidate = (Some(&learnt.model), learnt.thresholds.as_ref());
-    let rows = window::judge(&client, plan, &[candidate]).await?.remove(0);
+    let (mut judged, truth_capped) = window::judge(&client, plan, &[candidate]).await?;
+    let rows = judged.remove(0);
     let (model, thresholds) = (learnt.model, learnt.thresholds);
     let (from_results, from_feedback) = (learnt.from_results, learnt.from_feedback);
     let learnt_left_out = learnt.left_out;
@@ -140,6 +152,7 @@ pub async fn run(pool: &Pool, plan: &Plan, operator: &str) -> Result<Report> {
         from_results,
         from_feedback,
         left_out: learnt_left_out,
+        truth_capped,
         rule,
         thresholds,
         all: figures::slice(&all),

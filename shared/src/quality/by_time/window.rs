@@ -3,20 +3,24 @@
 //! classifiers at once (`triage eval --by-time` judges the candidate; `triage retrain` the
 //! candidate and the live classifier on the same rows).
 
-use std::collections::HashSet;
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::LazyLock,
+};
 
 use deadpool_postgres::{Client, GenericClient};
 use futures::TryStreamExt;
 
-use super::{JudgedRow, Plan, Rule};
+use super::{truth, JudgedRow, Plan, Rule};
 use crate::{
     domain::{
         error::{InvalidRequest, Result},
         versions::ModelVersion,
     },
     pipeline::cascade::{
-        examples::{self, Provenance},
+        examples::{self, Provenance, Window},
         gather::Gathered,
+        hold,
     },
     providers::classifier::{
         target::{self, Thresholds},
@@ -50,12 +54,15 @@ pub async fn learn(client: &mut Client, plan: &Plan) -> Result<Learnt> {
         let why = format!("{} is not before the end of the window", plan.at);
         return Err(InvalidRequest::new("at", why).into());
     }
-    let (policy, days, share) = (&plan.policy, plan.train_days as i32, plan.owner_share);
+    let (policy, days, shares) = (&plan.policy, plan.train_days, plan.shares);
     let mut gathered = Gathered::within(plan.budget);
-    let window = (plan.at, days);
-    // The desk's labels first: within a budget they are what is kept.
-    let feedback = examples::feedback_before(client, window, policy, share, &mut gathered).await?;
-    let results = examples::results_before(client, window, policy, share, &mut gathered).await?;
+    let window = Window::before(plan.at, days);
+    // The desk's labels first: within a budget they are what is kept; their givers' shares
+    // are of the weight beside the model's answers.
+    let others = examples::results_weight(client, window, policy, shares.owner).await?;
+    let caps = (shares, others);
+    let feedback = examples::feedback(client, window, policy, caps, &mut gathered).await?;
+    let results = examples::results(client, window, policy, shares.owner, &mut gathered).await?;
     let (from_results, from_feedback) = (results.rows, feedback.rows);
     let left_out = results.left_out.total() + feedback.left_out.total();
     let mut tickets = results.tickets;
@@ -100,35 +107,42 @@ pub async fn learn(client: &mut Client, plan: &Plan) -> Result<Learnt> {
 pub type Judge<'a> = (Option<&'a LocalModel>, Option<&'a Thresholds>);
 
 /// The tickets created in `[$1, $2)` with the newest answer a model gave under the policy `$3`
-/// and the prompt `$4`, the current labeller's label in the policy's departments (`$5`) and
-/// what the answer cost, and the share of the audit's draw when one sent it to the model
-/// (production work only; erased tickets are gone).
-const JUDGED: &str = r#"
-SELECT t.id, t.subject, t.message, r.department, r.is_urgent, r.model_version,
-       r.idempotency_key, f.department, f.is_urgent,
-       (SELECT coalesce(sum(c.cost_usd), 0)::float8 FROM provider_call c
-        WHERE c.idempotency_key = r.idempotency_key),
-       (SELECT min(a.share) FROM cascade_audit a WHERE a.idempotency_key = r.idempotency_key)
-FROM ticket t
-JOIN ticket_evaluation te ON te.ticket_id = t.id
-JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
-LEFT JOIN ticket_feedback f ON f.ticket_id = t.id AND f.superseded_at IS NULL AND f.labeller
-     AND f.department = ANY ($5::text[])
-WHERE t.workload = 'production' AND t.created_at >= $1 AND t.created_at < $2
-  AND r.answered_by = 'model' AND r.policy_version = $3 AND r.prompt_version = $4
-ORDER BY t.created_at, t.id, r.computed_at DESC
-LIMIT $6
-"#;
+/// and the prompt `$4`, the current labeller's label in the policy's departments (`$5`; a held
+/// label is none: `cascade::hold`), who gave it and when, what the answer cost, and the share
+/// of the audit's draw when one sent it to the model (production work only; erased tickets
+/// are gone).
+static JUDGED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT t.id, t.subject, t.message, r.department, r.is_urgent, r.model_version,
+                r.idempotency_key, f.department, f.is_urgent,
+                (SELECT coalesce(sum(c.cost_usd), 0)::float8 FROM provider_call c
+                 WHERE c.idempotency_key = r.idempotency_key),
+                (SELECT min(a.share) FROM cascade_audit a
+                 WHERE a.idempotency_key = r.idempotency_key),
+                f.given_by, f.created_at
+         FROM ticket t
+         JOIN ticket_evaluation te ON te.ticket_id = t.id
+         JOIN evaluation_result r ON r.idempotency_key = te.idempotency_key
+         LEFT JOIN ticket_feedback f ON f.ticket_id = t.id AND f.superseded_at IS NULL
+              AND f.labeller AND f.department = ANY ($5::text[]) AND NOT {held}
+         WHERE t.workload = 'production' AND t.created_at >= $1 AND t.created_at < $2
+           AND r.answered_by = 'model' AND r.policy_version = $3 AND r.prompt_version = $4
+         ORDER BY t.created_at, t.id, r.computed_at DESC
+         LIMIT $6",
+        held = hold::held(5)
+    )
+});
 
 /// The production tickets of `[plan.at, plan.until)` the large model answered, with their truth
-/// (the desk's label where a labeller gave one, else the large model's answer), as each of
-/// `judges` answers them: one list of rows per judge, in the tickets' order. Streamed: a
-/// ticket's text is held only while the judges read it.
+/// (the desk's label where a labeller gave one, each giver's share of them capped, else the
+/// large model's answer), as each of `judges` answers them: one list of rows per judge, in the
+/// tickets' order, and the givers whose labels the cap made no truth, with how many. Streamed:
+/// a ticket's text is held only while the judges read it.
 pub async fn judge(
     client: &impl GenericClient,
     plan: &Plan,
     judges: &[Judge<'_>],
-) -> Result<Vec<Vec<JudgedRow>>> {
+) -> Result<(Vec<Vec<JudgedRow>>, BTreeMap<String, u64>)> {
     let policy = &plan.policy;
     let large = plan.version.model_version.as_str();
     let window: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
@@ -139,11 +153,12 @@ pub async fn judge(
         &policy.departments,
         &MAX_JUDGED,
     ];
-    let statement = client.prepare(JUDGED).await?;
+    let statement = client.prepare(&JUDGED).await?;
     let rows = client.query_raw(&statement, window).await?;
     futures::pin_mut!(rows);
     let (mut seen, mut costed) = (HashSet::new(), HashSet::new());
     let mut judged = vec![Vec::new(); judges.len()];
+    let mut labels = Vec::new();
     while let Some(row) = rows.try_next().await? {
         let answered_by = ModelVersion::from_stored(row.get(5));
         let called = format!("{}@{}", answered_by.model(), answered_by.effort());
@@ -159,6 +174,11 @@ pub async fn judge(
         };
         let desk: Option<String> = row.get(7);
         let drawn_share: Option<f64> = row.get(10);
+        labels.push(desk.as_ref().map(|_| truth::Label {
+            giver: row.get(11),
+            at: row.get(12),
+            drawn_share,
+        }));
         let large_urgent = large_answer.is_urgent >= policy.urgent_threshold;
         // A desk label of the department alone leaves urgency unlabelled (V40): the large
         // model's, as for a ticket the desk did not label.
@@ -203,7 +223,9 @@ pub async fn judge(
         );
         return Err(InvalidRequest::new("at", why).into());
     }
-    Ok(judged)
+    let urgent_at = policy.urgent_threshold;
+    let capped = truth::cap(&mut judged, &labels, plan.shares.giver, urgent_at);
+    Ok((judged, capped))
 }
 
 /// Every production ticket created in `[$1, $2)` with a result under the policy `$3`, whoever

@@ -11,7 +11,10 @@ use serde_json::{json, Value};
 use triage::{
     operations,
     pipeline::{
-        cascade::{examples, gather::Gathered},
+        cascade::{
+            examples::{self, Window},
+            gather::Gathered,
+        },
         sweep::Sweeper,
     },
     providers::Policy,
@@ -282,7 +285,7 @@ async fn an_audited_answer_trains_at_the_draws_weight_capped() {
     let policy = Policy::load(app.config.versions.policy.as_str()).unwrap();
     let mut gathered = Gathered::within(None);
     let mut client = app.pool.get().await.unwrap();
-    let read = examples::results(&mut client, 30, &policy, 1.0, &mut gathered)
+    let read = examples::results(&mut client, Window::last(30), &policy, 1.0, &mut gathered)
         .await
         .unwrap();
     let examples = gathered.into_examples();

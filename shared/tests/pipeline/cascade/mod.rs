@@ -15,10 +15,12 @@
 //! - `targets`: a target precision (`train --precision`, `cascade(…,p0.9,…)`): thresholds
 //!   derived per department, stored with the classifier, used by the worker.
 //! - `by_time`: `eval --by-time`, the cascade judged on production traffic split by time.
+//! - `caps`: each owner's share of a training source, never below a floor; each giver's share.
 
 mod answers;
 mod audit;
 mod by_time;
+pub(crate) mod caps;
 mod eval;
 mod provisional;
 mod retire;

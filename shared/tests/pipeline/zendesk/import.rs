@@ -145,8 +145,8 @@ async fn the_desks_history_becomes_a_labelled_set_that_trains_a_classifier_and_r
 
     let policy = Policy::load("policy-v1").unwrap();
     let source: TrainSource = format!("set:{}", out.display()).parse().unwrap();
-    let (operator, share) = (Operator::os_user(), app.config.labelling.owner_share);
-    let trained = train::train(&app.pool, &policy, &[source], None, &operator, share, None)
+    let (operator, shares) = (Operator::os_user(), (&app.config.labelling).into());
+    let trained = train::train(&app.pool, &policy, &[source], None, &operator, shares, None)
         .await
         .unwrap();
     assert!(trained.examples > 0, "{trained:?}");
