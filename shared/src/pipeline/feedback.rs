@@ -217,6 +217,8 @@ pub struct LabelledTicket {
     pub message: String,
     pub department: String,
     pub is_urgent: bool,
+    /// Where the label came from (`ticket_feedback.source`, V39): `desk`, `audit` or `model`.
+    pub source: String,
 }
 
 /// The tickets whose current labeller's feedback was given in the last `days` days, in ticket
@@ -224,7 +226,7 @@ pub struct LabelledTicket {
 pub async fn labelled(client: &impl GenericClient, days: u32) -> Result<Vec<LabelledTicket>> {
     let rows = client
         .query(
-            "SELECT t.id, t.subject, t.message, f.department, f.is_urgent \
+            "SELECT t.id, t.subject, t.message, f.department, f.is_urgent, f.source \
              FROM ticket_feedback f JOIN ticket t ON t.id = f.ticket_id \
              WHERE f.superseded_at IS NULL AND f.labeller AND t.workload = 'production' \
                AND f.department IS NOT NULL AND f.is_urgent IS NOT NULL \
@@ -241,6 +243,7 @@ pub async fn labelled(client: &impl GenericClient, days: u32) -> Result<Vec<Labe
             message: row.get(2),
             department: row.get(3),
             is_urgent: row.get(4),
+            source: row.get(5),
         })
         .collect())
 }

@@ -138,8 +138,9 @@ impl LabelledSet {
     }
 
     /// The desk's labelled tickets as a set: all in `test` (real traffic is only reported),
-    /// each content a family of its own (duplicates share one), and the digest of the rows'
-    /// tickets and labels, so two runs compare on exactly the same feedback.
+    /// each content a family of its own (duplicates share one), each row tagged with its
+    /// label's provenance (`source:desk`), and the digest of the rows' tickets and labels, so
+    /// two runs compare on exactly the same feedback.
     fn of_feedback(
         labelled: Vec<feedback::LabelledTicket>,
         days: u32,
@@ -164,7 +165,7 @@ impl LabelledSet {
                     department: t.department,
                     is_urgent: t.is_urgent,
                     split: Split::Test,
-                    tags: vec!["feedback".into()],
+                    tags: vec!["feedback".into(), format!("source:{}", t.source)],
                     family: Some(format!("content-{}", &hex::encode(content)[..16])),
                     ticket: Some(t.ticket_id.0),
                 }
@@ -180,6 +181,22 @@ impl LabelledSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A set built from production says where each label came from.
+    #[test]
+    fn a_feedback_set_tags_each_row_with_its_labels_source() {
+        let ticket = |source: &str| feedback::LabelledTicket {
+            ticket_id: crate::domain::ticket::TicketId::new(),
+            subject: "Refund".into(),
+            message: "Charged twice".into(),
+            department: "billing".into(),
+            is_urgent: false,
+            source: source.into(),
+        };
+        let set = LabelledSet::of_feedback(vec![ticket("desk"), ticket("audit")], 7).unwrap();
+        let tags: Vec<&str> = set.rows.iter().map(|r| r.tags[1].as_str()).collect();
+        assert_eq!(tags, ["source:desk", "source:audit"]);
+    }
 
     #[test]
     fn a_set_is_named_shipped_s3_or_a_path() {
