@@ -296,6 +296,9 @@ impl Config {
                     .map(Secret::from),
                 secret_arn: env.optional("TRIAGE_ZENDESK_SECRET_ARN"),
                 requests_per_minute: env.limit("TRIAGE_ZENDESK_RPM")?,
+                update_requests_per_minute: env
+                    .limit("TRIAGE_ZENDESK_UPDATE_RPM")?
+                    .unwrap_or(crate::connectors::zendesk::DEFAULT_UPDATE_RPM),
             },
             labelling,
             audit,

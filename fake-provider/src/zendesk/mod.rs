@@ -14,7 +14,9 @@
 //!   for admins only (an agent is answered 403, as Zendesk answers one; [`ADMIN_EMAIL`]):
 //!   `start_time` (a Unix time) for the first page, `cursor` after it, never both; pages
 //!   of [`FakeZendesk::set_page_size`] with `after_cursor` and `end_of_stream`;
-//! - 429 with `Retry-After` (seconds) for the next requests a test scripts.
+//! - 429 with `Retry-After` (seconds) for the next requests a test scripts, for the next
+//!   updates a test scripts, and for updates past Zendesk's 100 a minute per account (Update
+//!   Ticket's own limit).
 //!
 //! It also speaks for Zendesk's webhooks: [`created_event`] and [`changed_event`] build the
 //! ticket events' payloads, [`sign`] signs a body as Zendesk does.
@@ -104,6 +106,11 @@ struct Account {
     violations: Vec<String>,
     /// Retry-After seconds of the 429s to answer next, in order.
     throttle: VecDeque<u32>,
+    /// The same for the next ticket updates only.
+    update_throttle: VecDeque<u32>,
+    /// Updates answered in the current minute (since the Unix epoch's): Zendesk's Update
+    /// Ticket limit is 100 a minute per account.
+    updates_in_minute: (u64, u32),
     /// An agent's edit applied just before the next update is looked at (a concurrent edit).
     edit_before_update: Option<(i64, Option<i64>, Option<String>)>,
     page_size: usize,
@@ -205,6 +212,11 @@ impl FakeZendesk {
     /// The next requests are answered 429 with these `Retry-After` seconds.
     pub fn throttle(&self, retry_after: &[u32]) {
         self.shared.account().throttle.extend(retry_after);
+    }
+
+    /// 429s with these Retry-After seconds to the next ticket updates only.
+    pub fn throttle_updates(&self, retry_after: &[u32]) {
+        self.shared.account().update_throttle.extend(retry_after);
     }
 
     pub fn set_page_size(&self, size: usize) {

@@ -119,6 +119,15 @@ async fn handle(
             json!({"error": "APIRateLimitExceeded"}),
             Some(seconds),
         )
+    } else if let Some(seconds) = (parts.method == Method::PUT && ticket_id(&path).is_some())
+        .then(|| update_refused(&mut account))
+        .flatten()
+    {
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({"error": "APIRateLimitExceeded"}),
+            Some(seconds),
+        )
     } else {
         let role = role.unwrap_or(Role::Agent);
         let (status, answer) = route(
@@ -148,6 +157,29 @@ async fn handle(
     Ok(response
         .body(Full::new(Bytes::from(answer.to_string())))
         .expect("a valid response"))
+}
+
+/// Zendesk's Update Ticket limit, 100 a minute per account (agents' saves included).
+const UPDATES_PER_MINUTE: u32 = 100;
+
+/// The Retry-After of a 429 to this update, or `None` when it may go (and is counted).
+fn update_refused(account: &mut Account) -> Option<u32> {
+    if let Some(seconds) = account.update_throttle.pop_front() {
+        return Some(seconds);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let minute = now / 60;
+    if account.updates_in_minute.0 != minute {
+        account.updates_in_minute = (minute, 0);
+    }
+    if account.updates_in_minute.1 >= UPDATES_PER_MINUTE {
+        return Some((60 - now % 60) as u32);
+    }
+    account.updates_in_minute.1 += 1;
+    None
 }
 
 fn ticket_id(path: &str) -> Option<i64> {

@@ -24,7 +24,14 @@ pub struct ZendeskConfig {
     pub secret_arn: Option<String>,
     /// Requests per minute for the whole account; `None`: only Zendesk's 429s pace us.
     pub requests_per_minute: Option<u32>,
+    /// `TRIAGE_ZENDESK_UPDATE_RPM`: ticket updates per minute, within the above. Zendesk caps
+    /// Update Ticket at 100 a minute per account, and the agents' own saves count against it.
+    pub update_requests_per_minute: u32,
 }
+
+/// `TRIAGE_ZENDESK_UPDATE_RPM`'s default: a fifth of Zendesk's 100 updates a minute is left to
+/// the agents' own saves while a backlog drains.
+pub const DEFAULT_UPDATE_RPM: u32 = 80;
 
 impl ZendeskConfig {
     /// The account's API, when the connector is configured to write back.

@@ -4,8 +4,10 @@
 //! connector wrote before) and sends it as Zendesk's safe update: a 409 means an agent changed
 //! the ticket since the read, so it is read again and decided again (never resent blindly).
 //! Every request first takes a slot of the account's rate limit, one row shared by every
-//! deliverer (`limits::rate_limit`, `TRIAGE_ZENDESK_RPM`); a 429 holds them all for its
-//! `Retry-After`, and the delivery is retried no earlier.
+//! deliverer (`limits::rate_limit`, `TRIAGE_ZENDESK_RPM`), and each update one of the updates'
+//! own too (`TRIAGE_ZENDESK_UPDATE_RPM`, 80: Zendesk's 100 a minute less the agents' saves). A
+//! 429 holds every deliverer for its `Retry-After` (a 429 to an update, the updates only), and
+//! the delivery is retried no earlier.
 
 use std::time::Duration;
 
@@ -138,6 +140,10 @@ pub struct ZendeskWriter {
     /// The account's shared limit, keyed by its host.
     limit: String,
     pace: Pace,
+    /// Within it, the ticket updates' own (`TRIAGE_ZENDESK_UPDATE_RPM`): a 429 to an update
+    /// holds updates only, so reads (and the agents' saves) go on.
+    updates: String,
+    update_pace: Pace,
     /// How long a request may wait for its slot before the delivery is retried later.
     max_wait: Duration,
     api_user: OnceCell<i64>,
@@ -160,9 +166,15 @@ impl ZendeskWriter {
             requests_per_minute: config.requests_per_minute,
             tokens_per_minute: None,
         };
+        let updates = RateLimitPolicy {
+            requests_per_minute: Some(config.update_requests_per_minute),
+            tokens_per_minute: None,
+        };
         Ok(Some(Self {
             limit: format!("zendesk:{}", api.host()),
             pace: Pace::new(configured, RateLimitPolicy::default()),
+            updates: format!("zendesk-updates:{}", api.host()),
+            update_pace: Pace::new(updates, RateLimitPolicy::default()),
             pool,
             api,
             max_wait: timeout,
@@ -230,7 +242,7 @@ impl ZendeskWriter {
             let sent = if unchanged {
                 Ok(())
             } else {
-                self.call(self.api.update(before.zendesk_id, &update))
+                self.call_updating(self.api.update(before.zendesk_id, &update))
                     .await?
             };
             match sent {
@@ -262,19 +274,44 @@ impl ZendeskWriter {
         &self,
         request: impl std::future::Future<Output = Result<T, ApiError>>,
     ) -> Result<Result<T, ApiError>> {
+        self.within(&[(&self.limit, &self.pace)], request).await
+    }
+
+    /// An update: within the updates' own limit and the account's; Zendesk's 429 to it holds
+    /// the updates only.
+    async fn call_updating<T>(
+        &self,
+        request: impl std::future::Future<Output = Result<T, ApiError>>,
+    ) -> Result<Result<T, ApiError>> {
+        let limits = [
+            (&self.updates, &self.update_pace),
+            (&self.limit, &self.pace),
+        ];
+        self.within(&limits, request).await
+    }
+
+    /// `request` once a slot of each of `limits` is taken, in order; a 429 settles the first.
+    async fn within<T>(
+        &self,
+        limits: &[(&String, &Pace)],
+        request: impl std::future::Future<Output = Result<T, ApiError>>,
+    ) -> Result<Result<T, ApiError>> {
         let client = db::client(&self.pool).await?;
-        match rate_limit::take(&client, &self.limit, &self.pace, 0, self.max_wait).await? {
-            Take::Reserved { wait } => tokio::time::sleep(wait).await,
-            Take::Full { opens_in } => {
-                return Ok(Err(ApiError::RateLimited {
-                    retry_after: Some(opens_in),
-                }))
+        for (limit, pace) in limits {
+            match rate_limit::take(&client, limit, pace, 0, self.max_wait).await? {
+                Take::Reserved { wait } => tokio::time::sleep(wait).await,
+                Take::Full { opens_in } => {
+                    return Ok(Err(ApiError::RateLimited {
+                        retry_after: Some(opens_in),
+                    }))
+                }
             }
         }
         let answer = request.await;
         if let Err(ApiError::RateLimited { retry_after }) = &answer {
+            let (limit, pace) = limits[0];
             let settlement = Settlement::refused(0, *retry_after);
-            rate_limit::settle(&client, &self.limit, &self.pace, settlement).await?;
+            rate_limit::settle(&client, limit, pace, settlement).await?;
         }
         Ok(answer)
     }

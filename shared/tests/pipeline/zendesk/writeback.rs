@@ -126,6 +126,35 @@ async fn a_triaged_ticket_is_written_back_once_through_a_429_and_an_agents_concu
     );
 }
 
+/// Zendesk caps Update Ticket at 100 a minute per account, agents' saves included: updates
+/// take a slot of their own limit too (`TRIAGE_ZENDESK_UPDATE_RPM`, 80), and a 429 to an update
+/// holds the updates only; reading tickets goes on.
+#[tokio::test]
+async fn a_429_to_an_update_holds_the_updates_only() {
+    let (fake, model) = (start_fake().await, FakeProvider::start().await);
+    let app = spawn_with_model(&fake, &model).await;
+    let desk = app.under_policy(&desk_taxonomy(&app).await);
+    triaged(&desk, &fake, 41, "Invoice shows the wrong amount").await;
+    fake.throttle_updates(&[1]);
+    app.deliver_all(Duration::from_secs(30)).await;
+
+    assert_eq!(fake.violations(), Vec::<String>::new());
+    assert_eq!((puts(&fake, 41, 429), puts(&fake, 41, 200)), (1, 1));
+    let held = |limit: &str| {
+        format!(
+            "SELECT count(*) FROM provider_rate_limit \
+             WHERE provider LIKE '{limit}:%' AND held_until > '-infinity'"
+        )
+    };
+    assert_eq!(app.count(&held("zendesk-updates")).await, 1);
+    assert_eq!(app.count(&held("zendesk")).await, 0, "reads were not held");
+    assert_eq!(
+        app.count("SELECT count(*) FROM delivery WHERE status = 'done'")
+            .await,
+        1
+    );
+}
+
 #[tokio::test]
 async fn the_departments_group_is_written_where_no_agent_set_one_and_the_built_in_policy_writes_none(
 ) {
