@@ -290,13 +290,15 @@ impl Config {
             zendesk: ZendeskConfig {
                 url: env
                     .optional("TRIAGE_ZENDESK_URL")
-                    .map(|url| url.trim_end_matches('/').to_string()),
+                    .map(|url| zendesk_url(&url))
+                    .transpose()?,
                 email: env.string("TRIAGE_ZENDESK_EMAIL", ""),
-                api_token: Secret::from(env.string("TRIAGE_ZENDESK_API_TOKEN", "")),
+                api_token: Secret::from(env.string("TRIAGE_ZENDESK_API_TOKEN", "")).into(),
                 webhook_secret: env
                     .optional("TRIAGE_ZENDESK_WEBHOOK_SECRET")
-                    .map(Secret::from),
+                    .map(|secret| Secret::from(secret).into()),
                 secret_arn: env.optional("TRIAGE_ZENDESK_SECRET_ARN"),
+                signing_secret_arn: env.optional("TRIAGE_ZENDESK_SIGNING_SECRET_ARN"),
                 requests_per_minute: env.limit("TRIAGE_ZENDESK_RPM")?,
             },
             labelling,
@@ -310,6 +312,15 @@ impl Config {
         Self::from_lookup(move |name| (name == "DATABASE_URL").then(|| url.clone()))
             .expect("embedded defaults are valid")
     }
+}
+
+/// `TRIAGE_ZENDESK_URL` without its trailing slash, refused where the API token would travel
+/// in clear.
+fn zendesk_url(url: &str) -> Result<String, ConfigError> {
+    let invalid = |why: &str| ConfigError::invalid("TRIAGE_ZENDESK_URL", why.into());
+    let parsed = reqwest::Url::parse(url).map_err(|_| invalid("is not a URL"))?;
+    crate::tls::refuse_in_clear(&parsed).map_err(invalid)?;
+    Ok(url.trim_end_matches('/').to_string())
 }
 
 #[cfg(test)]
@@ -342,6 +353,20 @@ mod tests {
         let env = |name: &str| (name == "TRIAGE_EVAL_TOLERANCE").then(|| "bogus".to_string());
         let error = Config::from_lookup(env).unwrap_err().to_string();
         assert!(error.contains("TRIAGE_EVAL_TOLERANCE"), "{error}");
+    }
+
+    #[test]
+    fn the_zendesk_url_must_be_https_unless_it_is_loopback() {
+        let load = |url: &'static str| {
+            Config::from_lookup(move |name| (name == "TRIAGE_ZENDESK_URL").then(|| url.into()))
+        };
+        let error = load("http://example.zendesk.com").unwrap_err().to_string();
+        assert!(error.contains("TRIAGE_ZENDESK_URL"), "{error}");
+        assert!(error.contains("https"), "{error}");
+        for url in ["https://example.zendesk.com/", "http://127.0.0.1:8080"] {
+            let zendesk = load(url).unwrap().zendesk;
+            assert_eq!(zendesk.url.as_deref(), Some(url.trim_end_matches('/')));
+        }
     }
 
     #[test]

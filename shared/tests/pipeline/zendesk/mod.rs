@@ -43,11 +43,11 @@ pub(crate) const AGENT: i64 = 901;
 /// The connector configured against `fake` (its URL, the agent's token, the signing secret).
 pub(crate) fn use_zendesk(config: &mut Config, fake: Option<&FakeZendesk>) {
     fast_delivery(config);
-    config.zendesk.webhook_secret = Some(Secret::from(SECRET));
+    config.zendesk.webhook_secret = Some(Secret::from(SECRET).into());
     if let Some(fake) = fake {
         config.zendesk.url = Some(fake.url());
         config.zendesk.email = EMAIL.into();
-        config.zendesk.api_token = Secret::from(TOKEN);
+        config.zendesk.api_token = Secret::from(TOKEN).into();
     }
 }
 
