@@ -84,11 +84,11 @@ async fn handle(
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or("").to_string();
+    let mut account = shared.account();
     let expected = format!(
         "Basic {}",
-        STANDARD.encode(format!("{}/token:{}", shared.email, shared.token))
+        STANDARD.encode(format!("{}/token:{}", shared.email, account.token))
     );
-    let mut account = shared.account();
     let authorized = parts
         .headers
         .get("authorization")
