@@ -216,3 +216,73 @@ impl From<Secret> for Credential {
 fn digest(raw: &Secret) -> [u8; 32] {
     Sha256::digest(raw.expose_secret().as_bytes()).into()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex,
+    };
+
+    use super::*;
+
+    /// A secret's stored value, as the test sets it, and how often it was read.
+    #[derive(Debug, Default)]
+    struct Stored {
+        value: Mutex<String>,
+        reads: AtomicUsize,
+    }
+
+    impl Stored {
+        fn set(&self, value: &str) {
+            *self.value.lock().unwrap() = value.into();
+        }
+    }
+
+    impl SecretSource for Arc<Stored> {
+        fn name(&self) -> &str {
+            "test"
+        }
+        fn read(&self) -> BoxFuture<'_, Result<Secret>> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            let value = Secret::from(self.value.lock().unwrap().clone());
+            Box::pin(async move { Ok(value) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_value_is_read_again_at_most_once_per_interval_and_the_replaced_one_kept() {
+        let stored = Arc::new(Stored::default());
+        stored.set("old");
+        let secret = RotatingSecret::fetch(stored.clone(), "test", |raw| {
+            Ok(Secret::from(raw.expose_secret().to_string()))
+        })
+        .await
+        .unwrap()
+        .refreshing_at_most_every(Duration::from_secs(60));
+        let window = Duration::from_secs(600);
+        assert!(secret.replaced_within(window).is_none());
+
+        stored.set("new");
+        let (generation, _) = secret.current();
+        assert!(secret.refresh(generation).await, "read again: changed");
+        // Another refusal of the value already replaced reads nothing and retries.
+        assert!(secret.refresh(generation).await);
+        stored.set("third");
+        assert!(
+            !secret.refresh(generation + 1).await,
+            "not within the minute"
+        );
+        assert_eq!(
+            stored.reads.load(Ordering::SeqCst),
+            2,
+            "the first read and one more"
+        );
+        assert_eq!(secret.current().1.expose_secret(), "new");
+        let replaced = secret
+            .replaced_within(window)
+            .expect("the old value, for the window");
+        assert_eq!(replaced.expose_secret(), "old");
+        assert!(secret.replaced_within(Duration::ZERO).is_none());
+    }
+}
