@@ -1,8 +1,8 @@
 //! Secrets Manager: the database credentials, the provider key and the Zendesk token and
-//! signing secret in Lambda. [`resolve`] reads
-//! each secret the configuration names once per container (the binaries call it at init) into
-//! a [`RotatingSecret`], which reads it again when what it holds is refused. Secret values
-//! live only in [`Secret`]s: no error message or log line quotes them.
+//! signing secret in Lambda. [`resolve`] reads each secret the configuration names once per
+//! container (the binaries call it at init) into a [`RotatingSecret`], which reads it again
+//! when what it holds is refused. Secret values live only in [`Secret`]s: no error message or
+//! log line quotes them.
 
 use std::sync::Arc;
 

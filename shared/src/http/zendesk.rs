@@ -80,8 +80,9 @@ async fn verify(secret: &Credential, headers: &HeaderMap, body: &[u8]) -> Result
         verified => return verified,
     }
     if let Some(replaced) = secret.replaced_within(SIGNING_SECRET_OVERLAP) {
-        if check(&replaced).is_ok() {
-            return Ok(());
+        match check(&replaced) {
+            Err(Refused::Mismatch) => {}
+            verified => return verified,
         }
     }
     if secret.refused(generation).await {

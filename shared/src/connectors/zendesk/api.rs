@@ -13,7 +13,8 @@
 //!
 //! Authentication is basic, `{email}/token:{api_token}` ("API token", Zendesk's Security and
 //! authentication page). A 401 is what a revoked or rotated token looks like: the token's
-//! secret is read again (at most once a minute) and the request sent once more if it changed.
+//! secret is read again (at most once a minute) and the request sent once more if it changed
+//! (within the caller's rate-limit slot: one extra request per rotation and container).
 //! A 429 carries `Retry-After` in seconds ("Rate limits").
 
 use std::time::Duration;
@@ -106,6 +107,8 @@ pub struct Client {
     base: reqwest::Url,
     email: String,
     token: Credential,
+    /// Also bounds a token's re-read after a 401.
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for Client {
@@ -138,6 +141,7 @@ impl Client {
             base,
             email: email.to_string(),
             token: token.clone(),
+            timeout,
         })
     }
 
@@ -181,8 +185,11 @@ impl Client {
             }
         };
         let (generation, mut response) = send(&self.token).await?;
-        if response.status() == StatusCode::UNAUTHORIZED && self.token.refused(generation).await {
-            response = send(&self.token).await?.1;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            let reread = tokio::time::timeout(self.timeout, self.token.refused(generation));
+            if reread.await.unwrap_or(false) {
+                response = send(&self.token).await?.1;
+            }
         }
         match response.status() {
             status if status.is_success() => response
