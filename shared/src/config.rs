@@ -290,7 +290,7 @@ impl Config {
             zendesk: ZendeskConfig {
                 url: env
                     .optional("TRIAGE_ZENDESK_URL")
-                    .map(|url| zendesk_url(&url))
+                    .map(|url| ZendeskConfig::checked_url(&url))
                     .transpose()?,
                 email: env.string("TRIAGE_ZENDESK_EMAIL", ""),
                 api_token: Secret::from(env.string("TRIAGE_ZENDESK_API_TOKEN", "")).into(),
@@ -312,15 +312,6 @@ impl Config {
         Self::from_lookup(move |name| (name == "DATABASE_URL").then(|| url.clone()))
             .expect("embedded defaults are valid")
     }
-}
-
-/// `TRIAGE_ZENDESK_URL` without its trailing slash, refused where the API token would travel
-/// in clear.
-fn zendesk_url(url: &str) -> Result<String, ConfigError> {
-    let invalid = |why: &str| ConfigError::invalid("TRIAGE_ZENDESK_URL", why.into());
-    let parsed = reqwest::Url::parse(url).map_err(|_| invalid("is not a URL"))?;
-    crate::tls::refuse_in_clear(&parsed).map_err(invalid)?;
-    Ok(url.trim_end_matches('/').to_string())
 }
 
 #[cfg(test)]

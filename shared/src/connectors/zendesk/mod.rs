@@ -8,7 +8,7 @@ pub mod signature;
 
 use std::time::Duration;
 
-use crate::secret::Credential;
+use crate::{domain::error::ConfigError, secret::Credential};
 
 /// At most one re-read of the token's or the signing secret's secret a minute per container:
 /// anyone on the internet can send a badly signed event, and none of them may turn into a
@@ -46,6 +46,15 @@ pub struct ZendeskConfig {
 }
 
 impl ZendeskConfig {
+    /// `TRIAGE_ZENDESK_URL` without its trailing slash, refused where the API token would
+    /// travel in clear.
+    pub fn checked_url(url: &str) -> Result<String, ConfigError> {
+        let invalid = |why: &str| ConfigError::invalid("TRIAGE_ZENDESK_URL", why.into());
+        let parsed = reqwest::Url::parse(url).map_err(|_| invalid("is not a URL"))?;
+        crate::tls::refuse_in_clear(&parsed).map_err(invalid)?;
+        Ok(url.trim_end_matches('/').to_string())
+    }
+
     /// The account's API, when the connector is configured to write back.
     pub fn api(&self, timeout: Duration) -> Option<Result<api::Client, api::ApiError>> {
         let url = self.url.as_deref()?;
