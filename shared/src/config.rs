@@ -288,13 +288,15 @@ impl Config {
             zendesk: ZendeskConfig {
                 url: env
                     .optional("TRIAGE_ZENDESK_URL")
-                    .map(|url| url.trim_end_matches('/').to_string()),
+                    .map(|url| ZendeskConfig::checked_url(&url))
+                    .transpose()?,
                 email: env.string("TRIAGE_ZENDESK_EMAIL", ""),
-                api_token: Secret::from(env.string("TRIAGE_ZENDESK_API_TOKEN", "")),
+                api_token: Secret::from(env.string("TRIAGE_ZENDESK_API_TOKEN", "")).into(),
                 webhook_secret: env
                     .optional("TRIAGE_ZENDESK_WEBHOOK_SECRET")
-                    .map(Secret::from),
+                    .map(|secret| Secret::from(secret).into()),
                 secret_arn: env.optional("TRIAGE_ZENDESK_SECRET_ARN"),
+                signing_secret_arn: env.optional("TRIAGE_ZENDESK_SIGNING_SECRET_ARN"),
                 requests_per_minute: env.limit("TRIAGE_ZENDESK_RPM")?,
                 update_requests_per_minute: env
                     .limit("TRIAGE_ZENDESK_UPDATE_RPM")?
@@ -343,6 +345,20 @@ mod tests {
         let env = |name: &str| (name == "TRIAGE_EVAL_TOLERANCE").then(|| "bogus".to_string());
         let error = Config::from_lookup(env).unwrap_err().to_string();
         assert!(error.contains("TRIAGE_EVAL_TOLERANCE"), "{error}");
+    }
+
+    #[test]
+    fn the_zendesk_url_must_be_https_unless_it_is_loopback() {
+        let load = |url: &'static str| {
+            Config::from_lookup(move |name| (name == "TRIAGE_ZENDESK_URL").then(|| url.into()))
+        };
+        let error = load("http://example.zendesk.com").unwrap_err().to_string();
+        assert!(error.contains("TRIAGE_ZENDESK_URL"), "{error}");
+        assert!(error.contains("https"), "{error}");
+        for url in ["https://example.zendesk.com/", "http://127.0.0.1:8080"] {
+            let zendesk = load(url).unwrap().zendesk;
+            assert_eq!(zendesk.url.as_deref(), Some(url.trim_end_matches('/')));
+        }
     }
 
     #[test]

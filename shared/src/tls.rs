@@ -28,6 +28,16 @@ pub fn is_loopback(url: &reqwest::Url) -> bool {
     }
 }
 
+/// Refuses a URL a credential (an API key or token) would travel to in clear: https, or
+/// plain http only to loopback. The reason follows the variable's name in errors.
+pub fn refuse_in_clear(url: &reqwest::Url) -> Result<(), &'static str> {
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if is_loopback(url) => Ok(()),
+        _ => Err("must be https (plain http only to a loopback address): credentials would travel in clear"),
+    }
+}
+
 fn ring_provider() -> Arc<CryptoProvider> {
     Arc::new(ring::default_provider())
 }

@@ -101,6 +101,8 @@ pub struct Request {
 
 #[derive(Default)]
 struct Account {
+    /// The API token accepted (a rotation changes it).
+    token: String,
     tickets: BTreeMap<i64, Ticket>,
     requests: Vec<Request>,
     violations: Vec<String>,
@@ -119,7 +121,6 @@ struct Account {
 
 struct Shared {
     email: String,
-    token: String,
     api_user: i64,
     account: Mutex<Account>,
 }
@@ -155,9 +156,9 @@ impl FakeZendesk {
         let addr = listener.local_addr().expect("a bound address");
         let shared = Arc::new(Shared {
             email: email.into(),
-            token: token.into(),
             api_user,
             account: Mutex::new(Account {
+                token: token.into(),
                 page_size: 100,
                 clock: 1,
                 ..Account::default()
@@ -217,6 +218,11 @@ impl FakeZendesk {
     /// 429s with these Retry-After seconds to the next ticket updates only.
     pub fn throttle_updates(&self, retry_after: &[u32]) {
         self.shared.account().update_throttle.extend(retry_after);
+    }
+
+    /// The token is rotated: from now on only `token` is accepted, every other one is 401.
+    pub fn accept_only_token(&self, token: &str) {
+        self.shared.account().token = token.into();
     }
 
     pub fn set_page_size(&self, size: usize) {

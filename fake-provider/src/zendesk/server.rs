@@ -84,11 +84,12 @@ async fn handle(
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or("").to_string();
+    let mut account = shared.account();
     // An API token is the account's: it authenticates as any user the email names.
     let as_user = |email: &str| {
         format!(
             "Basic {}",
-            STANDARD.encode(format!("{email}/token:{}", shared.token))
+            STANDARD.encode(format!("{email}/token:{}", account.token))
         )
     };
     let given = parts
@@ -102,7 +103,6 @@ async fn handle(
     } else {
         None
     };
-    let mut account = shared.account();
     let (status, answer, retry_after) = if role.is_none() {
         account.violations.push(format!(
             "{} {path}: not basic auth as email/token:api_token",

@@ -1,7 +1,8 @@
-//! Secrets Manager: the database credentials and the provider key in Lambda. [`resolve`] reads
-//! each secret the configuration names once per container (the binaries call it at init) into
-//! a [`RotatingSecret`], which reads it again when what it holds is refused. Secret values
-//! live only in [`Secret`]s: no error message or log line quotes them.
+//! Secrets Manager: the database credentials, the provider key and the Zendesk token and
+//! signing secret in Lambda. [`resolve`] reads each secret the configuration names once per
+//! container (the binaries call it at init) into a [`RotatingSecret`], which reads it again
+//! when what it holds is refused. Secret values live only in [`Secret`]s: no error message or
+//! log line quotes them.
 
 use std::sync::Arc;
 
@@ -15,11 +16,10 @@ use serde_json::Value;
 use super::sdk;
 use crate::{
     config::Config,
-    connectors::zendesk::ZendeskConfig,
+    connectors::zendesk::SECRET_REFRESH_INTERVAL,
     db::{DbLogin, DbSecretRef},
     domain::error::{ConfigError, Error, Result},
-    providers::ApiKey,
-    secret::{ExposeSecret, RotatingSecret, Secret, SecretSource},
+    secret::{Credential, ExposeSecret, RotatingSecret, Secret, SecretSource},
 };
 
 /// A Secrets Manager client configured from the environment Lambda provides.
@@ -101,11 +101,14 @@ impl SecretSource for ManagedSecret {
 }
 
 /// Fetches what `config` names: the database secret into `config.database.credentials`, the
-/// provider secret into `config.provider.api_key`. No secret ARNs, no client, no network.
+/// provider secret into `config.provider.api_key`, the Zendesk secrets into
+/// `config.zendesk.api_token` and `webhook_secret` (the signing secret from its own secret
+/// when one is named, else from the combined one). No secret ARNs, no client, no network.
 pub async fn resolve(config: &mut Config) -> Result<()> {
     if config.database.secret.is_none()
         && config.provider.api_key_secret_arn.is_none()
         && config.zendesk.secret_arn.is_none()
+        && config.zendesk.signing_secret_arn.is_none()
     {
         return Ok(());
     }
@@ -132,58 +135,96 @@ pub async fn resolve_with(config: &mut Config, manager: &SecretsManager) -> Resu
         let key = RotatingSecret::fetch(
             source(arn, "TRIAGE_PROVIDER_SECRET_ARN"),
             "provider key",
-            provider_key,
+            |raw| plain_or_field(raw, "api_key", "TRIAGE_PROVIDER_SECRET_ARN"),
         )
         .await?;
-        config.provider.api_key = ApiKey::Rotating(Arc::new(key));
+        config.provider.api_key = Credential::Rotating(Arc::new(key));
     }
-    if let Some(arn) = config.zendesk.secret_arn.clone() {
-        let raw = manager
-            .secret_string(&arn, "TRIAGE_ZENDESK_SECRET_ARN")
-            .await?;
-        zendesk_secrets(&raw, &mut config.zendesk)?;
+    if let Some(arn) = &config.zendesk.signing_secret_arn {
+        let secret = RotatingSecret::fetch(
+            source(arn, SIGNING_SETTING),
+            "Zendesk signing secret",
+            |raw| plain_or_field(raw, "webhook_secret", SIGNING_SETTING),
+        )
+        .await?;
+        config.zendesk.webhook_secret = Some(zendesk_credential(secret));
     }
-    Ok(())
-}
-
-/// The Zendesk secret is a JSON object: `api_token` (the dedicated agent's API token) and
-/// `webhook_secret` (the webhook's signing secret); either may be absent where the function
-/// does not need it (the API verifies, the deliverer and `triage import` call the API).
-fn zendesk_secrets(raw: &Secret, zendesk: &mut ZendeskConfig) -> Result<(), ConfigError> {
-    let invalid = |reason: &str| ConfigError::invalid("TRIAGE_ZENDESK_SECRET_ARN", reason.into());
-    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(raw.expose_secret()) else {
-        return Err(invalid("the secret is not a JSON object"));
-    };
-    match fields.get("api_token") {
-        Some(Value::String(value)) => zendesk.api_token = Secret::from(value.trim().to_string()),
-        None | Some(Value::Null) => {}
-        Some(_) => return Err(invalid("`api_token` is not a string")),
-    }
-    match fields.get("webhook_secret") {
-        Some(Value::String(value)) if !value.trim().is_empty() => {
-            zendesk.webhook_secret = Some(Secret::from(value.trim().to_string()));
+    if let Some(arn) = &config.zendesk.secret_arn {
+        // One read for both fields; each is re-read on its own when refused.
+        let raw = source(arn, ZENDESK_SETTING).read().await?;
+        let rotating = |field: &'static str, what| {
+            if json_field(&raw, field, ZENDESK_SETTING)?.is_none() {
+                return Ok::<_, ConfigError>(None);
+            }
+            let source = source(arn, ZENDESK_SETTING);
+            let secret = RotatingSecret::read_as(source, &raw, what, move |raw| {
+                json_field(raw, field, ZENDESK_SETTING)?.ok_or_else(|| {
+                    ConfigError::invalid(ZENDESK_SETTING, format!("the secret has no `{field}`"))
+                })
+            })?;
+            Ok(Some(zendesk_credential(secret)))
+        };
+        if let Some(token) = rotating("api_token", "Zendesk API token")? {
+            config.zendesk.api_token = token;
         }
-        None | Some(Value::Null) => {}
-        Some(_) => return Err(invalid("`webhook_secret` is not a string")),
+        if config.zendesk.signing_secret_arn.is_none() {
+            if let Some(secret) = rotating("webhook_secret", "Zendesk signing secret")? {
+                config.zendesk.webhook_secret = Some(secret);
+            }
+        }
     }
     Ok(())
 }
 
-/// The provider key is stored as the plain `SecretString` (docs/deploy.md); a JSON object with
-/// an `api_key` field is accepted too, as consoles like to create key/value secrets.
-fn provider_key(raw: &Secret) -> Result<Secret, ConfigError> {
-    let invalid = |reason: &str| ConfigError::invalid("TRIAGE_PROVIDER_SECRET_ARN", reason.into());
-    let key = match serde_json::from_str::<Value>(raw.expose_secret()) {
-        Ok(Value::Object(fields)) => match fields.get("api_key") {
-            Some(Value::String(key)) => key.trim().to_string(),
-            _ => return Err(invalid("the secret is JSON without a string `api_key`")),
-        },
-        _ => raw.expose_secret().trim().to_string(),
+/// The variables naming the Zendesk secrets: the token (and, combined, the signing secret)
+/// and the signing secret on its own.
+const ZENDESK_SETTING: &str = "TRIAGE_ZENDESK_SECRET_ARN";
+const SIGNING_SETTING: &str = "TRIAGE_ZENDESK_SIGNING_SECRET_ARN";
+
+fn zendesk_credential(secret: RotatingSecret<Secret>) -> Credential {
+    Credential::Rotating(Arc::new(
+        secret.refreshing_at_most_every(SECRET_REFRESH_INTERVAL),
+    ))
+}
+
+/// Field `name` of a secret that is a JSON object (the Zendesk secret: `api_token`, the
+/// dedicated agent's API token, and `webhook_secret`, the webhook's signing secret); `None`
+/// when absent or empty, as a function may not need it.
+fn json_field(raw: &Secret, name: &str, setting: &str) -> Result<Option<Secret>, ConfigError> {
+    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(raw.expose_secret()) else {
+        return Err(ConfigError::invalid(
+            setting,
+            "the secret is not a JSON object".into(),
+        ));
     };
-    if key.is_empty() {
-        return Err(invalid("the secret is empty"));
+    match fields.get(name) {
+        Some(Value::String(value)) if !value.trim().is_empty() => {
+            Ok(Some(Secret::from(value.trim().to_string())))
+        }
+        None | Some(Value::Null | Value::String(_)) => Ok(None),
+        Some(_) => Err(ConfigError::invalid(
+            setting,
+            format!("`{name}` is not a string"),
+        )),
     }
-    Ok(Secret::from(key))
+}
+
+/// A secret stored as the plain `SecretString` (docs/deploy.md); a JSON object with a string
+/// field `name` is accepted too, as consoles like to create key/value secrets.
+fn plain_or_field(raw: &Secret, name: &str, setting: &str) -> Result<Secret, ConfigError> {
+    let value = match serde_json::from_str::<Value>(raw.expose_secret()) {
+        Ok(Value::Object(_)) => json_field(raw, name, setting)?.ok_or_else(|| {
+            ConfigError::invalid(
+                setting,
+                format!("the secret is JSON without a string `{name}`"),
+            )
+        })?,
+        _ => Secret::from(raw.expose_secret().trim().to_string()),
+    };
+    if value.expose_secret().is_empty() {
+        return Err(ConfigError::invalid(setting, "the secret is empty".into()));
+    }
+    Ok(value)
 }
 
 /// The RDS JSON shape (`username`, `password`, `host`, `port` as a number or a string,
@@ -319,8 +360,10 @@ mod tests {
 
     #[test]
     fn provider_key_is_plain_or_json_api_key() {
-        let key =
-            |raw: &str| provider_key(&Secret::from(raw)).map(|s| s.expose_secret().to_string());
+        let key = |raw: &str| {
+            plain_or_field(&Secret::from(raw), "api_key", "TRIAGE_PROVIDER_SECRET_ARN")
+                .map(|s| s.expose_secret().to_string())
+        };
         assert_eq!(key("sk-abc\n").unwrap(), "sk-abc");
         assert_eq!(key(r#"{"api_key": "sk-abc"}"#).unwrap(), "sk-abc");
         assert!(key(r#"{"key": "sk-abc"}"#).is_err());

@@ -14,10 +14,10 @@ use tokio::sync::OnceCell;
 
 use super::{
     http_errors::{status_error, ErrorInfo, ErrorSignals},
-    rate_headers, ApiKey, EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderConfig,
+    rate_headers, EvaluationRequest, FailureKind, ModelOutput, Provider, ProviderConfig,
     ProviderError, ProviderReply, Usage,
 };
-use crate::secret::ExposeSecret;
+use crate::secret::{Credential, ExposeSecret};
 
 /// What differs between the providers' HTTP APIs. Everything else — one request per call,
 /// timeouts, the status table — is [`HttpProvider`]'s.
@@ -42,7 +42,7 @@ pub struct Connection {
     client: OnceCell<Client>,
     call_timeout: Duration,
     base: Url,
-    api_key: ApiKey,
+    api_key: Credential,
 }
 
 /// What a request carries.
@@ -210,8 +210,8 @@ fn build_client(call_timeout: Duration) -> Result<Client, ProviderError> {
         .map_err(|_| ProviderError::new(FailureKind::ConnectFailed, "HTTP client setup failed"))
 }
 
-/// `{base}/{path}`, checked at start-up so a bad URL never reaches a call. Plain http only to
-/// loopback (the fake provider in tests): anywhere else the API key would travel in clear.
+/// `{base}/{path}`, checked at start-up so a bad URL never reaches a call, and never to a
+/// plain http address off loopback (`tls::refuse_in_clear`).
 /// With an empty `path`, the base with a trailing `/`, which other paths are joined to.
 fn endpoint(base: &str, path: &str) -> Result<Url, ProviderError> {
     let refuse = |why: &str| {
@@ -222,13 +222,8 @@ fn endpoint(base: &str, path: &str) -> Result<Url, ProviderError> {
     };
     let url = Url::parse(&format!("{}/{path}", base.trim_end_matches('/')))
         .map_err(|_| refuse("is not a valid URL"))?;
-    match url.scheme() {
-        "https" => Ok(url),
-        "http" if crate::tls::is_loopback(&url) => Ok(url),
-        _ => Err(refuse(
-            "must be https (plain http only to a loopback address): the API key would travel in clear",
-        )),
-    }
+    crate::tls::refuse_in_clear(&url).map_err(refuse)?;
+    Ok(url)
 }
 
 /// The answer schema both providers are forced into; the department enum is the policy's.

@@ -24,7 +24,7 @@ pub use contract::{AnsweredBy, ContractViolation, Evaluation};
 pub use failure::{ErrorClass, FailureKind};
 pub use prices::{PriceTable, Tier};
 pub use prompt::{Framing, Policy, Prompt};
-pub use provider::{ApiKey, ProviderConfig, ProviderKind};
+pub use provider::{ProviderConfig, ProviderKind};
 pub use rate_headers::RateSignals;
 
 use crate::domain::versions::ModelVersion;

@@ -20,13 +20,13 @@ use crate::{
 };
 
 /// A Secrets Manager client for moto, or `None` (after a loud message) without moto.
-fn moto() -> Option<SecretsManager> {
+pub(crate) fn moto() -> Option<SecretsManager> {
     let env = testkit::moto::aws_env()?;
     let lookup = |name: &str| env.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
     Some(SecretsManager::from_lookup(lookup).expect("client for moto"))
 }
 
-async fn create_secret(sm: &SecretsManager, value: &str) -> String {
+pub(crate) async fn create_secret(sm: &SecretsManager, value: &str) -> String {
     let name = format!("triage/test/{}", uuid::Uuid::new_v4().simple());
     let out = sm
         .client()
@@ -39,7 +39,7 @@ async fn create_secret(sm: &SecretsManager, value: &str) -> String {
     out.arn.unwrap()
 }
 
-async fn put_secret(sm: &SecretsManager, arn: &str, value: &str) {
+pub(crate) async fn put_secret(sm: &SecretsManager, arn: &str, value: &str) {
     sm.client()
         .put_secret_value()
         .secret_id(arn)

@@ -1,5 +1,6 @@
-//! The Support API calls the connector makes, each one request (no retries, no redirects:
-//! what to do after a 409 or a 429 is the caller's decision):
+//! The Support API calls the connector makes, each one request (no redirects, no retries but
+//! one after a 401 with a re-read token: what to do after a 409 or a 429 is the caller's
+//! decision):
 //! - Show Ticket, `GET /api/v2/tickets/{id}.json`, and Update Ticket,
 //!   `PUT /api/v2/tickets/{id}.json` with `{"ticket": {...}}`: `additional_tags` /
 //!   `remove_tags` change tags without replacing the agents', and `safe_update` with
@@ -11,7 +12,10 @@
 //!   with `start_time` then `cursor` until `end_of_stream` ("Incremental Exports").
 //!
 //! Authentication is basic, `{email}/token:{api_token}` ("API token", Zendesk's Security and
-//! authentication page). A 429 carries `Retry-After` in seconds ("Rate limits").
+//! authentication page). A 401 is what a revoked or rotated token looks like: the token's
+//! secret is read again (at most once a minute) and the request sent once more if it changed
+//! (within the caller's rate-limit slot: one extra request per rotation and container).
+//! A 429 carries `Retry-After` in seconds ("Rate limits").
 
 use std::time::Duration;
 
@@ -20,7 +24,7 @@ use reqwest::{header, Method, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::secret::{ExposeSecret, Secret};
+use crate::secret::{Credential, ExposeSecret};
 
 /// How a call failed. Never carries a response body (an answer may quote a ticket).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,7 +105,10 @@ pub struct Page {
 pub struct Client {
     http: reqwest::Client,
     base: reqwest::Url,
-    authorization: String,
+    email: String,
+    token: Credential,
+    /// Also bounds a token's re-read after a 401.
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for Client {
@@ -116,7 +123,7 @@ impl Client {
     pub fn new(
         url: &str,
         email: &str,
-        token: &Secret,
+        token: &Credential,
         timeout: Duration,
     ) -> Result<Self, ApiError> {
         let base = reqwest::Url::parse(url.trim_end_matches('/'))
@@ -129,11 +136,12 @@ impl Client {
             .user_agent("triage-zendesk/1")
             .build()
             .map_err(|e| ApiError::Transport(e.to_string()))?;
-        let credentials = format!("{email}/token:{}", token.expose_secret());
         Ok(Self {
             http,
             base,
-            authorization: format!("Basic {}", STANDARD.encode(credentials)),
+            email: email.to_string(),
+            token: token.clone(),
+            timeout,
         })
     }
 
@@ -154,18 +162,35 @@ impl Client {
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(query);
         }
-        let mut request = self
-            .http
-            .request(method, url)
-            .header(header::AUTHORIZATION, &self.authorization)
-            .header(header::ACCEPT, "application/json");
-        if let Some(body) = body {
-            request = request.json(&body);
+        let send = |token: &Credential| {
+            let (generation, token) = token.current();
+            let credentials = format!("{}/token:{}", self.email, token.expose_secret());
+            let mut request = self
+                .http
+                .request(method.clone(), url.clone())
+                .header(
+                    header::AUTHORIZATION,
+                    format!("Basic {}", STANDARD.encode(credentials)),
+                )
+                .header(header::ACCEPT, "application/json");
+            if let Some(body) = &body {
+                request = request.json(body);
+            }
+            async move {
+                let response = request
+                    .send()
+                    .await
+                    .map_err(|e| ApiError::Transport(e.without_url().to_string()))?;
+                Ok::<_, ApiError>((generation, response))
+            }
+        };
+        let (generation, mut response) = send(&self.token).await?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            let reread = tokio::time::timeout(self.timeout, self.token.refused(generation));
+            if reread.await.unwrap_or(false) {
+                response = send(&self.token).await?.1;
+            }
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| ApiError::Transport(e.without_url().to_string()))?;
         match response.status() {
             status if status.is_success() => response
                 .json()

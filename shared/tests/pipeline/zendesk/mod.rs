@@ -13,11 +13,15 @@
 //!   updates, triggers' (`-1`), retries, unmapped and shared groups and erased tickets are not.
 //! - `import`: the desk's solved history as a labelled set that trains, through a 429 and
 //!   across runs.
+//! - `rotation`: the signing secret and the token read from Secrets Manager (moto) and
+//!   rotated under a warm app: re-read on a mismatch or a 401 at most once a minute, the
+//!   replaced signing secret still accepted for the overlap.
 
 mod corrections;
 mod import;
 mod inbound;
 mod promotion;
+mod rotation;
 mod writeback;
 
 use std::time::Duration;
@@ -43,11 +47,11 @@ pub(crate) const AGENT: i64 = 901;
 /// The connector configured against `fake` (its URL, the agent's token, the signing secret).
 pub(crate) fn use_zendesk(config: &mut Config, fake: Option<&FakeZendesk>) {
     fast_delivery(config);
-    config.zendesk.webhook_secret = Some(Secret::from(SECRET));
+    config.zendesk.webhook_secret = Some(Secret::from(SECRET).into());
     if let Some(fake) = fake {
         config.zendesk.url = Some(fake.url());
         config.zendesk.email = EMAIL.into();
-        config.zendesk.api_token = Secret::from(TOKEN);
+        config.zendesk.api_token = Secret::from(TOKEN).into();
     }
 }
 
@@ -100,8 +104,13 @@ impl TestApp {
 
     /// Posts `event` signed as Zendesk signs it, now.
     pub(crate) async fn post_event(&self, event: &Value) -> Response {
+        self.post_event_signed(event, SECRET).await
+    }
+
+    /// Posts `event` signed now with signing secret `secret`.
+    pub(crate) async fn post_event_signed(&self, event: &Value, secret: &str) -> Response {
         let at = timestamp(Duration::ZERO);
-        let signature = zendesk::sign(SECRET, &at, event.to_string().as_bytes());
+        let signature = zendesk::sign(secret, &at, event.to_string().as_bytes());
         self.post_event_with(event, Some(signature), Some(at)).await
     }
 }
