@@ -6,7 +6,9 @@
 -- the backlog.
 --
 -- Runs as its owner (SECURITY DEFINER): the API's role may count, not update jobs; the function
--- only ever delays a pending job of a ticket of `who`, never brings one forward.
+-- only ever delays a pending job of a ticket of `who`, never brings one forward. Callable by
+-- every role, as ingest's functions are: `docs/sql/roles.sql` runs `grant_api_role()` as the RDS
+-- master user, who may not grant EXECUTE on a function the migrations' role owns.
 CREATE FUNCTION desk_quota_place(who text, quota int, new_ticket uuid) RETURNS date
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
@@ -31,33 +33,3 @@ BEGIN
     RETURN place;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION desk_quota_place(text, int, uuid) FROM PUBLIC;
-
--- The API places a desk's tickets (`grant_api_role()`, V40, with it added).
-CREATE OR REPLACE FUNCTION grant_api_role() RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'triage_api') THEN
-        RETURN;
-    END IF;
-    GRANT SELECT, INSERT ON ticket, ticket_evaluation, evaluation_outbox, request_idempotency,
-        caller_daily_tickets, caller_minute_requests, delivery TO triage_api;
-    GRANT UPDATE ON request_idempotency, caller_daily_tickets, caller_minute_requests TO triage_api;
-    GRANT SELECT ON evaluation_result, version_promotion, provisional_result TO triage_api;
-    GRANT SELECT, INSERT, UPDATE, DELETE ON subscription TO triage_api;
-    GRANT USAGE ON SEQUENCE evaluation_outbox_id_seq, delivery_id_seq TO triage_api;
-    GRANT SELECT, INSERT, DELETE ON ticket_feedback TO triage_api;
-    GRANT UPDATE (superseded_at) ON ticket_feedback TO triage_api;
-    GRANT SELECT, INSERT, DELETE ON feedback_match TO triage_api;
-    GRANT SELECT, INSERT, UPDATE ON feedback_agreement_day TO triage_api;
-    GRANT USAGE ON SEQUENCE ticket_feedback_id_seq TO triage_api;
-    GRANT SELECT, INSERT, UPDATE ON zendesk_ticket TO triage_api;
-    GRANT SELECT, INSERT ON zendesk_event TO triage_api;
-    GRANT SELECT ON zendesk_account, taxonomy TO triage_api;
-    GRANT SELECT ON cascade_switch TO triage_api;
-    -- A correction before the write-back is kept (V40).
-    GRANT SELECT, INSERT ON zendesk_correction TO triage_api;
-    -- A desk ticket past its quota waits (V42).
-    GRANT EXECUTE ON FUNCTION desk_quota_place(text, int, uuid) TO triage_api;
-END
-$$;
-SELECT grant_api_role();

@@ -40,6 +40,10 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
 pub async fn spawn_app_at(url: String, adjust: impl FnOnce(&mut Config)) -> TestApp {
     let mut config = Config::local(&url);
     config.database.pool_size = 16;
+    // CI's two cores, with two tests training classifiers and creating databases beside this
+    // one, have taken more than the default 3 s to accept a connection. No test here is about
+    // that; those about timeouts set their own.
+    config.database.connect_timeout = std::time::Duration::from_secs(10);
     // The suite's fixtures (reprocess and shadow diffs from v3 to v4, the versions page) are
     // written against triage-v3; the default (triage-v5) is config's own test.
     config.versions.prompt = "triage-v3".parse().unwrap();

@@ -73,6 +73,22 @@ fn history(fake: &FakeZendesk, from: i64, per_department: i64) {
     fake.add(Ticket::new(id + 1, "Still open", "Not finished."));
 }
 
+/// An import of the last 30 days into `out`, as `email` (`None`: the connector's agent).
+fn last_30_days(
+    out: std::path::PathBuf,
+    policy_version: String,
+    email: Option<&str>,
+) -> ImportZendesk {
+    ImportZendesk {
+        since: Duration::from_secs(30 * 24 * 3600),
+        out,
+        policy_version,
+        // Zendesk's 10 a minute made fast for the test; the pacing is the shared limiter's.
+        requests_per_minute: 6000,
+        email: email.map(str::to_string),
+    }
+}
+
 #[tokio::test]
 async fn the_desks_history_becomes_a_labelled_set_that_trains_a_classifier_and_resumes() {
     let fake = start_fake().await;
@@ -83,14 +99,7 @@ async fn the_desks_history_becomes_a_labelled_set_that_trains_a_classifier_and_r
     fake.throttle(&[1]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("desk.jsonl");
-    let run = ImportZendesk {
-        since: Duration::from_secs(30 * 24 * 3600),
-        out: out.clone(),
-        policy_version: version,
-        // Zendesk's 10 a minute made fast for the test; the pacing is the shared limiter's.
-        requests_per_minute: 6000,
-        email: Some(ADMIN_EMAIL.into()),
-    };
+    let run = last_30_days(out.clone(), version, Some(ADMIN_EMAIL));
     let first = import::zendesk(&app.pool, &app.config.zendesk, Duration::from_secs(5), &run)
         .await
         .unwrap();
@@ -169,13 +178,7 @@ async fn a_group_several_departments_share_is_no_row_and_the_report_says_so() {
         fake.add(ticket);
     }
     let dir = tempfile::tempdir().unwrap();
-    let run = ImportZendesk {
-        since: Duration::from_secs(30 * 24 * 3600),
-        out: dir.path().join("desk.jsonl"),
-        policy_version: version,
-        requests_per_minute: 6000,
-        email: Some(ADMIN_EMAIL.into()),
-    };
+    let run = last_30_days(dir.path().join("desk.jsonl"), version, Some(ADMIN_EMAIL));
     let imported = import::zendesk(&app.pool, &app.config.zendesk, Duration::from_secs(5), &run)
         .await
         .unwrap();
@@ -200,13 +203,7 @@ async fn the_import_as_the_connectors_agent_is_refused_naming_email() {
     let version = desk_taxonomy(&app).await;
     history(&fake, 1, 1);
     let dir = tempfile::tempdir().unwrap();
-    let run = ImportZendesk {
-        since: Duration::from_secs(30 * 24 * 3600),
-        out: dir.path().join("desk.jsonl"),
-        policy_version: version,
-        requests_per_minute: 6000,
-        email: None,
-    };
+    let run = last_30_days(dir.path().join("desk.jsonl"), version, None);
     let refused = import::zendesk(&app.pool, &app.config.zendesk, Duration::from_secs(5), &run)
         .await
         .unwrap_err()
